@@ -1,0 +1,103 @@
+//! One error type for the whole core. The binding turns `Code::Configuration` into a JS
+//! `ConfigurationError`, `Code::EgressUnsupported` into an error whose `code` is the documented
+//! `LOUSHO_SANDBOX_EGRESS_UNSUPPORTED`, and every other code into a `WorkspaceError`.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    NotFound,
+    OutsideWorkspace,
+    Denied,
+    NotAFile,
+    IsADirectory,
+    TooLarge,
+    NotUtf8,
+    NoMatch,
+    Ambiguous,
+    InvalidPattern,
+    InvalidArguments,
+    Timeout,
+    Aborted,
+    CommandRefused,
+    ReadOnly,
+    /// An I/O failure that is none of the above (a full disk, a permission the OS refused).
+    Io,
+    /// Bad options or a bad root: a `ConfigurationError` in JS.
+    Configuration,
+    /// `LOUSHO_SANDBOX_EGRESS_UNSUPPORTED`: allowlisted egress cannot be enforced here.
+    EgressUnsupported,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::NotFound => "NotFound",
+            Code::OutsideWorkspace => "OutsideWorkspace",
+            Code::Denied => "Denied",
+            Code::NotAFile => "NotAFile",
+            Code::IsADirectory => "IsADirectory",
+            Code::TooLarge => "TooLarge",
+            Code::NotUtf8 => "NotUtf8",
+            Code::NoMatch => "NoMatch",
+            Code::Ambiguous => "Ambiguous",
+            Code::InvalidPattern => "InvalidPattern",
+            Code::InvalidArguments => "InvalidArguments",
+            Code::Timeout => "Timeout",
+            Code::Aborted => "Aborted",
+            Code::CommandRefused => "CommandRefused",
+            Code::ReadOnly => "ReadOnly",
+            Code::Io => "Io",
+            Code::Configuration => "ConfigurationError",
+            Code::EgressUnsupported => "LOUSHO_SANDBOX_EGRESS_UNSUPPORTED",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub code: Code,
+    pub message: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Error { code, message: message.into() }
+    }
+    pub fn config(message: impl Into<String>) -> Self {
+        Error::new(Code::Configuration, message)
+    }
+    pub fn not_found(path: &str) -> Self {
+        Error::new(Code::NotFound, format!("File not found: {path}"))
+    }
+    pub fn aborted() -> Self {
+        Error::new(Code::Aborted, "The operation was aborted.")
+    }
+    /// Turns an OS error into a workspace error that names the workspace path, never the host path.
+    pub fn io(path: &str, err: &std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        match err.kind() {
+            K::NotFound => Error::not_found(path),
+            K::PermissionDenied => Error::new(Code::ReadOnly, format!("Permission denied: {path}")),
+            K::IsADirectory => Error::new(Code::IsADirectory, format!("Is a directory: {path}")),
+            K::NotADirectory => Error::new(Code::NotFound, format!("Not a directory on the way to: {path}")),
+            _ => {
+                let text = match err.raw_os_error() {
+                    Some(_) => err.kind().to_string(),
+                    None => err.to_string(),
+                };
+                Error::new(Code::Io, format!("{text}: {path}"))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

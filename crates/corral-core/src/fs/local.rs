@@ -1,0 +1,2 @@
+//! A directory on disk.
+pub struct LocalFs;

@@ -1,0 +1,2 @@
+//! An in-memory tree.
+pub struct MemoryFs;

@@ -1,0 +1,8 @@
+//! corral's core: every behaviour of the package, with no napi dependency.
+
+pub mod error;
+pub mod fs;
+pub mod path;
+pub mod shell;
+
+pub use error::{Code, Error, Result};

@@ -1,0 +1,293 @@
+//! Workspace path rules: normalization (posix and win32 rules), deny names, and the `.git` rules.
+//!
+//! A workspace path is relative, uses `/`, has no `.` or `..` segments and never names the root's
+//! parent. The root itself is `"."`.
+
+use crate::error::{Code, Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Posix,
+    Win32,
+    /// Both rule sets: what `normalizeWorkspacePath(path)` applies with no flavor.
+    Both,
+}
+
+impl Flavor {
+    /// The rules of the platform corral runs on.
+    pub fn native() -> Flavor {
+        if cfg!(windows) {
+            Flavor::Win32
+        } else {
+            Flavor::Posix
+        }
+    }
+    pub fn parse(s: &str) -> Option<Flavor> {
+        match s {
+            "posix" => Some(Flavor::Posix),
+            "win32" => Some(Flavor::Win32),
+            _ => None,
+        }
+    }
+    fn windows_rules(self) -> bool {
+        matches!(self, Flavor::Win32 | Flavor::Both)
+    }
+}
+
+fn outside(path: &str, why: &str) -> Error {
+    Error::new(Code::OutsideWorkspace, format!("Path is outside the workspace: {} ({why})", shown(path)))
+}
+
+/// A path as it may appear in a message: control characters (NUL among them) made visible.
+pub fn shown(path: &str) -> String {
+    path.chars()
+        .map(|c| if c.is_control() { char::REPLACEMENT_CHARACTER } else { c })
+        .collect()
+}
+
+fn is_reserved_device(seg: &str) -> bool {
+    // CON, PRN, AUX, NUL, COM0-9, LPT0-9 (and the superscript digits Windows also treats as
+    // devices), with or without an extension, trailing dots and spaces ignored.
+    let base = seg.split('.').next().unwrap_or("").trim_end_matches([' ', '.']);
+    let upper = base.to_ascii_uppercase();
+    let u = upper.as_str();
+    if matches!(u, "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$") {
+        return true;
+    }
+    for prefix in ["COM", "LPT"] {
+        if let Some(rest) = upper.strip_prefix(prefix) {
+            let rest: Vec<char> = rest.chars().collect();
+            if rest.len() == 1 && (rest[0].is_ascii_digit() || matches!(rest[0], '¹' | '²' | '³')) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Normalizes a workspace path, or explains why it is refused.
+pub fn normalize(path: &str, flavor: Flavor) -> Result<String> {
+    if path.contains('\0') {
+        return Err(outside(path, "it contains a NUL byte"));
+    }
+    let unified = path.replace('\\', "/");
+    if unified.starts_with('/') {
+        return Err(if unified.starts_with("//") {
+            outside(path, "UNC and extended-length paths are not allowed")
+        } else {
+            outside(path, "absolute paths are not allowed; use a path relative to the workspace root")
+        });
+    }
+    let bytes = unified.as_bytes();
+    if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+        return Err(outside(path, "drive letters are not allowed"));
+    }
+    let mut out: Vec<&str> = Vec::new();
+    for seg in unified.split('/') {
+        if seg.is_empty() || seg == "." {
+            continue;
+        }
+        if flavor.windows_rules() {
+            if seg != ".." && seg.chars().all(|c| c == '.' || c == ' ') {
+                return Err(outside(path, "a segment made only of dots and spaces acts as '..' on Windows"));
+            }
+            if seg.contains(':') {
+                return Err(Error::new(
+                    Code::OutsideWorkspace,
+                    format!("Path is not allowed: {} (':' names an alternate data stream on Windows)", shown(path)),
+                ));
+            }
+            if is_reserved_device(seg) {
+                return Err(Error::new(
+                    Code::OutsideWorkspace,
+                    format!("Path is not allowed: {} ('{seg}' is a reserved device name on Windows)", shown(path)),
+                ));
+            }
+        }
+        if seg == ".." {
+            if out.pop().is_none() {
+                return Err(outside(path, "'..' climbs above the workspace root"));
+            }
+            continue;
+        }
+        out.push(seg);
+    }
+    if out.is_empty() {
+        Ok(".".to_string())
+    } else {
+        Ok(out.join("/"))
+    }
+}
+
+/// Joins a normalized base and a relative path, then normalizes the result.
+pub fn join(base: &str, rel: &str, flavor: Flavor) -> Result<String> {
+    if base == "." {
+        normalize(rel, flavor)
+    } else {
+        normalize(&format!("{base}/{rel}"), flavor)
+    }
+}
+
+/// The name as Windows compares it: trailing dots and spaces dropped, case folded.
+fn fold(name: &str) -> String {
+    name.trim_end_matches(['.', ' ']).to_lowercase()
+}
+
+/// The 8.3 short-name stem Windows generates for a long name (`.git` -> `GIT`).
+fn short_stem(name: &str) -> String {
+    let base = fold(name);
+    let stem: String = match base.rfind('.') {
+        Some(i) if i > 0 => base[..i].to_string(),
+        _ => base.clone(),
+    };
+    stem.chars().filter(|c| *c != '.' && *c != ' ').take(6).collect::<String>().to_uppercase()
+}
+
+/// Whether an entry name is blocked by a deny list (compared case-insensitively, trailing dots
+/// and spaces ignored, 8.3 short names such as `GIT~1` included).
+pub fn name_is_denied(name: &str, deny: &[String]) -> bool {
+    if deny.is_empty() {
+        return false;
+    }
+    let folded = fold(name);
+    let upper = name.to_uppercase();
+    deny.iter().any(|d| {
+        if fold(d) == folded {
+            return true;
+        }
+        // An 8.3 short name: STEM~N, optionally with an extension.
+        let stem = short_stem(d);
+        if stem.is_empty() || stem.len() == fold(d).len() && !d.starts_with('.') {
+            return false;
+        }
+        if let Some(rest) = upper.strip_prefix(&stem) {
+            if let Some(num) = rest.strip_prefix('~') {
+                let digits: String = num.chars().take_while(|c| c.is_ascii_digit()).collect();
+                return !digits.is_empty() && (num.len() == digits.len() || num[digits.len()..].starts_with('.'));
+            }
+        }
+        false
+    })
+}
+
+/// Refuses a normalized path with a denied segment at any depth.
+pub fn check_denied(path: &str, deny: &[String]) -> Result<()> {
+    if path == "." {
+        return Ok(());
+    }
+    for seg in path.split('/') {
+        if name_is_denied(seg, deny) {
+            return Err(Error::new(
+                Code::Denied,
+                format!("Access denied: {path} ('{seg}' is a denied name; the file tools never touch it)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The default deny list of the file tools.
+pub fn default_deny() -> Vec<String> {
+    vec![".git".to_string()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(p: &str, f: Flavor) -> String {
+        normalize(p, f).unwrap_or_else(|e| panic!("{p:?} refused: {}", e.message))
+    }
+    fn bad(p: &str, f: Flavor) -> Error {
+        normalize(p, f).expect_err(&format!("{p:?} should be refused"))
+    }
+
+    #[test]
+    fn normalizes_ordinary_paths() {
+        assert_eq!(ok("src/main.rs", Flavor::Posix), "src/main.rs");
+        assert_eq!(ok("./src//a/../b.txt", Flavor::Posix), "src/b.txt");
+        assert_eq!(ok("src\\lib.rs", Flavor::Posix), "src/lib.rs");
+        assert_eq!(ok("", Flavor::Posix), ".");
+        assert_eq!(ok(".", Flavor::Both), ".");
+        assert_eq!(ok("a/b/", Flavor::Both), "a/b");
+        assert_eq!(ok("a/..", Flavor::Both), ".");
+    }
+
+    #[test]
+    fn refuses_every_escape_on_every_flavor() {
+        for f in [Flavor::Posix, Flavor::Win32, Flavor::Both] {
+            for p in [
+                "../secret",
+                "src/../../secret",
+                "/etc/passwd",
+                "C:\\Windows",
+                "C:secret",
+                "c:/x",
+                "\\\\server\\share",
+                "//server/share",
+                "\\\\?\\C:\\",
+                "src/..\\..\\secret",
+                "a\0b",
+                "..",
+            ] {
+                assert_eq!(bad(p, f).code, Code::OutsideWorkspace, "{p}");
+            }
+        }
+    }
+
+    #[test]
+    fn windows_rules_apply_to_win32_only() {
+        for p in ["file.txt:stream", "CON", "nul.txt", "COM1", "lpt9.log", "a/.. ", "...", ". ", "aux ."] {
+            assert!(normalize(p, Flavor::Win32).is_err(), "{p}");
+            assert!(normalize(p, Flavor::Both).is_err(), "{p}");
+        }
+        assert_eq!(ok("file.txt:stream", Flavor::Posix), "file.txt:stream");
+        assert_eq!(ok("CON", Flavor::Posix), "CON");
+        assert_eq!(ok("console.txt", Flavor::Win32), "console.txt");
+        assert_eq!(ok("com10", Flavor::Win32), "com10");
+    }
+
+    #[test]
+    fn git_names() {
+        let deny = default_deny();
+        for name in [".git", ".GIT", ".git.", ".git ", ".Git. .", "GIT~1", "git~2"] {
+            assert!(name_is_denied(name, &deny), "{name}");
+        }
+        for name in [".gitignore", ".github", "git", ".gitattributes", "GIT~", "GIT~X", "legit"] {
+            assert!(!name_is_denied(name, &deny), "{name}");
+        }
+        assert!(check_denied("sub/.git/config", &deny).is_err());
+        assert!(check_denied(&ok(".git\\config", Flavor::Posix), &deny).is_err());
+        assert!(check_denied(&ok("a/../.git/", Flavor::Posix), &deny).is_err());
+        assert!(check_denied(".github/workflows/ci.yml", &deny).is_ok());
+        assert!(check_denied(".git/config", &[]).is_ok());
+        let more = vec![".git".to_string(), ".env".to_string(), "secrets".to_string()];
+        assert!(check_denied("app/.env", &more).is_err());
+        assert!(check_denied("config/Secrets/key", &more).is_err());
+        assert!(check_denied("app/.env.example", &more).is_ok());
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4000))]
+            #[test]
+            fn never_escapes(s in "[a-zA-Z./\\\\:\0 ~?*-]{0,24}") {
+                for f in [Flavor::Posix, Flavor::Win32, Flavor::Both] {
+                    if let Ok(p) = normalize(&s, f) {
+                        prop_assert!(!p.contains('\0'));
+                        prop_assert!(!p.starts_with('/'));
+                        prop_assert!(!p.contains('\\'));
+                        prop_assert!(p == "." || p.split('/').all(|seg| seg != ".." && seg != "." && !seg.is_empty()));
+                        let b = p.as_bytes();
+                        prop_assert!(!(b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':'));
+                        // Normalizing twice changes nothing.
+                        prop_assert_eq!(normalize(&p, f).unwrap(), p.clone());
+                    }
+                }
+            }
+        }
+    }
+}
