@@ -1,1 +1,340 @@
+//! The napi binding: converts JS values to core types and back. No behaviour lives here.
+//!
+//! Errors cross as `Error { reason: "<Code>\u{1}<message>" }`; the facade (index.js) turns them
+//! into `WorkspaceError`/`ConfigurationError` with that `code`. Every call from Rust into JS goes
+//! through one `JsCallback` type: a weak threadsafe function whose (async) result is
+//! `{ ok: value }` or `{ err: { code, message } }`.
 
+#![deny(clippy::all)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi_derive::napi;
+use serde_json::{json, Value};
+
+use corral_core::error::{Code, Error as CoreError};
+use corral_core::fs::{local::LocalFs, memory::MemoryFs, Caps, DirEntry, EntryType, FsProvider, Stat};
+use corral_core::tools::{self, Ctx, FsToolOptions};
+
+mod jsfs;
+
+pub(crate) const SEP: char = '\u{1}';
+
+/// A core error as a JS error the facade can classify.
+pub(crate) fn to_napi(e: CoreError) -> napi::Error {
+    napi::Error::new(Status::GenericFailure, format!("{}{SEP}{}", e.code.as_str(), e.message))
+}
+
+pub(crate) fn code_from(s: &str) -> Code {
+    use Code::*;
+    [
+        NotFound, OutsideWorkspace, Denied, NotAFile, IsADirectory, TooLarge, NotUtf8, NoMatch, Ambiguous, InvalidPattern,
+        InvalidArguments, Timeout, Aborted, CommandRefused, ReadOnly, Io, Configuration, EgressUnsupported,
+    ]
+    .into_iter()
+    .find(|c| c.as_str() == s)
+    .unwrap_or(Io)
+}
+
+pub(crate) type CoreResult<T> = corral_core::Result<T>;
+
+pub(crate) trait IntoNapi<T> {
+    fn napi(self) -> napi::Result<T>;
+}
+impl<T> IntoNapi<T> for CoreResult<T> {
+    fn napi(self) -> napi::Result<T> {
+        self.map_err(to_napi)
+    }
+}
+
+/// One type for every call from Rust into JavaScript.
+pub(crate) type JsFn = ThreadsafeFunction<Value, Promise<Value>, Value, Status, false, true>;
+
+#[derive(Clone)]
+pub(crate) struct JsCallback(pub Arc<JsFn>);
+
+impl JsCallback {
+    pub async fn call(&self, arg: Value) -> CoreResult<Value> {
+        let fail = |e: napi::Error| CoreError::new(Code::Io, format!("A JavaScript callback failed: {}", e.reason));
+        let promise = self.0.call_async_catch(arg).await.map_err(fail)?;
+        let v = promise.await.map_err(fail)?;
+        match v {
+            Value::Object(mut m) => {
+                if let Some(err) = m.remove("err") {
+                    let code = err.get("code").and_then(Value::as_str).map(code_from).unwrap_or(Code::Io);
+                    let message = err.get("message").and_then(Value::as_str).unwrap_or("A JavaScript callback failed.").to_string();
+                    return Err(CoreError::new(code, message));
+                }
+                Ok(m.remove("ok").unwrap_or(Value::Null))
+            }
+            _ => Ok(Value::Null),
+        }
+    }
+}
+
+/// A cancel flag JS flips when an `AbortSignal` fires.
+#[napi]
+pub struct CancelToken {
+    pub(crate) inner: tokio_util::sync::CancellationToken,
+}
+
+#[napi]
+impl CancelToken {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        CancelToken { inner: tokio_util::sync::CancellationToken::new() }
+    }
+    #[napi]
+    pub fn cancel(&self) {
+        self.inner.cancel();
+    }
+    #[napi(getter)]
+    pub fn cancelled(&self) -> bool {
+        self.inner.is_cancelled()
+    }
+}
+
+#[napi(object)]
+pub struct JsStat {
+    #[napi(js_name = "type")]
+    pub kind: String,
+    pub size: f64,
+}
+
+#[napi(object)]
+pub struct JsDirent {
+    pub name: String,
+    #[napi(js_name = "type")]
+    pub kind: String,
+}
+
+#[napi(object)]
+pub struct JsCaps {
+    pub read_bytes: bool,
+    pub mode: bool,
+    pub real_path: bool,
+}
+
+fn stat_js(s: Option<Stat>) -> Option<JsStat> {
+    s.map(|s| JsStat { kind: s.kind.as_str().to_string(), size: s.size as f64 })
+}
+
+fn dirents_js(v: Vec<DirEntry>) -> Vec<JsDirent> {
+    v.into_iter().map(|e| JsDirent { name: e.name, kind: e.kind.as_str().to_string() }).collect()
+}
+
+/// A file-system provider the core can drive: a directory on disk, an in-memory tree, or an
+/// object written in JavaScript.
+#[napi]
+pub struct NativeFs {
+    pub(crate) inner: Arc<dyn FsProvider>,
+    memory: Option<Arc<MemoryFs>>,
+    root: Option<String>,
+}
+
+#[napi]
+impl NativeFs {
+    #[napi(factory)]
+    pub fn local(root: String) -> Result<NativeFs> {
+        let fs = LocalFs::new(&root).napi()?;
+        let root = fs.root().to_string_lossy().into_owned();
+        Ok(NativeFs { inner: Arc::new(fs), memory: None, root: Some(root) })
+    }
+
+    #[napi(factory)]
+    pub fn memory(files: HashMap<String, String>) -> Result<NativeFs> {
+        let fs = Arc::new(MemoryFs::new(files.into_iter().map(|(k, v)| (k, v.into_bytes()))).napi()?);
+        Ok(NativeFs { inner: fs.clone(), memory: Some(fs), root: None })
+    }
+
+    /// `dispatch({ op, path, ... })` resolves to `{ ok }` or `{ err: { code, message } }`.
+    #[napi(factory)]
+    pub fn from_js(dispatch: JsFn, caps: JsCaps) -> NativeFs {
+        let caps = Caps { read_bytes: caps.read_bytes, write_bytes: false, mode: caps.mode, real_path: caps.real_path };
+        NativeFs { inner: Arc::new(jsfs::JsFs { cb: JsCallback(Arc::new(dispatch)), caps }), memory: None, root: None }
+    }
+
+    #[napi(getter)]
+    pub fn root(&self) -> Option<String> {
+        self.root.clone()
+    }
+
+    #[napi]
+    pub fn snapshot(&self) -> HashMap<String, String> {
+        self.memory.as_ref().map(|m| m.snapshot().into_iter().collect()).unwrap_or_default()
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn read_file<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, String>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.read_file(&path).await.napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<Buffer>")]
+    pub fn read_file_bytes<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Buffer>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.read_file_bytes(&path).await.map(Buffer::from).napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn write_file<'e>(&self, env: &'e Env, path: String, content: String) -> Result<PromiseRaw<'e, ()>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.write_file(&path, &content).await.napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<{ type: string; size: number } | undefined>")]
+    pub fn stat<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Option<JsStat>>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.stat(&path).await.map(stat_js).napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<Array<{ name: string; type: string }>>")]
+    pub fn readdir<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Vec<JsDirent>>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.readdir(&path).await.map(dirents_js).napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn mkdir<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, ()>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.mkdir(&path).await.napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn rm<'e>(&self, env: &'e Env, path: String, recursive: bool) -> Result<PromiseRaw<'e, ()>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.rm(&path, recursive).await.napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn get_mode<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, u32>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.get_mode(&path).await.napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn chmod<'e>(&self, env: &'e Env, path: String, mode: u32) -> Result<PromiseRaw<'e, ()>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.chmod(&path, mode).await.napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn real_path<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, String>> {
+        let fs = self.inner.clone();
+        env.spawn_future(async move { fs.real_path(&path).await.napi() })
+    }
+}
+
+/// `normalizeWorkspacePath(path, flavor?)`.
+#[napi]
+pub fn normalize_workspace_path(path: String, flavor: Option<String>) -> Result<String> {
+    use corral_core::path::{normalize, Flavor};
+    let f = match flavor.as_deref() {
+        None => Flavor::Both,
+        Some(s) => Flavor::parse(s).ok_or_else(|| {
+            to_napi(CoreError::config(format!("normalizeWorkspacePath: flavor must be 'posix' or 'win32', got '{s}'.")))
+        })?,
+    };
+    normalize(&path, f).napi()
+}
+
+fn opt_usize(o: &Value, key: &str, default: usize) -> CoreResult<usize> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_f64()
+            .filter(|f| *f >= 1.0 && f.fract() == 0.0)
+            .map(|f| f as usize)
+            .ok_or_else(|| CoreError::config(format!("createFsTools: {key} must be a positive integer."))),
+    }
+}
+
+fn opt_names(o: &Value, key: &str, default: Vec<String>) -> CoreResult<Vec<String>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| CoreError::config(format!("createFsTools: {key} must be an array of names."))))
+            .collect(),
+        Some(_) => Err(CoreError::config(format!("createFsTools: {key} must be an array of names."))),
+    }
+}
+
+pub(crate) fn fs_tool_options(o: &Value) -> CoreResult<FsToolOptions> {
+    let d = FsToolOptions::default();
+    if !(o.is_object() || o.is_null()) {
+        return Err(CoreError::config("createFsTools: options must be an object."));
+    }
+    let read_only = match o.get("readOnly") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(CoreError::config("createFsTools: readOnly must be a boolean.")),
+    };
+    Ok(FsToolOptions {
+        read_only,
+        max_read_lines: opt_usize(o, "maxReadLines", d.max_read_lines)?,
+        max_output_chars: opt_usize(o, "maxOutputChars", d.max_output_chars)?,
+        max_results: opt_usize(o, "maxResults", d.max_results)?,
+        max_files_scanned: opt_usize(o, "maxFilesScanned", d.max_files_scanned)?,
+        grep_timeout_ms: opt_usize(o, "grepTimeoutMs", d.grep_timeout_ms as usize)? as u64,
+        ignore: opt_names(o, "ignore", d.ignore)?,
+        deny: opt_names(o, "deny", d.deny)?,
+        hook: None,
+    })
+}
+
+pub(crate) fn ctx_from(ctx: &Value, cancel: Option<&CancelToken>) -> Ctx {
+    Ctx {
+        session_id: ctx.get("sessionId").and_then(Value::as_str).unwrap_or("default").to_string(),
+        turn: ctx.get("turn").and_then(Value::as_f64).map(|t| t.max(0.0) as u32).unwrap_or(0),
+        cancel: cancel.map(|c| c.inner.clone()),
+    }
+}
+
+/// The file tools over one provider with one set of options.
+#[napi]
+pub struct NativeFsTools {
+    fs: Arc<dyn FsProvider>,
+    opts: FsToolOptions,
+}
+
+#[napi]
+impl NativeFsTools {
+    #[napi(constructor)]
+    pub fn new(fs: &NativeFs, options: Value) -> Result<Self> {
+        let opts = fs_tool_options(&options).napi()?;
+        Ok(NativeFsTools { fs: fs.inner.clone(), opts })
+    }
+
+    /// `[{ name, description, parameters }]` in the documented order.
+    #[napi]
+    pub fn specs(&self) -> Vec<Value> {
+        tools::specs(&self.opts)
+            .into_iter()
+            .map(|s| json!({ "name": s.name, "description": s.description, "parameters": s.parameters }))
+            .collect()
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn call<'e>(&self, env: &'e Env, name: String, args: Value, ctx: Value, cancel: Option<&CancelToken>) -> Result<PromiseRaw<'e, String>> {
+        let fs = self.fs.clone();
+        let opts = self.opts.clone();
+        let ctx = ctx_from(&ctx, cancel);
+        env.spawn_future(async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await.napi() })
+    }
+}
+
+#[allow(dead_code)]
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[allow(dead_code)]
+fn entry(kind: &str) -> Option<EntryType> {
+    EntryType::parse(kind)
+}

@@ -4,5 +4,6 @@ pub mod error;
 pub mod fs;
 pub mod path;
 pub mod shell;
+pub mod tools;
 
 pub use error::{Code, Error, Result};

@@ -113,10 +113,14 @@ pub fn normalize(path: &str, flavor: Flavor) -> Result<String> {
         out.push(seg);
     }
     if out.is_empty() {
-        Ok(".".to_string())
-    } else {
-        Ok(out.join("/"))
+        return Ok(".".to_string());
     }
+    // `./C:x` would come out as `C:x`: a drive-relative path on Windows.
+    let first = out[0].as_bytes();
+    if first.len() >= 2 && first[0].is_ascii_alphabetic() && first[1] == b':' {
+        return Err(outside(path, "drive letters are not allowed"));
+    }
+    Ok(out.join("/"))
 }
 
 /// Joins a normalized base and a relative path, then normalizes the result.
@@ -229,6 +233,8 @@ mod tests {
                 "src/..\\..\\secret",
                 "a\0b",
                 "..",
+                ".\\a:",
+                "./c:/x",
             ] {
                 assert_eq!(bad(p, f).code, Code::OutsideWorkspace, "{p}");
             }

@@ -1,0 +1,46 @@
+// Shared fixtures for the specs: temp directories and a provider written in plain JavaScript.
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync, realpathSync } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { normalizeWorkspacePath, WorkspaceError } from 'corral';
+
+/** A fresh temp directory with `files` written into `root/`; returns { dir, root, cleanup }. */
+export function tempTree(files = {}) {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'corral-test-')));
+  const root = join(dir, 'root');
+  mkdirSync(root);
+  for (const [p, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, p)), { recursive: true });
+    writeFileSync(join(root, p), content);
+  }
+  return { dir, root, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** An FsProvider written in JavaScript over a directory, as a user would write one for a remote sandbox. */
+export function jsProvider(root) {
+  const abs = (p) => join(root, normalizeWorkspacePath(p, 'posix'));
+  const wrap = (p, e) => {
+    if (e?.code === 'ENOENT') return new WorkspaceError(`File not found: ${p}`, 'NotFound');
+    return new WorkspaceError(`${e?.code ?? 'error'}: ${p}`, 'Io');
+  };
+  return {
+    async readFile(p) { try { return await fsp.readFile(abs(p), 'utf8'); } catch (e) { throw wrap(p, e); } },
+    async readFileBytes(p) { try { return new Uint8Array(await fsp.readFile(abs(p))); } catch (e) { throw wrap(p, e); } },
+    async writeFile(p, c) { await fsp.mkdir(dirname(abs(p)), { recursive: true }); await fsp.writeFile(abs(p), c); },
+    async stat(p) {
+      try {
+        const s = await fsp.lstat(abs(p));
+        return { type: s.isSymbolicLink() ? 'symlink' : s.isDirectory() ? 'directory' : s.isFile() ? 'file' : 'other', size: s.size };
+      } catch { return undefined; }
+    },
+    async readdir(p) {
+      const entries = await fsp.readdir(abs(p), { withFileTypes: true });
+      return entries.map((e) => ({ name: e.name, type: e.isSymbolicLink() ? 'symlink' : e.isDirectory() ? 'directory' : e.isFile() ? 'file' : 'other' }));
+    },
+    async mkdir(p) { await fsp.mkdir(abs(p), { recursive: true }); },
+    async rm(p, o) { await fsp.rm(abs(p), { recursive: Boolean(o?.recursive) }); },
+  };
+}
+
+export { rmSync };

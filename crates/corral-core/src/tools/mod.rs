@@ -1,0 +1,312 @@
+//! The six file tools: `read_file`, `write_file`, `edit_file`, `list_dir`, `glob`, `grep`.
+//!
+//! Each tool checks its arguments against its JSON Schema, confines and deny-checks its path, and
+//! returns the text the model reads. The defaults live here, next to the tools, and the
+//! descriptions are built from them, so the model is told the real limits.
+
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use crate::error::{Code, Error, Result};
+use crate::fs::FsProvider;
+use crate::path::{check_denied, normalize, Flavor};
+use crate::shell::Cancel;
+
+mod edit;
+mod list;
+mod read;
+pub mod search;
+mod write;
+
+pub const MAX_READ_LINES: usize = 2000;
+pub const MAX_OUTPUT_CHARS: usize = 50_000;
+pub const MAX_RESULTS: usize = 200;
+pub const MAX_FILES_SCANNED: usize = 20_000;
+pub const GREP_TIMEOUT_MS: u64 = 10_000;
+/// Files over this size are refused by `read_file`.
+pub const MAX_READ_BYTES: u64 = 10 * 1024 * 1024;
+/// Files over this size are skipped by `grep`.
+pub const MAX_GREP_FILE_BYTES: u64 = 2 * 1024 * 1024;
+/// `grep` tests each line on its first this-many characters.
+pub const GREP_LINE_CHARS: usize = 2000;
+
+pub const READ_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
+pub const ALL_TOOLS: [&str; 6] = ["read_file", "write_file", "edit_file", "list_dir", "glob", "grep"];
+
+/// Called around every change `write_file` and `edit_file` make (checkpoints implement it).
+#[async_trait]
+pub trait WriteHook: Send + Sync {
+    async fn before_write(&self, fs: &dyn FsProvider, session: &str, turn: u32, path: &str) -> Result<()>;
+    async fn after_write(&self, session: &str, turn: u32, path: &str, written: &[u8]) -> Result<()>;
+}
+
+#[derive(Clone)]
+pub struct FsToolOptions {
+    pub read_only: bool,
+    pub max_read_lines: usize,
+    pub max_output_chars: usize,
+    pub max_results: usize,
+    pub max_files_scanned: usize,
+    pub grep_timeout_ms: u64,
+    pub ignore: Vec<String>,
+    pub deny: Vec<String>,
+    pub hook: Option<Arc<dyn WriteHook>>,
+}
+
+impl Default for FsToolOptions {
+    fn default() -> Self {
+        FsToolOptions {
+            read_only: false,
+            max_read_lines: MAX_READ_LINES,
+            max_output_chars: MAX_OUTPUT_CHARS,
+            max_results: MAX_RESULTS,
+            max_files_scanned: MAX_FILES_SCANNED,
+            grep_timeout_ms: GREP_TIMEOUT_MS,
+            ignore: vec![".git".into(), "node_modules".into()],
+            deny: crate::path::default_deny(),
+            hook: None,
+        }
+    }
+}
+
+/// What the agent loop knows about the call.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    pub session_id: String,
+    pub turn: u32,
+    pub cancel: Option<Cancel>,
+}
+
+impl Default for Ctx {
+    fn default() -> Self {
+        Ctx { session_id: "default".into(), turn: 0, cancel: None }
+    }
+}
+
+impl Ctx {
+    pub fn check_cancel(&self) -> Result<()> {
+        match &self.cancel {
+            Some(c) if c.is_cancelled() => Err(Error::aborted()),
+            _ => Ok(()),
+        }
+    }
+}
+
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: String,
+    pub parameters: Value,
+}
+
+fn fmt_num(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub fn format_bytes(n: u64) -> String {
+    if n >= 1024 * 1024 {
+        format!("{} MB", n / (1024 * 1024))
+    } else if n >= 1024 {
+        format!("{} KB", n / 1024)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+fn path_prop(what: &str) -> Value {
+    json!({ "type": "string", "description": what })
+}
+
+pub fn parameters(name: &str) -> Value {
+    match name {
+        "read_file" => json!({
+            "type": "object",
+            "properties": {
+                "path": path_prop("Workspace-relative path of the file to read."),
+                "offset": { "type": "integer", "minimum": 1, "description": "1-based line to start from." },
+                "limit": { "type": "integer", "minimum": 1, "description": "Most lines to return." }
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        }),
+        "write_file" => json!({
+            "type": "object",
+            "properties": {
+                "path": path_prop("Workspace-relative path of the file to create or overwrite."),
+                "content": { "type": "string", "description": "The whole new content of the file." }
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        }),
+        "edit_file" => json!({
+            "type": "object",
+            "properties": {
+                "path": path_prop("Workspace-relative path of the file to edit."),
+                "old_string": { "type": "string", "minLength": 1, "description": "The exact text to replace, including whitespace and indentation." },
+                "new_string": { "type": "string", "description": "The text to put in its place." },
+                "replace_all": { "type": "boolean", "description": "Replace every occurrence instead of requiring exactly one." }
+            },
+            "required": ["path", "old_string", "new_string"],
+            "additionalProperties": false
+        }),
+        "list_dir" => json!({
+            "type": "object",
+            "properties": { "path": path_prop("Workspace-relative directory to list (the root when omitted).") },
+            "additionalProperties": false
+        }),
+        "glob" => json!({
+            "type": "object",
+            "properties": {
+                "pattern": { "type": "string", "minLength": 1, "description": "Glob such as `src/**/*.ts`." },
+                "path": path_prop("Directory to search from (the root when omitted).")
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        }),
+        "grep" => json!({
+            "type": "object",
+            "properties": {
+                "pattern": { "type": "string", "minLength": 1, "description": "A JavaScript regular expression (without slashes)." },
+                "path": path_prop("File or directory to search (the root when omitted)."),
+                "glob": { "type": "string", "description": "Only search files matching this glob, such as `*.ts` or `src/**/*.rs`." },
+                "ignore_case": { "type": "boolean", "description": "Match case-insensitively." }
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        }),
+        _ => json!({}),
+    }
+}
+
+pub fn description(name: &str, o: &FsToolOptions) -> String {
+    let skipped = if o.ignore.is_empty() { String::from("nothing") } else { o.ignore.join(", ") };
+    match name {
+        "read_file" => format!(
+            "Read a text file from the workspace. Returns numbered lines (\"<line>\\t<text>\"), at most {} lines and {} characters per call; when the output is cut, the last line says which lines were shown and the offset to continue from. Use offset (1-based line) and limit to read a part. Files over {} are refused.",
+            fmt_num(o.max_read_lines as u64), fmt_num(o.max_output_chars as u64), format_bytes(MAX_READ_BYTES)
+        ),
+        "write_file" => "Create or overwrite a file with the given content. Missing parent directories are created. Prefer edit_file to change part of an existing file.".to_string(),
+        "edit_file" => "Replace exact text in a file: old_string must appear exactly once (or pass replace_all: true), including whitespace and indentation. Read the file first. Fails with an explanation when old_string is missing or appears more than once. Refuses files that are not UTF-8.".to_string(),
+        "list_dir" => format!(
+            "List a directory of the workspace (the root when path is omitted). Entries are sorted; directories end with '/'. At most {} entries.",
+            fmt_num(o.max_results as u64)
+        ),
+        "glob" => format!(
+            "Find files by glob pattern: `*` matches within one directory, `**` across directories, plus `?`, `[abc]` and `{{a,b}}`. Returns sorted workspace paths, at most {}. Skips {}; scans at most {} files.",
+            fmt_num(o.max_results as u64), skipped, fmt_num(o.max_files_scanned as u64)
+        ),
+        "grep" => format!(
+            "Search file contents with a JavaScript regular expression. Returns `path:line: text` for each matching line, at most {} matches and {} characters. Each line is tested on its first {} characters. Binary files and files over {} are skipped, and so are {}; at most {} files are scanned. Patterns with nested repetition like (a+)+ are refused; matching stops after {} ms.",
+            fmt_num(o.max_results as u64), fmt_num(o.max_output_chars as u64), fmt_num(GREP_LINE_CHARS as u64),
+            format_bytes(MAX_GREP_FILE_BYTES), skipped, fmt_num(o.max_files_scanned as u64), fmt_num(o.grep_timeout_ms)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The tools `createFsTools` creates with these options, in their documented order.
+pub fn specs(o: &FsToolOptions) -> Vec<ToolSpec> {
+    let names: &[&'static str] = if o.read_only { &READ_TOOLS } else { &ALL_TOOLS };
+    names.iter().map(|n| ToolSpec { name: n, description: description(n, o), parameters: parameters(n) }).collect()
+}
+
+fn validator(name: &str) -> Option<&'static jsonschema::Validator> {
+    static CELLS: OnceLock<Vec<(&'static str, jsonschema::Validator)>> = OnceLock::new();
+    let all = CELLS.get_or_init(|| {
+        ALL_TOOLS
+            .iter()
+            .map(|n| (*n, jsonschema::validator_for(&parameters(n)).expect("tool schemas are valid")))
+            .collect()
+    });
+    all.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+}
+
+/// Checks arguments against a schema; the error names the argument and what is wrong.
+pub fn check_args(tool: &str, schema: &jsonschema::Validator, args: &Value) -> Result<()> {
+    if let Some(err) = schema.iter_errors(args).next() {
+        let at = err.instance_path().to_string();
+        let arg = at.trim_start_matches('/');
+        let msg = if arg.is_empty() {
+            format!("Invalid arguments for {tool}: {err}")
+        } else {
+            format!("Invalid arguments for {tool}: '{arg}' {err}")
+        };
+        return Err(Error::new(Code::InvalidArguments, msg));
+    }
+    Ok(())
+}
+
+pub fn validate(name: &str, args: &Value) -> Result<()> {
+    let v = validator(name).ok_or_else(|| Error::new(Code::InvalidArguments, format!("Unknown tool: {name}")))?;
+    check_args(name, v, args)
+}
+
+pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// Normalizes a path argument and refuses denied names, also where a link really leads.
+pub(crate) async fn checked_path(fs: &dyn FsProvider, o: &FsToolOptions, raw: &str) -> Result<String> {
+    let p = normalize(raw, Flavor::native())?;
+    check_denied(&p, &o.deny)?;
+    if fs.caps().real_path && !o.deny.is_empty() {
+        let real = fs.real_path(&p).await?;
+        if real != p {
+            check_denied(&real, &o.deny).map_err(|_| {
+                Error::new(Code::Denied, format!("Access denied: {p} (it leads to {real}, which holds a denied name)"))
+            })?;
+        }
+    }
+    Ok(p)
+}
+
+/// Runs one tool. `args` must be a JSON object.
+pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<String> {
+    validate(name, args)?;
+    ctx.check_cancel()?;
+    let writes = matches!(name, "write_file" | "edit_file");
+    if writes && o.read_only {
+        return Err(Error::new(Code::ReadOnly, format!("{name} is not available: the file tools are read-only.")));
+    }
+    match name {
+        "read_file" => read::run(fs, o, args).await,
+        "write_file" => write::run(fs, o, args, ctx).await,
+        "edit_file" => edit::run(fs, o, args, ctx).await,
+        "list_dir" => list::run(fs, o, args).await,
+        "glob" => search::glob(fs, o, args, ctx).await,
+        "grep" => search::grep(fs, o, args, ctx).await,
+        _ => Err(Error::new(Code::InvalidArguments, format!("Unknown tool: {name}"))),
+    }
+}
+
+/// Writes through the provider with the checkpoint hook around it.
+pub(crate) async fn hooked_write(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &Ctx, path: &str, bytes: &[u8]) -> Result<()> {
+    if let Some(h) = &o.hook {
+        h.before_write(fs, &ctx.session_id, ctx.turn, path).await?;
+    }
+    if fs.caps().write_bytes {
+        fs.write_file_bytes(path, bytes).await?;
+    } else {
+        fs.write_file(path, std::str::from_utf8(bytes).map_err(|_| Error::new(Code::NotUtf8, format!("Content for {path} is not UTF-8.")))?).await?;
+    }
+    if let Some(h) = &o.hook {
+        h.after_write(&ctx.session_id, ctx.turn, path, bytes).await?;
+    }
+    Ok(())
+}
+
+pub(crate) fn fmt_count(n: usize) -> String {
+    fmt_num(n as u64)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,493 @@
+//! `glob` and `grep`: one engine over every provider. A local directory is walked in parallel
+//! (`ignore`'s walker, links never followed), an in-memory tree directly, and any other provider
+//! through its `readdir`/`stat`/`readFile`. Matching uses the JavaScript-regex engine
+//! (`crate::search::jsregex`) under a time budget; results are sorted once at the end.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde_json::Value;
+
+use super::{checked_path, fmt_count, format_bytes, str_arg, Ctx, FsToolOptions, GREP_LINE_CHARS, MAX_GREP_FILE_BYTES};
+use crate::error::{Code, Error, Result};
+use crate::fs::{EntryType, FsProvider};
+use crate::path::name_is_denied;
+use crate::search::jsregex::JsRegex;
+use crate::shell::Cancel;
+
+fn compile_glob(pattern: &str) -> Result<GlobMatcher> {
+    let unified = pattern.replace('\\', "/");
+    if unified.starts_with('/') || unified.split('/').any(|s| s == "..") {
+        return Err(Error::new(
+            Code::OutsideWorkspace,
+            format!("Glob pattern is outside the workspace: {pattern} (use a pattern relative to path, without '..' or a leading '/')"),
+        ));
+    }
+    let unified = unified.trim_start_matches("./").to_string();
+    GlobBuilder::new(&unified)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| Error::new(Code::InvalidPattern, format!("Invalid glob pattern {pattern}: {}", e.kind())))
+}
+
+/// A workspace path for a file found `rel` below the search base.
+fn join(base: &str, rel: &str) -> String {
+    if base == "." {
+        rel.to_string()
+    } else if rel.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}/{rel}")
+    }
+}
+
+/// Whether any directory segment of `rel` (below the base) is an ignored name, or any segment
+/// a denied one.
+fn excluded(rel: &str, o: &FsToolOptions) -> bool {
+    let segs: Vec<&str> = rel.split('/').collect();
+    let (dirs, _) = segs.split_at(segs.len().saturating_sub(1));
+    dirs.iter().any(|d| o.ignore.iter().any(|i| i == d)) || segs.iter().any(|s| name_is_denied(s, &o.deny))
+}
+
+/// What a walk reports besides its files.
+#[derive(Default)]
+struct WalkStats {
+    limit_hit: AtomicBool,
+    visited: AtomicUsize,
+}
+
+/// The search base: a directory to walk, or one file.
+async fn base_of(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<(String, EntryType)> {
+    let base = checked_path(fs, o, str_arg(args, "path").unwrap_or(".")).await?;
+    match fs.stat(&base).await? {
+        None => Err(Error::not_found(&base)),
+        Some(s) => Ok((base, s.kind)),
+    }
+}
+
+/// Lists the files under `base` (workspace paths with their sizes), skipping ignored directories,
+/// denied names and links, visiting at most `max_files_scanned` files.
+async fn list_files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str, ctx: &Ctx, stats: &WalkStats) -> Result<Vec<(String, u64)>> {
+    let max = o.max_files_scanned;
+    if let Some(local) = fs.as_local() {
+        let host = local.resolve(base)?.1;
+        let o2 = o.clone();
+        let cancel = ctx.cancel.clone();
+        let found = Arc::new(Mutex::new(Vec::new()));
+        let f2 = found.clone();
+        let visited = Arc::new(AtomicUsize::new(0));
+        let v2 = visited.clone();
+        let limit = Arc::new(AtomicBool::new(false));
+        let l2 = limit.clone();
+        let base_s = base.to_string();
+        tokio::task::spawn_blocking(move || {
+            walk_local(&host, &o2, |rel, size| {
+                if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+                    return false;
+                }
+                if v2.fetch_add(1, Ordering::Relaxed) >= max {
+                    l2.store(true, Ordering::Relaxed);
+                    return false;
+                }
+                f2.lock().unwrap().push((join(&base_s, rel), size));
+                true
+            })
+        })
+        .await
+        .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+        ctx.check_cancel()?;
+        stats.visited.store(visited.load(Ordering::Relaxed).min(max), Ordering::Relaxed);
+        stats.limit_hit.store(limit.load(Ordering::Relaxed), Ordering::Relaxed);
+        let v = std::mem::take(&mut *found.lock().unwrap());
+        return Ok(v);
+    }
+    if let Some(mem) = fs.as_memory() {
+        let mut out = Vec::new();
+        for (path, content) in mem.files_under(base) {
+            let rel = if base == "." { path.as_str() } else { &path[base.len() + 1..] };
+            if excluded(rel, o) {
+                continue;
+            }
+            if out.len() >= max {
+                stats.limit_hit.store(true, Ordering::Relaxed);
+                break;
+            }
+            out.push((path.clone(), content.len() as u64));
+        }
+        stats.visited.store(out.len(), Ordering::Relaxed);
+        return Ok(out);
+    }
+    // Any other provider: breadth-first through readdir, links never followed.
+    let mut out = Vec::new();
+    let mut queue = std::collections::VecDeque::from([base.to_string()]);
+    'walk: while let Some(dir) = queue.pop_front() {
+        ctx.check_cancel()?;
+        for e in fs.readdir(&dir).await? {
+            if name_is_denied(&e.name, &o.deny) {
+                continue;
+            }
+            let p = join(&dir, &e.name);
+            match e.kind {
+                EntryType::Directory if !o.ignore.iter().any(|i| *i == e.name) => queue.push_back(p),
+                EntryType::File => {
+                    if out.len() >= max {
+                        stats.limit_hit.store(true, Ordering::Relaxed);
+                        break 'walk;
+                    }
+                    let size = fs.stat(&p).await?.map(|s| s.size).unwrap_or(0);
+                    out.push((p, size));
+                }
+                _ => {}
+            }
+        }
+    }
+    stats.visited.store(out.len(), Ordering::Relaxed);
+    Ok(out)
+}
+
+/// Walks a directory on disk in parallel; `visit(rel, size)` returns false to stop the walk.
+fn walk_local(host: &std::path::Path, o: &FsToolOptions, visit: impl Fn(&str, u64) -> bool + Sync) {
+    use ignore::{WalkBuilder, WalkState};
+    let ignore = o.ignore.clone();
+    let deny = o.deny.clone();
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8);
+    let walker = WalkBuilder::new(host)
+        .standard_filters(false)
+        .hidden(false)
+        .follow_links(false)
+        .threads(threads)
+        .filter_entry(move |e| {
+            if e.depth() == 0 {
+                return true;
+            }
+            let name = e.file_name().to_string_lossy();
+            if name_is_denied(&name, &deny) {
+                return false;
+            }
+            !(e.file_type().is_some_and(|t| t.is_dir()) && ignore.iter().any(|i| **i == *name))
+        })
+        .build_parallel();
+    let visit = &visit;
+    walker.run(|| {
+        Box::new(move |entry| {
+            let Ok(entry) = entry else { return WalkState::Continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(host) else { return WalkState::Continue };
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            if visit(&rel, size) {
+                WalkState::Continue
+            } else {
+                WalkState::Quit
+            }
+        })
+    });
+}
+
+fn limit_note(stats: &WalkStats, o: &FsToolOptions) -> Option<String> {
+    stats.limit_hit.load(Ordering::Relaxed).then(|| {
+        format!(
+            "(Stopped after scanning {} files (maxFilesScanned); there may be more. Narrow path or the pattern.)",
+            fmt_count(o.max_files_scanned)
+        )
+    })
+}
+
+pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
+    let pattern = str_arg(args, "pattern").unwrap_or_default();
+    let matcher = compile_glob(pattern)?;
+    let (base, kind) = base_of(fs, o, args).await?;
+    if kind != EntryType::Directory {
+        return Err(Error::new(Code::NotAFile, format!("{base} is not a directory; glob searches a directory.")));
+    }
+    let stats = WalkStats::default();
+    let files = list_files(fs, o, &base, ctx, &stats).await?;
+    let strip = if base == "." { 0 } else { base.len() + 1 };
+    let mut hits: Vec<String> = files.into_iter().map(|(p, _)| p).filter(|p| matcher.is_match(&p[strip..])).collect();
+    hits.sort();
+    let total = hits.len();
+    let mut out = String::new();
+    let mut shown = 0;
+    for h in hits.iter().take(o.max_results) {
+        if out.len() + h.len() + 1 > o.max_output_chars {
+            break;
+        }
+        out.push_str(h);
+        out.push('\n');
+        shown += 1;
+    }
+    if total == 0 {
+        out.push_str("No files matched.\n");
+    } else if shown < total {
+        out.push_str(&format!("(Showing the first {} of {} matching files. Narrow the pattern or path.)\n", fmt_count(shown), fmt_count(total)));
+    }
+    if let Some(n) = limit_note(&stats, o) {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out.pop();
+    Ok(out)
+}
+
+/// The matching side of grep: the regex, the time budget and the counters, shared by threads.
+struct Grep {
+    re: JsRegex,
+    budget_nanos: u64,
+    spent_nanos: AtomicU64,
+    scanned: AtomicUsize,
+    slow: AtomicBool,
+    stop: AtomicBool,
+    cancel: Option<Cancel>,
+    keep: usize,
+}
+
+struct FileHits {
+    path: String,
+    lines: Vec<(usize, String)>,
+    count: usize,
+}
+
+/// A line cut to its first `GREP_LINE_CHARS` characters.
+fn cut_line(line: &str) -> &str {
+    if line.len() <= GREP_LINE_CHARS {
+        return line;
+    }
+    match line.char_indices().nth(GREP_LINE_CHARS) {
+        Some((i, _)) => &line[..i],
+        None => line,
+    }
+}
+
+impl Grep {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.cancel.as_ref().is_some_and(|c| c.is_cancelled())
+    }
+
+    /// Matches one file's bytes; `None` for a binary file or no match.
+    fn search(&self, path: &str, bytes: &[u8]) -> Option<FileHits> {
+        if self.stopped() || memchr::memchr(0, bytes).is_some() {
+            return None;
+        }
+        self.scanned.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let result = self.search_lines(path, bytes, started);
+        let spent = started.elapsed().as_nanos() as u64;
+        if self.spent_nanos.fetch_add(spent, Ordering::Relaxed) + spent > self.budget_nanos {
+            self.slow.store(true, Ordering::Relaxed);
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn search_lines(&self, path: &str, bytes: &[u8], started: Instant) -> Option<FileHits> {
+        if let Some(pf) = self.re.prefilter() {
+            if !pf.is_match(bytes) {
+                return None;
+            }
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let mut hits = FileHits { path: path.to_string(), lines: Vec::new(), count: 0 };
+        let already = self.spent_nanos.load(Ordering::Relaxed);
+        for (i, line) in text.split('\n').enumerate() {
+            if i % 1024 == 1023 && (self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos) {
+                self.slow.store(!self.cancel.as_ref().is_some_and(|c| c.is_cancelled()), Ordering::Relaxed);
+                self.stop.store(true, Ordering::Relaxed);
+                return None;
+            }
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let line = cut_line(line);
+            match self.re.is_match(line) {
+                Ok(true) => {
+                    hits.count += 1;
+                    if hits.lines.len() < self.keep {
+                        hits.lines.push((i + 1, line.to_string()));
+                    }
+                }
+                Ok(false) => {}
+                Err(_) => {
+                    self.slow.store(true, Ordering::Relaxed);
+                    self.stop.store(true, Ordering::Relaxed);
+                    return None;
+                }
+            }
+        }
+        (hits.count > 0).then_some(hits)
+    }
+}
+
+pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
+    let pattern = str_arg(args, "pattern").unwrap_or_default();
+    let flags = if args.get("ignore_case").and_then(Value::as_bool).unwrap_or(false) { "i" } else { "" };
+    let re = JsRegex::new(pattern, flags)?;
+    let file_glob = match str_arg(args, "glob") {
+        Some(g) if !g.is_empty() => Some((compile_glob(g)?, g.replace('\\', "/").contains('/'))),
+        _ => None,
+    };
+    let (base, kind) = base_of(fs, o, args).await?;
+    let grep = Arc::new(Grep {
+        re,
+        budget_nanos: o.grep_timeout_ms.saturating_mul(1_000_000),
+        spent_nanos: AtomicU64::new(0),
+        scanned: AtomicUsize::new(0),
+        slow: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        cancel: ctx.cancel.clone(),
+        keep: o.max_results,
+    });
+    let strip = if base == "." || kind != EntryType::Directory { 0 } else { base.len() + 1 };
+    let glob_ok = move |path: &str| match &file_glob {
+        None => true,
+        Some((m, true)) => m.is_match(&path[strip.min(path.len())..]),
+        Some((m, false)) => m.is_match(path.rsplit('/').next().unwrap_or(path)),
+    };
+    let stats = WalkStats::default();
+    let too_large = AtomicUsize::new(0);
+    let results: Vec<FileHits>;
+    if kind == EntryType::File {
+        let size = fs.stat(&base).await?.map(|s| s.size).unwrap_or(0);
+        results = if size > MAX_GREP_FILE_BYTES {
+            too_large.fetch_add(1, Ordering::Relaxed);
+            Vec::new()
+        } else {
+            let bytes = read_bytes(fs, &base).await?;
+            let g = grep.clone();
+            let b = base.clone();
+            tokio::task::spawn_blocking(move || g.search(&b, &bytes).into_iter().collect())
+                .await
+                .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?
+        };
+    } else if kind != EntryType::Directory {
+        return Err(Error::new(Code::NotAFile, format!("{base} is neither a file nor a directory.")));
+    } else if let Some(local) = fs.as_local() {
+        // Walk and match in the same parallel pass: each thread reads and searches its files.
+        let host = local.resolve(&base)?.1;
+        let o2 = o.clone();
+        let g = grep.clone();
+        let found = Arc::new(Mutex::new(Vec::new()));
+        let f2 = found.clone();
+        let big = Arc::new(AtomicUsize::new(0));
+        let big2 = big.clone();
+        let visited = Arc::new(AtomicUsize::new(0));
+        let v2 = visited.clone();
+        let limit = Arc::new(AtomicBool::new(false));
+        let l2 = limit.clone();
+        let max = o.max_files_scanned;
+        let base_s = base.clone();
+        tokio::task::spawn_blocking(move || {
+            walk_local(&host, &o2, |rel, size| {
+                if g.stopped() {
+                    return false;
+                }
+                let path = join(&base_s, rel);
+                if !glob_ok(&path) {
+                    return true;
+                }
+                if v2.fetch_add(1, Ordering::Relaxed) >= max {
+                    l2.store(true, Ordering::Relaxed);
+                    return false;
+                }
+                if size > MAX_GREP_FILE_BYTES {
+                    big2.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+                let Ok(bytes) = std::fs::read(host.join(rel)) else { return true };
+                if let Some(h) = g.search(&path, &bytes) {
+                    f2.lock().unwrap().push(h);
+                }
+                true
+            })
+        })
+        .await
+        .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+        stats.limit_hit.store(limit.load(Ordering::Relaxed), Ordering::Relaxed);
+        too_large.store(big.load(Ordering::Relaxed), Ordering::Relaxed);
+        results = std::mem::take(&mut *found.lock().unwrap());
+    } else {
+        let files = list_files(fs, o, &base, ctx, &stats).await?;
+        let mut found = Vec::new();
+        for (path, size) in files {
+            if grep.stopped() {
+                break;
+            }
+            if !glob_ok(&path) {
+                continue;
+            }
+            if size > MAX_GREP_FILE_BYTES {
+                too_large.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let bytes = read_bytes(fs, &path).await?;
+            if let Some(h) = grep.search(&path, &bytes) {
+                found.push(h);
+            }
+        }
+        results = found;
+    }
+    ctx.check_cancel()?;
+    if grep.slow.load(Ordering::Relaxed) {
+        return Err(Error::new(
+            Code::Timeout,
+            format!(
+                "grep stopped: the pattern took longer than {} ms to match ({} files scanned). Use a simpler pattern, or narrow path or glob.",
+                fmt_count(o.grep_timeout_ms as usize),
+                fmt_count(grep.scanned.load(Ordering::Relaxed))
+            ),
+        ));
+    }
+    Ok(format_hits(results, o, &stats, too_large.load(Ordering::Relaxed)))
+}
+
+async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
+    if fs.caps().read_bytes {
+        fs.read_file_bytes(path).await
+    } else {
+        fs.read_file(path).await.map(String::into_bytes)
+    }
+}
+
+fn format_hits(mut results: Vec<FileHits>, o: &FsToolOptions, stats: &WalkStats, too_large: usize) -> String {
+    results.sort_by(|a, b| a.path.cmp(&b.path));
+    let total: usize = results.iter().map(|h| h.count).sum();
+    let mut out = String::new();
+    let mut shown = 0usize;
+    let mut chars = 0usize;
+    'files: for file in &results {
+        for (n, text) in &file.lines {
+            if shown >= o.max_results {
+                break 'files;
+            }
+            let entry = format!("{}:{}: {}\n", file.path, n, text);
+            let len = entry.chars().count();
+            if chars + len > o.max_output_chars {
+                break 'files;
+            }
+            chars += len;
+            out.push_str(&entry);
+            shown += 1;
+        }
+    }
+    if total == 0 {
+        out.push_str("No matches found.\n");
+    } else if shown < total {
+        out.push_str(&format!(
+            "(Showing the first {} of {} matches. Narrow the pattern, path or glob to see the rest.)\n",
+            fmt_count(shown),
+            fmt_count(total)
+        ));
+    }
+    if too_large > 0 {
+        out.push_str(&format!("({} files over {} were skipped.)\n", fmt_count(too_large), format_bytes(MAX_GREP_FILE_BYTES)));
+    }
+    if let Some(n) = limit_note(stats, o) {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out.pop();
+    out
+}
+

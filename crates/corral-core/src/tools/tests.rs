@@ -1,0 +1,115 @@
+use serde_json::json;
+
+use super::*;
+use crate::fs::memory::MemoryFs;
+
+fn mem(files: &[(&str, &str)]) -> MemoryFs {
+    MemoryFs::new(files.iter().map(|(p, c)| (p.to_string(), c.as_bytes().to_vec()))).unwrap()
+}
+
+async fn run(fs: &dyn FsProvider, name: &str, args: Value) -> Result<String> {
+    call(fs, &FsToolOptions::default(), name, &args, &Ctx::default()).await
+}
+
+#[tokio::test]
+async fn read_file_numbers_lines_and_says_how_to_continue() {
+    let content: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    let fs = mem(&[("a.txt", &content)]);
+    let o = FsToolOptions { max_read_lines: 10, ..Default::default() };
+    let out = call(&fs, &o, "read_file", &json!({"path": "a.txt"}), &Ctx::default()).await.unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], " 1\tline 1");
+    assert_eq!(lines[9], "10\tline 10");
+    assert_eq!(lines[10], "(Showing lines 1-10 of 30. Use offset 11 to continue.)");
+    let out = run(&fs, "read_file", json!({"path": "a.txt", "offset": 29})).await.unwrap();
+    assert_eq!(out, "29\tline 29\n30\tline 30");
+}
+
+#[tokio::test]
+async fn arguments_are_checked_against_the_schema() {
+    let fs = mem(&[("a.txt", "x")]);
+    let e = run(&fs, "read_file", json!({"path": 3})).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments);
+    assert!(e.message.contains("path"), "{}", e.message);
+    let e = run(&fs, "write_file", json!({"path": "b.txt"})).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments);
+    assert!(e.message.contains("content"), "{}", e.message);
+    assert!(fs.snapshot().get("b.txt").is_none());
+}
+
+#[tokio::test]
+async fn edit_rules() {
+    let fs = mem(&[("a.txt", "one two two\n"), ("crlf.txt", "a\r\nb\r\n")]);
+    let e = run(&fs, "edit_file", json!({"path": "a.txt", "old_string": "two", "new_string": "2"})).await.unwrap_err();
+    assert_eq!(e.code, Code::Ambiguous);
+    assert!(e.message.contains("2 times"));
+    run(&fs, "edit_file", json!({"path": "a.txt", "old_string": "one", "new_string": "1"})).await.unwrap();
+    assert_eq!(fs.snapshot()["a.txt"], "1 two two\n");
+    let again = run(&fs, "edit_file", json!({"path": "a.txt", "old_string": "one", "new_string": "1"})).await.unwrap();
+    assert!(again.contains("already applied"), "{again}");
+    let e = run(&fs, "edit_file", json!({"path": "crlf.txt", "old_string": "a\nb", "new_string": "x"})).await.unwrap_err();
+    assert_eq!(e.code, Code::NoMatch);
+    assert!(e.message.contains("CRLF"), "{}", e.message);
+    run(&fs, "edit_file", json!({"path": "a.txt", "old_string": "two", "new_string": "2", "replace_all": true})).await.unwrap();
+    assert_eq!(fs.snapshot()["a.txt"], "1 2 2\n");
+}
+
+#[tokio::test]
+async fn edit_refuses_non_utf8_and_keeps_bom() {
+    let fs = MemoryFs::new([
+        ("latin1.txt".to_string(), b"caf\xe9\n".to_vec()),
+        ("utf16.txt".to_string(), b"\xff\xfeh\x00i\x00".to_vec()),
+        ("bom.txt".to_string(), "\u{feff}hello\n".as_bytes().to_vec()),
+    ])
+    .unwrap();
+    for p in ["latin1.txt", "utf16.txt"] {
+        let before = fs.read_file_bytes(p).await.unwrap();
+        let e = run(&fs, "edit_file", json!({"path": p, "old_string": "h", "new_string": "x"})).await.unwrap_err();
+        assert_eq!(e.code, Code::NotUtf8);
+        assert_eq!(fs.read_file_bytes(p).await.unwrap(), before);
+    }
+    run(&fs, "edit_file", json!({"path": "bom.txt", "old_string": "hello", "new_string": "bye"})).await.unwrap();
+    assert_eq!(fs.read_file_bytes("bom.txt").await.unwrap(), "\u{feff}bye\n".as_bytes());
+}
+
+#[tokio::test]
+async fn git_is_refused_and_hidden() {
+    let fs = mem(&[(".git/config", "token"), ("src/a.ts", "a"), (".gitignore", "x"), (".github/ci.yml", "y")]);
+    for (tool, args) in [
+        ("read_file", json!({"path": ".git/config"})),
+        ("read_file", json!({"path": "./.GIT/config"})),
+        ("write_file", json!({"path": "sub/.git/x", "content": "x"})),
+        ("list_dir", json!({"path": ".git"})),
+        ("grep", json!({"pattern": "token", "path": ".git"})),
+    ] {
+        assert_eq!(run(&fs, tool, args).await.unwrap_err().code, Code::Denied, "{tool}");
+    }
+    assert_eq!(run(&fs, "list_dir", json!({})).await.unwrap(), ".github/\n.gitignore\nsrc/");
+    let o = FsToolOptions { ignore: vec![], ..Default::default() };
+    let g = call(&fs, &o, "grep", &json!({"pattern": "token|a|x"}), &Ctx::default()).await.unwrap();
+    assert!(!g.contains(".git/"), "{g}");
+    let all = call(&fs, &o, "glob", &json!({"pattern": "**/*"}), &Ctx::default()).await.unwrap();
+    assert_eq!(all, ".github/ci.yml\n.gitignore\nsrc/a.ts");
+}
+
+#[tokio::test]
+async fn glob_and_grep() {
+    let fs = mem(&[
+        ("src/a.ts", "export const a = 1;\nconst b = 2;\n"),
+        ("src/lib/b.ts", "export const b = 2;\n"),
+        ("src/c.js", "export default 3;\n"),
+        ("node_modules/x/index.ts", "export const x = 1;\n"),
+        ("bin.dat", "export\0binary"),
+    ]);
+    assert_eq!(run(&fs, "glob", json!({"pattern": "src/*.ts"})).await.unwrap(), "src/a.ts");
+    assert_eq!(run(&fs, "glob", json!({"pattern": "**/*.ts"})).await.unwrap(), "src/a.ts\nsrc/lib/b.ts");
+    assert_eq!(run(&fs, "glob", json!({"pattern": "*.{ts,js}", "path": "src"})).await.unwrap(), "src/a.ts\nsrc/c.js");
+    assert_eq!(run(&fs, "glob", json!({"pattern": "**/?.[tj]s"})).await.unwrap(), "src/a.ts\nsrc/c.js\nsrc/lib/b.ts");
+    assert_eq!(
+        run(&fs, "grep", json!({"pattern": "^export"})).await.unwrap(),
+        "src/a.ts:1: export const a = 1;\nsrc/c.js:1: export default 3;\nsrc/lib/b.ts:1: export const b = 2;"
+    );
+    assert_eq!(run(&fs, "grep", json!({"pattern": "const b", "glob": "*.ts"})).await.unwrap(), "src/a.ts:2: const b = 2;\nsrc/lib/b.ts:1: export const b = 2;");
+    assert_eq!(run(&fs, "grep", json!({"pattern": "EXPORT D", "ignore_case": true})).await.unwrap(), "src/c.js:1: export default 3;");
+    assert_eq!(run(&fs, "grep", json!({"pattern": "nothing here"})).await.unwrap(), "No matches found.");
+}

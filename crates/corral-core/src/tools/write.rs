@@ -1,0 +1,37 @@
+//! `write_file`: creates or overwrites a file, creating missing parent directories.
+
+use serde_json::Value;
+
+use super::{checked_path, hooked_write, str_arg, Ctx, FsToolOptions};
+use crate::error::{Code, Error, Result};
+use crate::fs::{EntryType, FsProvider};
+
+pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
+    let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
+    let content = str_arg(args, "content").unwrap_or_default();
+    let existed = match fs.stat(&path).await? {
+        Some(s) if s.kind == EntryType::Directory => {
+            return Err(Error::new(Code::IsADirectory, format!("{path} is a directory; give a file path.")))
+        }
+        Some(s) if s.kind != EntryType::File => return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file."))),
+        Some(_) => true,
+        None => false,
+    };
+    if existed {
+        let same = if fs.caps().read_bytes {
+            fs.read_file_bytes(&path).await? == content.as_bytes()
+        } else {
+            fs.read_file(&path).await? == content
+        };
+        if same {
+            return Ok(format!("{path} already has this content; nothing was written."));
+        }
+    }
+    hooked_write(fs, o, ctx, &path, content.as_bytes()).await?;
+    let lines = content.lines().count();
+    Ok(if existed {
+        format!("Overwrote {path} ({} bytes, {lines} lines).", content.len())
+    } else {
+        format!("Created {path} ({} bytes, {lines} lines).", content.len())
+    })
+}

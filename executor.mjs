@@ -1,0 +1,3 @@
+import executor from './executor.js';
+export const { ToolRegistry, executeTool } = executor;
+export default executor;

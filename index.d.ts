@@ -1,0 +1,164 @@
+// corral — a workspace for AI coding agents. Hand-written types of the public API.
+
+export type JSONSchema = { [key: string]: unknown };
+
+export interface ToolContext {
+  /** Aborts the call; a running command is killed with its process group. */
+  signal?: AbortSignal;
+  /** Default 'default' (checkpoints key on it). */
+  sessionId?: string;
+  /** Default 0: the 0-based index of the user message being answered. */
+  turn?: number;
+  toolCallId?: string;
+}
+
+export interface Tool<A = any, R = any> {
+  name: string;
+  description: string;
+  parameters: JSONSchema;
+  inputSchema: JSONSchema;
+  needsApproval?: boolean | ((args: A, ctx: ToolContext) => boolean | Promise<boolean>);
+  execute(args: A, ctx?: ToolContext): Promise<R>;
+}
+
+export declare function defineTool<A = any, R = any>(spec: {
+  name: string;
+  description?: string;
+  parameters?: JSONSchema;
+  inputSchema?: JSONSchema;
+  needsApproval?: Tool<A, R>['needsApproval'];
+  execute(args: A, ctx?: ToolContext): Promise<R>;
+}): Tool<A, R>;
+
+export type WorkspaceErrorCode =
+  | 'NotFound' | 'OutsideWorkspace' | 'Denied' | 'NotAFile' | 'IsADirectory' | 'TooLarge' | 'NotUtf8'
+  | 'NoMatch' | 'Ambiguous' | 'InvalidPattern' | 'InvalidArguments' | 'Timeout' | 'Aborted'
+  | 'CommandRefused' | 'ReadOnly' | 'Io';
+
+export declare class WorkspaceError extends Error {
+  constructor(message: string, code?: WorkspaceErrorCode | string, options?: { cause?: unknown });
+  readonly name: 'WorkspaceError';
+  code: WorkspaceErrorCode | string;
+}
+
+export declare class ConfigurationError extends Error {
+  constructor(message: string, options?: { cause?: unknown });
+  readonly name: 'ConfigurationError';
+  readonly code: 'ConfigurationError';
+}
+
+export type EntryType = 'file' | 'directory' | 'symlink' | 'other';
+
+export interface FsProvider {
+  readFile(path: string): Promise<string>;
+  /** Creates parent directories. */
+  writeFile(path: string, content: string): Promise<void>;
+  stat(path: string): Promise<{ type: EntryType; size: number } | undefined>;
+  readdir(path: string): Promise<{ name: string; type: EntryType }[]>;
+  /** Recursive, no error if present. */
+  mkdir(path: string): Promise<void>;
+  rm(path: string, options?: { recursive?: boolean }): Promise<void>;
+  readFileBytes?(path: string): Promise<Uint8Array>;
+  getMode?(path: string): Promise<number>;
+  chmod?(path: string, mode: number): Promise<void>;
+  /** Workspace-relative. */
+  realPath?(path: string): Promise<string>;
+}
+
+export interface ExecOptions {
+  cwd?: string;
+  timeoutMs?: number;
+  env?: Record<string, string>;
+  signal?: AbortSignal;
+  stdin?: string;
+}
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number | null;
+  timedOut: boolean;
+  aborted?: boolean;
+  signal?: string;
+}
+
+export interface ShellProvider {
+  /** 'sh', 'bash', 'cmd.exe', … */
+  readonly shell?: string;
+  exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+}
+
+export interface NodeWorkspaceOptions {
+  /** An existing directory; every path is confined to it. */
+  root: string;
+  /** Added for every command. */
+  env?: Record<string, string>;
+  /** Host variables copied for every command, or true for the whole host environment. */
+  inheritEnv?: string[] | boolean;
+}
+
+export declare class NodeWorkspace implements FsProvider, ShellProvider {
+  constructor(options: NodeWorkspaceOptions);
+  /** The real, absolute root. */
+  readonly root: string;
+  readonly shell: string;
+  readFile(path: string): Promise<string>;
+  writeFile(path: string, content: string): Promise<void>;
+  stat(path: string): Promise<{ type: EntryType; size: number } | undefined>;
+  readdir(path: string): Promise<{ name: string; type: EntryType }[]>;
+  mkdir(path: string): Promise<void>;
+  rm(path: string, options?: { recursive?: boolean }): Promise<void>;
+  readFileBytes(path: string): Promise<Uint8Array>;
+  getMode(path: string): Promise<number>;
+  chmod(path: string, mode: number): Promise<void>;
+  realPath(path: string): Promise<string>;
+  exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+}
+
+export type ExecStub = (command: string, options: ExecOptions) => Partial<ExecResult> | Promise<Partial<ExecResult>>;
+
+export interface RecordedCommand {
+  command: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+}
+
+export declare class MemoryWorkspace implements FsProvider, ShellProvider {
+  constructor(options?: { files?: Record<string, string>; exec?: ExecStub });
+  /** Every command exec() received. */
+  readonly commands: RecordedCommand[];
+  snapshot(): Record<string, string>;
+  readFile(path: string): Promise<string>;
+  writeFile(path: string, content: string): Promise<void>;
+  stat(path: string): Promise<{ type: EntryType; size: number } | undefined>;
+  readdir(path: string): Promise<{ name: string; type: EntryType }[]>;
+  mkdir(path: string): Promise<void>;
+  rm(path: string, options?: { recursive?: boolean }): Promise<void>;
+  readFileBytes(path: string): Promise<Uint8Array>;
+  getMode(path: string): Promise<number>;
+  chmod(path: string, mode: number): Promise<void>;
+  exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+}
+
+export declare function normalizeWorkspacePath(path: string, flavor?: 'posix' | 'win32'): string;
+
+export type FsToolName = 'read_file' | 'write_file' | 'edit_file' | 'list_dir' | 'glob' | 'grep';
+
+export interface FsToolsOptions {
+  /** Only create read_file, list_dir, glob and grep. */
+  readOnly?: boolean;
+  needsApproval?: Partial<Record<FsToolName, boolean | ((args: any, ctx: ToolContext) => boolean | Promise<boolean>)>>;
+  maxReadLines?: number;
+  maxOutputChars?: number;
+  maxResults?: number;
+  maxFilesScanned?: number;
+  grepTimeoutMs?: number;
+  /** Directory names glob and grep skip. Default ['.git', 'node_modules']. */
+  ignore?: string[];
+  /** Entry names no tool reads, lists, searches or writes. Default ['.git']. */
+  deny?: string[];
+  checkpoints?: WorkspaceCheckpoints;
+}
+
+export declare function createFsTools(fs: FsProvider, options?: FsToolsOptions): Tool<any, string>[];

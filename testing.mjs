@@ -1,0 +1,3 @@
+import testing from './testing.js';
+export const { MemoryWorkspace } = testing;
+export default testing;
