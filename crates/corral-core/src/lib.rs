@@ -3,6 +3,7 @@
 pub mod error;
 pub mod fs;
 pub mod path;
+pub mod search;
 pub mod shell;
 pub mod tools;
 
