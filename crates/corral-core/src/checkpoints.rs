@@ -767,3 +767,5 @@ fn parse_session(session: &str, value: serde_json::Value) -> Result<SessionData>
     Ok(data)
 }
 
+#[cfg(test)]
+mod tests;
