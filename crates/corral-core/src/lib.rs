@@ -3,6 +3,7 @@
 pub mod error;
 pub mod fs;
 pub mod path;
+pub mod rules;
 pub mod shell;
 
 pub use error::{Code, Error, Result};
