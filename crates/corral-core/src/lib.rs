@@ -1,6 +1,7 @@
 //! corral's core: every behaviour of the package, with no napi dependency.
 
 pub mod error;
+pub mod exec;
 pub mod fs;
 pub mod path;
 pub mod rules;
