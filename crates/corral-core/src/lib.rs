@@ -6,5 +6,6 @@ pub mod fs;
 pub mod path;
 pub mod rules;
 pub mod shell;
+pub mod shell_tool;
 
 pub use error::{Code, Error, Result};
