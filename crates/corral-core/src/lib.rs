@@ -2,10 +2,13 @@
 
 pub mod checkpoints;
 pub mod error;
+pub mod exec;
 pub mod fs;
 pub mod path;
+pub mod rules;
 pub mod search;
 pub mod shell;
+pub mod shell_tool;
 pub mod tools;
 
 pub use error::{Code, Error, Result};
