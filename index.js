@@ -105,6 +105,48 @@ function nativeFs(fs) {
   return handle;
 }
 
+/** A JS function as the core's one callback shape: always async, never throws, `{ ok }` or `{ err }`. */
+function callback(fn) {
+  return async (arg) => {
+    try {
+      const value = await fn(arg);
+      return { ok: value === undefined ? null : value };
+    } catch (e) {
+      return errorRecord(e);
+    }
+  };
+}
+
+const shellOf = new WeakMap();
+
+/** The native handle of a ShellProvider; JS objects are wrapped once. */
+function nativeShell(shell) {
+  if (shell && shellOf.has(shell)) return shellOf.get(shell);
+  if (!shell || typeof shell.exec !== 'function') throw new ConfigurationError('Expected a ShellProvider: an object with an exec(command, options) method.');
+  const running = new Map();
+  const dispatch = callback(async (c) => {
+    if (c.op === 'abort') { running.get(c.id)?.abort(); return null; }
+    const controller = new AbortController();
+    running.set(c.id, controller);
+    try {
+      const options = Object.fromEntries(Object.entries(c.options).filter(([, v]) => v !== null));
+      return await shell.exec(c.command, { ...options, signal: controller.signal });
+    } finally {
+      running.delete(c.id);
+    }
+  });
+  const handle = native.NativeShell.fromJs(dispatch, typeof shell.shell === 'string' ? shell.shell : undefined);
+  shellOf.set(shell, handle);
+  return handle;
+}
+
+function execMethod(cls) {
+  cls.prototype.exec = function exec(command, options) {
+    const { signal, ...rest } = options ?? {};
+    return withSignal(signal, (token) => shellOf.get(this).exec(command, rest, token));
+  };
+}
+
 /** Runs `fn(token)` with a native cancel token that follows `signal`. */
 async function withSignal(signal, fn) {
   if (!signal) return lift(() => fn(undefined));
@@ -157,6 +199,78 @@ function createFsTools(fs, options) {
   );
 }
 
+/** allow/deny entries as data: strings, { command, args? } rules (args as one callback), RegExps. */
+function patternData(list, which, argFns) {
+  if (list === undefined || list === null) return null;
+  if (!Array.isArray(list)) throw new ConfigurationError(`createShellTool: ${which} must be an array.`);
+  return list.map((p) => {
+    if (typeof p === 'string') return { kind: 'str', value: p };
+    if (p instanceof RegExp) return { kind: 'regex', source: p.source, flags: p.flags };
+    if (p && typeof p.command === 'string') {
+      if (p.args === undefined) return { kind: 'rule', command: p.command };
+      if (typeof p.args !== 'function') throw new ConfigurationError(`createShellTool: ${which} rule '${p.command}': args must be a function.`);
+      argFns.push(p.args);
+      return { kind: 'rule', command: p.command, index: argFns.length - 1 };
+    }
+    throw new ConfigurationError(`createShellTool: ${which} entries must be strings, { command, args? } rules or RegExps.`);
+  });
+}
+
+function createShellTool(shell, options) {
+  const { needsApproval = true, allow, deny, ...data } = plainOptions(options, 'createShellTool');
+  if (typeof needsApproval !== 'boolean' && typeof needsApproval !== 'function') {
+    throw new ConfigurationError('createShellTool: needsApproval must be true, false or a predicate over the command.');
+  }
+  const argFns = [];
+  const patterns = { ...data, allow: patternData(allow, 'allow', argFns), deny: patternData(deny, 'deny', argFns) };
+  const argsCallback = argFns.length ? callback(async ({ index, rest }) => Boolean(await argFns[index](rest))) : undefined;
+  const tool = lift(() => new native.NativeShellTool(nativeShell(shell), patterns, argsCallback));
+  const spec = tool.spec();
+  return defineTool({
+    ...spec,
+    // A command allow/deny refuse is never offered to a human: execute() throws CommandRefused.
+    needsApproval: async (args) => {
+      if (typeof args?.command !== 'string' || (await tool.isRefused(args.command))) return false;
+      return typeof needsApproval === 'function' ? Boolean(await needsApproval(args.command)) : needsApproval;
+    },
+    execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.call(args === undefined ? null : args, token)),
+  });
+}
+
+class FileWorkspaceCheckpointStore {
+  constructor(dir) {
+    if (typeof dir !== 'string' || !dir) throw new ConfigurationError('FileWorkspaceCheckpointStore: dir must be a directory path.');
+    storeOf.set(this, lift(() => native.NativeStore.file(dir)));
+    Object.defineProperty(this, 'dir', { value: dir, enumerable: true });
+  }
+  load(sessionId) { return lift(() => storeOf.get(this).load(sessionId)).then((v) => v ?? undefined); }
+  save(sessionId, data) { return lift(() => storeOf.get(this).save(sessionId, data)); }
+  delete(sessionId) { return lift(() => storeOf.get(this).delete(sessionId)); }
+}
+const storeOf = new WeakMap();
+
+function nativeStore(store) {
+  if (store === undefined) return undefined;
+  if (storeOf.has(store)) return storeOf.get(store);
+  for (const m of ['load', 'save', 'delete']) {
+    if (typeof store?.[m] !== 'function') throw new ConfigurationError(`WorkspaceCheckpoints: store must implement load, save and delete (missing ${m}).`);
+  }
+  const ops = { load: (c) => store.load(c.sessionId), save: (c) => store.save(c.sessionId, c.data), delete: (c) => store.delete(c.sessionId) };
+  const handle = native.NativeStore.fromJs(callback((c) => ops[c.op](c)));
+  storeOf.set(store, handle);
+  return handle;
+}
+
+class WorkspaceCheckpoints {
+  constructor(fs, options) {
+    const { store, ...data } = plainOptions(options, 'WorkspaceCheckpoints');
+    checkpointsOf.set(this, lift(() => new native.NativeCheckpoints(nativeFs(fs), data, nativeStore(store))));
+  }
+  list(options) { return lift(() => checkpointsOf.get(this).list(options ?? {})); }
+  rewind(toTurn, options) { return lift(() => checkpointsOf.get(this).rewind(toTurn, options ?? {})); }
+  clear(options) { return lift(() => checkpointsOf.get(this).clear(options ?? {})); }
+}
+
 function nativeCheckpoints(c) {
   const h = c && checkpointsOf.get(c);
   if (!h) throw new ConfigurationError('createFsTools: checkpoints must be a WorkspaceCheckpoints.');
@@ -184,11 +298,14 @@ class NodeWorkspace {
     if (typeof o.root !== 'string') throw new ConfigurationError('NodeWorkspace: root must be a path to an existing directory.');
     const handle = lift(() => native.NativeFs.local(o.root));
     nativeOf.set(this, handle);
+    shellOf.set(this, lift(() => native.NativeShell.local(handle.root, o.env ?? null, o.inheritEnv ?? null)));
     Object.defineProperty(this, 'root', { value: handle.root, enumerable: true });
   }
+  get shell() { return shellOf.get(this).shell; }
   realPath(path) { return lift(() => nativeOf.get(this).realPath(path)); }
 }
 fsMethods(NodeWorkspace);
+execMethod(NodeWorkspace);
 
 class MemoryWorkspace {
   constructor(options) {
@@ -198,11 +315,17 @@ class MemoryWorkspace {
     for (const [k, v] of Object.entries(files)) {
       if (typeof v !== 'string') throw new ConfigurationError(`MemoryWorkspace: files['${k}'] must be a string.`);
     }
+    if (o.exec !== undefined && typeof o.exec !== 'function') throw new ConfigurationError('MemoryWorkspace: exec must be a function.');
     nativeOf.set(this, lift(() => native.NativeFs.memory(files)));
+    const stub = o.exec;
+    shellOf.set(this, native.NativeShell.memory(stub ? callback((c) => stub(c.command, c.options)) : undefined));
   }
+  /** Every command exec() received: { command, cwd, env, timeoutMs }. */
+  get commands() { return shellOf.get(this).commands(); }
   snapshot() { return { ...nativeOf.get(this).snapshot() }; }
 }
 fsMethods(MemoryWorkspace);
+execMethod(MemoryWorkspace);
 
 function normalizeWorkspacePath(path, flavor) {
   if (typeof path !== 'string') throw new WorkspaceError(`normalizeWorkspacePath: path must be a string, got ${typeof path}.`, 'InvalidArguments');
@@ -215,8 +338,11 @@ module.exports = {
   NodeWorkspace,
   MemoryWorkspace,
   createFsTools,
+  createShellTool,
+  WorkspaceCheckpoints,
+  FileWorkspaceCheckpointStore,
   defineTool,
   normalizeWorkspacePath,
   // internal plumbing shared by the other entry points
-  __internal: { native, lift, liftError, withSignal, nativeFs, checkpointsOf, ctxData, plainOptions },
+  __internal: { native, lift, liftError, withSignal, nativeFs, nativeShell, callback, errorRecord, ConfigurationError, plainOptions },
 };

@@ -10,17 +10,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use base64::Engine as _;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::{json, Value};
 
 use corral_core::error::{Code, Error as CoreError};
-use corral_core::fs::{local::LocalFs, memory::MemoryFs, Caps, DirEntry, EntryType, FsProvider, Stat};
+use corral_core::fs::{local::LocalFs, memory::MemoryFs, Caps, DirEntry, FsProvider, Stat};
 use corral_core::tools::{self, Ctx, FsToolOptions};
 
+mod ckpt;
 mod jsfs;
+mod shell;
 
 pub(crate) const SEP: char = '\u{1}';
 
@@ -284,7 +285,7 @@ pub(crate) fn fs_tool_options(o: &Value) -> CoreResult<FsToolOptions> {
         grep_timeout_ms: opt_usize(o, "grepTimeoutMs", d.grep_timeout_ms as usize)? as u64,
         ignore: opt_names(o, "ignore", d.ignore)?,
         deny: opt_names(o, "deny", d.deny)?,
-        hook: None,
+        checkpoints: None,
     })
 }
 
@@ -306,8 +307,9 @@ pub struct NativeFsTools {
 #[napi]
 impl NativeFsTools {
     #[napi(constructor)]
-    pub fn new(fs: &NativeFs, options: Value) -> Result<Self> {
-        let opts = fs_tool_options(&options).napi()?;
+    pub fn new(fs: &NativeFs, options: Value, checkpoints: Option<&ckpt::NativeCheckpoints>) -> Result<Self> {
+        let mut opts = fs_tool_options(&options).napi()?;
+        opts.checkpoints = checkpoints.map(|c| c.inner.clone());
         Ok(NativeFsTools { fs: fs.inner.clone(), opts })
     }
 
@@ -329,12 +331,3 @@ impl NativeFsTools {
     }
 }
 
-#[allow(dead_code)]
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-#[allow(dead_code)]
-fn entry(kind: &str) -> Option<EntryType> {
-    EntryType::parse(kind)
-}

@@ -856,3 +856,14 @@ mod tests {
         }
     }
 }
+
+/// A JavaScript RegExp in an allow or deny list, tested with JavaScript semantics. A pattern
+/// that exhausts the backtracking engine does not match (so it allows nothing).
+impl LineMatcher for crate::search::jsregex::JsRegex {
+    fn is_match(&self, line: &str) -> bool {
+        crate::search::jsregex::JsRegex::is_match(self, line).unwrap_or(false)
+    }
+    fn describe(&self) -> String {
+        format!("/{}/{}", self.source(), self.flags())
+    }
+}

@@ -42,3 +42,90 @@ pub trait ShellProvider: Send + Sync {
     }
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult>;
 }
+
+/// The programmed answer of a `MemoryWorkspace` command (a JS function in the binding).
+#[async_trait]
+pub trait ExecStub: Send + Sync {
+    /// Missing fields of the answer default to `''`, `0` and `false`.
+    async fn answer(&self, command: &str, options: &ExecOptions) -> Result<serde_json::Value>;
+}
+
+/// A command as `MemoryWorkspace.commands` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCommand {
+    pub command: String,
+    pub cwd: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub timeout_ms: Option<u64>,
+}
+
+/// `MemoryWorkspace`'s shell: answers with a programmed stub and records every command. Without a
+/// stub every command answers exit code 127.
+pub struct StubShell {
+    stub: Option<std::sync::Arc<dyn ExecStub>>,
+    commands: std::sync::Mutex<Vec<RecordedCommand>>,
+}
+
+impl StubShell {
+    pub fn new(stub: Option<std::sync::Arc<dyn ExecStub>>) -> Self {
+        StubShell { stub, commands: std::sync::Mutex::new(Vec::new()) }
+    }
+    pub fn commands(&self) -> Vec<RecordedCommand> {
+        self.commands.lock().unwrap().clone()
+    }
+}
+
+/// An exec result from loosely typed data: missing fields default, a wrong type is an error.
+pub fn exec_result_from_json(v: &serde_json::Value) -> Result<ExecResult> {
+    use crate::error::{Code, Error};
+    let bad = |f: &str| Error::new(Code::InvalidArguments, format!("The exec result's {f} has the wrong type."));
+    let text = |f: &str| match v.get(f) {
+        None | Some(serde_json::Value::Null) => Ok(String::new()),
+        Some(serde_json::Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(bad(f)),
+    };
+    let flag = |f: &str| match v.get(f) {
+        None | Some(serde_json::Value::Null) => Ok(false),
+        Some(serde_json::Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(bad(f)),
+    };
+    if !(v.is_object() || v.is_null()) {
+        return Err(Error::new(Code::InvalidArguments, "An exec result must be an object."));
+    }
+    let exit_code = match v.get("exitCode") {
+        None => Some(0),
+        Some(serde_json::Value::Null) => None,
+        Some(n) => Some(n.as_f64().ok_or_else(|| bad("exitCode"))? as i32),
+    };
+    Ok(ExecResult {
+        stdout: text("stdout")?,
+        stderr: text("stderr")?,
+        exit_code,
+        timed_out: flag("timedOut")?,
+        aborted: flag("aborted")?,
+        signal: v.get("signal").and_then(|s| s.as_str()).map(str::to_string),
+    })
+}
+
+#[async_trait]
+impl ShellProvider for StubShell {
+    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
+        self.commands.lock().unwrap().push(RecordedCommand {
+            command: command.to_string(),
+            cwd: options.cwd.clone(),
+            env: options.env.clone(),
+            timeout_ms: options.timeout_ms,
+        });
+        if options.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            return Ok(ExecResult { aborted: true, exit_code: None, ..Default::default() });
+        }
+        match &self.stub {
+            None => Ok(ExecResult {
+                exit_code: Some(127),
+                stderr: format!("{command}: no exec stub is programmed for this MemoryWorkspace\n"),
+                ..Default::default()
+            }),
+            Some(stub) => exec_result_from_json(&stub.answer(command, &options).await?),
+        }
+    }
+}

@@ -6,9 +6,9 @@
 
 use std::sync::{Arc, OnceLock};
 
-use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use crate::checkpoints::Checkpoints;
 use crate::error::{Code, Error, Result};
 use crate::fs::FsProvider;
 use crate::path::{check_denied, normalize, Flavor};
@@ -35,13 +35,6 @@ pub const GREP_LINE_CHARS: usize = 2000;
 pub const READ_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
 pub const ALL_TOOLS: [&str; 6] = ["read_file", "write_file", "edit_file", "list_dir", "glob", "grep"];
 
-/// Called around every change `write_file` and `edit_file` make (checkpoints implement it).
-#[async_trait]
-pub trait WriteHook: Send + Sync {
-    async fn before_write(&self, fs: &dyn FsProvider, session: &str, turn: u32, path: &str) -> Result<()>;
-    async fn after_write(&self, session: &str, turn: u32, path: &str, written: &[u8]) -> Result<()>;
-}
-
 #[derive(Clone)]
 pub struct FsToolOptions {
     pub read_only: bool,
@@ -52,7 +45,8 @@ pub struct FsToolOptions {
     pub grep_timeout_ms: u64,
     pub ignore: Vec<String>,
     pub deny: Vec<String>,
-    pub hook: Option<Arc<dyn WriteHook>>,
+    /// Backs up every file `write_file` and `edit_file` change, so the changes can be rewound.
+    pub checkpoints: Option<Arc<Checkpoints>>,
 }
 
 impl Default for FsToolOptions {
@@ -66,7 +60,7 @@ impl Default for FsToolOptions {
             grep_timeout_ms: GREP_TIMEOUT_MS,
             ignore: vec![".git".into(), "node_modules".into()],
             deny: crate::path::default_deny(),
-            hook: None,
+            checkpoints: None,
         }
     }
 }
@@ -288,18 +282,19 @@ pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Val
     }
 }
 
-/// Writes through the provider with the checkpoint hook around it.
+/// Writes through the provider; with checkpoints, the old content is stored first (crash safety)
+/// and the written content's hash after.
 pub(crate) async fn hooked_write(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &Ctx, path: &str, bytes: &[u8]) -> Result<()> {
-    if let Some(h) = &o.hook {
-        h.before_write(fs, &ctx.session_id, ctx.turn, path).await?;
+    if let Some(c) = &o.checkpoints {
+        c.before_write(fs, &ctx.session_id, ctx.turn, path, bytes).await?;
     }
     if fs.caps().write_bytes {
         fs.write_file_bytes(path, bytes).await?;
     } else {
         fs.write_file(path, std::str::from_utf8(bytes).map_err(|_| Error::new(Code::NotUtf8, format!("Content for {path} is not UTF-8.")))?).await?;
     }
-    if let Some(h) = &o.hook {
-        h.after_write(&ctx.session_id, ctx.turn, path, bytes).await?;
+    if let Some(c) = &o.checkpoints {
+        c.after_write(&ctx.session_id, ctx.turn, path, bytes).await?;
     }
     Ok(())
 }

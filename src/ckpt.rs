@@ -1,0 +1,147 @@
+//! `WorkspaceCheckpoints` and its stores.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::{json, Value};
+
+use corral_core::checkpoints::{CheckpointOptions, CheckpointStore, Checkpoints, FileCheckpointStore, MemoryCheckpointStore};
+use corral_core::error::{Code, Error as CoreError};
+use corral_core::fs::FsProvider;
+
+use crate::{CoreResult, IntoNapi, JsCallback, JsFn, NativeFs};
+
+/// A `WorkspaceCheckpointStore` written in JavaScript.
+struct JsStore(JsCallback);
+
+#[async_trait]
+impl CheckpointStore for JsStore {
+    async fn load(&self, session_id: &str) -> CoreResult<Option<Value>> {
+        let v = self.0.call(json!({ "op": "load", "sessionId": session_id })).await?;
+        Ok((!v.is_null()).then_some(v))
+    }
+    async fn save(&self, session_id: &str, data: Value) -> CoreResult<()> {
+        self.0.call(json!({ "op": "save", "sessionId": session_id, "data": data })).await.map(|_| ())
+    }
+    async fn delete(&self, session_id: &str) -> CoreResult<()> {
+        self.0.call(json!({ "op": "delete", "sessionId": session_id })).await.map(|_| ())
+    }
+}
+
+#[napi]
+pub struct NativeStore {
+    inner: Arc<dyn CheckpointStore>,
+}
+
+#[napi]
+impl NativeStore {
+    #[napi(factory)]
+    pub fn memory() -> NativeStore {
+        NativeStore { inner: Arc::new(MemoryCheckpointStore::new()) }
+    }
+    #[napi(factory)]
+    pub fn file(dir: String) -> Result<NativeStore> {
+        if dir.is_empty() {
+            return Err(crate::to_napi(CoreError::config("FileWorkspaceCheckpointStore: dir must be a non-empty path.")));
+        }
+        Ok(NativeStore { inner: Arc::new(FileCheckpointStore::new(dir)) })
+    }
+    #[napi(factory)]
+    pub fn from_js(dispatch: JsFn) -> NativeStore {
+        NativeStore { inner: Arc::new(JsStore(JsCallback(Arc::new(dispatch)))) }
+    }
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn load<'e>(&self, env: &'e Env, session_id: String) -> Result<PromiseRaw<'e, Value>> {
+        let s = self.inner.clone();
+        env.spawn_future(async move { s.load(&session_id).await.map(|v| v.unwrap_or(Value::Null)).napi() })
+    }
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn save<'e>(&self, env: &'e Env, session_id: String, data: Value) -> Result<PromiseRaw<'e, ()>> {
+        let s = self.inner.clone();
+        env.spawn_future(async move { s.save(&session_id, data).await.napi() })
+    }
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn delete<'e>(&self, env: &'e Env, session_id: String) -> Result<PromiseRaw<'e, ()>> {
+        let s = self.inner.clone();
+        env.spawn_future(async move { s.delete(&session_id).await.napi() })
+    }
+}
+
+fn session_of(o: &Value) -> CoreResult<String> {
+    match o.get("sessionId") {
+        None | Some(Value::Null) => Ok("default".to_string()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(CoreError::new(Code::InvalidArguments, "sessionId must be a string.")),
+    }
+}
+
+fn flag(o: &Value, k: &str) -> CoreResult<bool> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(CoreError::new(Code::InvalidArguments, format!("{k} must be a boolean."))),
+    }
+}
+
+#[napi]
+pub struct NativeCheckpoints {
+    pub(crate) inner: Arc<Checkpoints>,
+    fs: Arc<dyn FsProvider>,
+}
+
+#[napi]
+impl NativeCheckpoints {
+    #[napi(constructor)]
+    pub fn new(fs: &NativeFs, options: Value, store: Option<&NativeStore>) -> Result<Self> {
+        let d = CheckpointOptions::default();
+        let num = |k: &str, dflt: u64| -> CoreResult<u64> {
+            match options.get(k) {
+                None | Some(Value::Null) => Ok(dflt),
+                Some(v) => v
+                    .as_f64()
+                    .filter(|f| *f >= 1.0 && f.fract() == 0.0)
+                    .map(|f| f as u64)
+                    .ok_or_else(|| CoreError::config(format!("WorkspaceCheckpoints: {k} must be a positive integer."))),
+            }
+        };
+        let o = CheckpointOptions { max_turns: num("maxTurns", d.max_turns as u64).napi()? as usize, max_file_bytes: num("maxFileBytes", d.max_file_bytes).napi()? };
+        let store = store.map(|s| s.inner.clone()).unwrap_or_else(|| Arc::new(MemoryCheckpointStore::new()));
+        Ok(NativeCheckpoints { inner: Arc::new(Checkpoints::new(store, o).napi()?), fs: fs.inner.clone() })
+    }
+
+    #[napi(ts_return_type = "Promise<Array<{ turn: number; paths: string[] }>>")]
+    pub fn list<'e>(&self, env: &'e Env, options: Value) -> Result<PromiseRaw<'e, Value>> {
+        let c = self.inner.clone();
+        let session = session_of(&options).napi()?;
+        env.spawn_future(async move {
+            let turns = c.list(&session).await.napi()?;
+            Ok(serde_json::to_value(turns).unwrap_or(Value::Null))
+        })
+    }
+
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn rewind<'e>(&self, env: &'e Env, to_turn: Value, options: Value) -> Result<PromiseRaw<'e, Value>> {
+        let (c, fs) = (self.inner.clone(), self.fs.clone());
+        let turn = to_turn
+            .as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64)
+            .ok_or_else(|| crate::to_napi(CoreError::new(Code::InvalidArguments, "rewind: toTurn must be a turn number (a non-negative integer).")))?
+            as u32;
+        let session = session_of(&options).napi()?;
+        let dry = flag(&options, "dryRun").napi()?;
+        let force = flag(&options, "force").napi()?;
+        env.spawn_future(async move {
+            let report = c.rewind(fs.as_ref(), &session, turn, dry, force).await.napi()?;
+            Ok(serde_json::to_value(report).unwrap_or(Value::Null))
+        })
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn clear<'e>(&self, env: &'e Env, options: Value) -> Result<PromiseRaw<'e, ()>> {
+        let c = self.inner.clone();
+        let session = session_of(&options).napi()?;
+        env.spawn_future(async move { c.clear(&session).await.napi() })
+    }
+}
