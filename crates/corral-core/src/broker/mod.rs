@@ -73,11 +73,14 @@ impl HeaderSource for FixedHeader {
     }
 }
 
+/// A rule's headers: (header name, where its value comes from).
+pub type RuleHeaders = Vec<(String, Arc<dyn HeaderSource>)>;
+
 /// The options of `createCredentialBroker`.
 #[derive(Clone, Default)]
 pub struct BrokerConfig {
     /// Host pattern → headers to add (name, source). Rule hosts are allowed implicitly.
-    pub rules: Vec<(String, Vec<(String, Arc<dyn HeaderSource>)>)>,
+    pub rules: Vec<(String, RuleHeaders)>,
     /// More hosts reachable, without added headers.
     pub allow: Vec<String>,
     /// Hosts that may resolve to non-public addresses (loopback, private, link-local, …).

@@ -225,7 +225,7 @@ impl HeaderSource for Newline {
 // ---------------------------------------------------------------------------------------------
 // Clients
 
-type Rules = Vec<(String, Vec<(String, Arc<dyn HeaderSource>)>)>;
+type Rules = Vec<(String, RuleHeaders)>;
 
 fn strings(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
@@ -807,6 +807,18 @@ async fn broker_close_stops_every_listener_and_connection() {
 }
 
 #[tokio::test]
+async fn broker_dropped_without_close_stops_listening() {
+    let broker = Broker::start(BrokerConfig::default()).await.unwrap();
+    let addr = broker.local_addr();
+    drop(broker);
+    let deadline = Instant::now() + TIMEOUT;
+    while TcpStream::connect(addr).await.is_ok() {
+        assert!(Instant::now() < deadline, "still listening after the broker was dropped");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
 async fn broker_answers_bad_input_with_4xx_and_keeps_serving() {
     let up = upstream(None).await;
     let broker = Broker::start(BrokerConfig {
@@ -956,6 +968,7 @@ async fn broker_bench() {
         tokio::spawn(conn);
         let started = Instant::now();
         for _ in 0..n {
+            sender.ready().await.unwrap();
             let response = sender.send_request(get(url)).await.unwrap();
             assert_eq!(response.status(), StatusCode::OK);
             response.into_body().collect().await.unwrap();
@@ -976,6 +989,7 @@ async fn broker_bench() {
                             .unwrap();
                     tokio::spawn(conn);
                     while Instant::now() < until {
+                        sender.ready().await.unwrap();
                         let response = sender.send_request(get(&url)).await.unwrap();
                         response.into_body().collect().await.unwrap();
                         done.fetch_add(1, Ordering::Relaxed);
