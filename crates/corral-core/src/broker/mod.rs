@@ -29,7 +29,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use http::HeaderName;
 use ipnet::IpNet;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -167,7 +167,7 @@ impl Broker {
             })?,
         };
         let tls = upstream::tls_config(&config.extra_ca_pem)?;
-        let listener = bind(SocketAddr::new(ip, config.port.unwrap_or(0))).await?;
+        let listener = bind(SocketAddr::new(ip, config.port.unwrap_or(0)))?;
         let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
         let shared = Arc::new(Shared {
             rules,
@@ -235,7 +235,7 @@ impl Broker {
             },
         };
         let allow = parse_patterns(&allow)?;
-        let listener = bind(SocketAddr::new(ip, 0)).await?;
+        let listener = bind(SocketAddr::new(ip, 0))?;
         let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
         accept_loop(
             Arc::new(Listener { shared: self.shared.clone(), allow, local }),
@@ -271,10 +271,20 @@ fn parse_patterns(list: &[String]) -> Result<Vec<HostPattern>> {
     list.iter().map(|s| HostPattern::parse(s)).collect()
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::new(Code::Io, format!("The credential broker cannot listen on {addr}: {}", e.kind())))
+/// Pending connections the kernel queues before `accept` (capped by `somaxconn`). Tokio's
+/// `TcpListener::bind` uses 128, which a burst of a few hundred clients overflows: the extra
+/// SYNs are dropped and those clients stall for a 1 s retransmission.
+const BACKLOG: u32 = 4096;
+
+fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    let listen = || -> std::io::Result<TcpListener> {
+        let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(BACKLOG)
+    };
+    listen().map_err(|e| Error::new(Code::Io, format!("The credential broker cannot listen on {addr}: {}", e.kind())))
 }
 
 fn accept_loop(listener: Arc<Listener>, socket: TcpListener, clients: Option<IpNet>) {

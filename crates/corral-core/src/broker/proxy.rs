@@ -17,6 +17,7 @@ use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::ClientConfig;
@@ -97,12 +98,26 @@ impl Listener {
     }
 }
 
+/// One accepted client connection.
+struct Client {
+    listener: Arc<Listener>,
+    /// The upstream connection this client's previous request used, kept for its next request
+    /// to the same host, port and scheme. Never shared between clients.
+    idle: tokio::sync::Mutex<Option<Idle>>,
+}
+
+struct Idle {
+    key: (String, u16, bool),
+    sender: SendRequest<Incoming>,
+}
+
 /// Serves one accepted socket until the client goes away or the broker closes.
 pub(crate) async fn serve_connection(listener: Arc<Listener>, stream: TcpStream) {
     let token = listener.shared.token.clone();
+    let client = Arc::new(Client { listener, idle: tokio::sync::Mutex::new(None) });
     let service = service_fn(move |req| {
-        let listener = listener.clone();
-        async move { Ok::<_, Infallible>(handle(listener, req).await) }
+        let client = client.clone();
+        async move { Ok::<_, Infallible>(handle(client, req).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -116,13 +131,14 @@ pub(crate) async fn serve_connection(listener: Arc<Listener>, stream: TcpStream)
     }
 }
 
-async fn handle(listener: Arc<Listener>, req: Request<Incoming>) -> Response<ProxyBody> {
+async fn handle(client: Arc<Client>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let listener = &client.listener;
     if req.method() == Method::CONNECT {
         return tunnel(listener, req).await;
     }
     let uri = req.uri().clone();
     let Some(scheme) = uri.scheme_str() else {
-        return local(listener, req).await;
+        return local(&client, req).await;
     };
     if !scheme.eq_ignore_ascii_case("http") {
         return refuse(
@@ -137,14 +153,14 @@ async fn handle(listener: Arc<Listener>, req: Request<Incoming>) -> Response<Pro
         return refuse(StatusCode::BAD_REQUEST, "the URL's host is not a valid host name or address");
     };
     if listener.is_self(&host, port) {
-        return local(listener, req).await;
+        return local(&client, req).await;
     }
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
-    forward(&listener, req, Target { host, port, tls: false }, path).await
+    forward(&client, req, Target { host, port, tls: false }, path).await
 }
 
 /// A request sent to the broker directly: only the path form is served.
-async fn local(listener: Arc<Listener>, req: Request<Incoming>) -> Response<ProxyBody> {
+async fn local(client: &Client, req: Request<Incoming>) -> Response<ProxyBody> {
     let Some(rest) = req.uri().path().strip_prefix("/__broker/") else {
         return refuse(
             StatusCode::BAD_REQUEST,
@@ -163,7 +179,7 @@ async fn local(listener: Arc<Listener>, req: Request<Incoming>) -> Response<Prox
         Some(q) => format!("{tail}?{q}"),
         None => tail.to_string(),
     };
-    forward(&listener, req, Target { host, port, tls: true }, path).await
+    forward(client, req, Target { host, port, tls: true }, path).await
 }
 
 struct Target {
@@ -201,7 +217,8 @@ fn split_authority(authority: &Authority, default_port: u16) -> Option<(String, 
     Some((host, port))
 }
 
-async fn forward(listener: &Listener, req: Request<Incoming>, target: Target, path: String) -> Response<ProxyBody> {
+async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: String) -> Response<ProxyBody> {
+    let listener = &client.listener;
     let (host, port) = (target.host.as_str(), target.port);
     if !listener.allowed(host) {
         return refuse(StatusCode::FORBIDDEN, format!("{host} is not on the allowlist"));
@@ -243,41 +260,70 @@ async fn forward(listener: &Listener, req: Request<Incoming>, target: Target, pa
         Err(_) => return refuse(StatusCode::BAD_REQUEST, "invalid path"),
     };
     parts.version = Version::HTTP_11;
-    let request = Request::from_parts(parts, body);
+    let mut request = Request::from_parts(parts, body);
+
+    // The client's previous upstream connection, if it went to the same place and is idle.
+    let key = (host.to_string(), port, target.tls);
+    let idle = client.idle.lock().await.take().filter(|idle| idle.key == key);
+    if let Some(mut idle) = idle {
+        let ready = tokio::time::timeout(Duration::from_secs(1), idle.sender.ready()).await;
+        if matches!(ready, Ok(Ok(()))) {
+            match idle.sender.try_send_request(request).await {
+                Ok(response) => return relay(client, idle, response).await,
+                Err(mut e) => match e.take_message() {
+                    // Never written: the request goes on a new connection instead.
+                    Some(unsent) => request = unsent,
+                    None => return upstream_failed(host, port, &e.into_error()),
+                },
+            }
+        }
+    }
 
     let tcp = match connect_tcp(host, port, listener.private_ok(host)).await {
         Ok(tcp) => tcp,
         Err(r) => return refuse(r.status(), r.reason(host, port)),
     };
-    let sent = if target.tls {
+    let sender = if target.tls {
         match connect_tls(&listener.shared.tls, host, tcp).await {
-            Ok(tls) => send(&listener.shared, tls, request).await,
+            Ok(tls) => handshake(&listener.shared, tls).await,
             Err(r) => return refuse(r.status(), r.reason(host, port)),
         }
     } else {
-        send(&listener.shared, tcp, request).await
+        handshake(&listener.shared, tcp).await
     };
-    match sent {
-        Ok(response) => {
-            let (mut parts, body) = response.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            // A body that fails later aborts the client's connection, so a truncated response
-            // never looks complete.
-            Response::from_parts(parts, body.map_err(|e| Box::new(e) as BoxError).boxed())
-        }
-        Err(e) => refuse(
-            StatusCode::BAD_GATEWAY,
-            format!("{host}:{port} failed before sending a complete response head ({})", hyper_reason(&e)),
-        ),
+    let mut idle = match sender {
+        Ok(sender) => Idle { key, sender },
+        Err(e) => return upstream_failed(host, port, &e),
+    };
+    match idle.sender.send_request(request).await {
+        Ok(response) => relay(client, idle, response).await,
+        Err(e) => upstream_failed(host, port, &e),
     }
 }
 
-/// One upstream HTTP/1.1 connection for one request; its driver stops with the broker.
-async fn send<I>(shared: &Shared, io: I, request: Request<Incoming>) -> Result<Response<Incoming>, hyper::Error>
+/// Passes an upstream response on, and keeps its connection for the client's next request.
+async fn relay(client: &Client, idle: Idle, response: Response<Incoming>) -> Response<ProxyBody> {
+    *client.idle.lock().await = Some(idle);
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    // A body that fails later aborts the client's connection, so a truncated response never
+    // looks complete.
+    Response::from_parts(parts, body.map_err(|e| Box::new(e) as BoxError).boxed())
+}
+
+fn upstream_failed(host: &str, port: u16, e: &hyper::Error) -> Response<ProxyBody> {
+    refuse(
+        StatusCode::BAD_GATEWAY,
+        format!("{host}:{port} failed before sending a complete response head ({})", hyper_reason(e)),
+    )
+}
+
+/// A new upstream HTTP/1.1 connection; its driver stops with the broker.
+async fn handshake<I>(shared: &Shared, io: I) -> Result<SendRequest<Incoming>, hyper::Error>
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .max_buf_size(1024 * 1024)
         .handshake(TokioIo::new(io))
         .await?;
@@ -288,10 +334,10 @@ where
             _ = token.cancelled() => {}
         }
     });
-    sender.send_request(request).await
+    Ok(sender)
 }
 
-async fn tunnel(listener: Arc<Listener>, mut req: Request<Incoming>) -> Response<ProxyBody> {
+async fn tunnel(listener: &Listener, mut req: Request<Incoming>) -> Response<ProxyBody> {
     let target = req.uri().authority().filter(|a| a.port().is_some()).and_then(|a| split_authority(a, 0));
     let Some((host, port)) = target else {
         return refuse(StatusCode::BAD_REQUEST, "CONNECT needs a host:port target");

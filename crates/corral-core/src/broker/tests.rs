@@ -62,8 +62,15 @@ impl Upstream {
     }
 }
 
+/// A loopback listener with a backlog large enough for the load test.
+fn listen_local() -> TcpListener {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    socket.listen(4096).unwrap()
+}
+
 async fn upstream(tls: Option<TlsAcceptor>) -> Upstream {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = listen_local();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let accepts = Arc::new(AtomicUsize::new(0));
@@ -96,10 +103,11 @@ async fn serve_recording<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(io:
             let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
             let target = parts.uri.to_string();
             let text = format!("target={target} body={}", String::from_utf8_lossy(&body));
+            let close = parts.headers.contains_key("x-close");
             seen.lock().unwrap().push(Seen { method: parts.method.to_string(), target, headers: parts.headers, body });
             let response = Response::builder()
                 .header("x-upstream", "yes")
-                .header("connection", "x-resp-hop")
+                .header("connection", if close { "close" } else { "x-resp-hop" })
                 .header("x-resp-hop", "1")
                 .header("keep-alive", "timeout=5")
                 .body(Full::new(Bytes::from(text)))
@@ -807,6 +815,44 @@ async fn broker_close_stops_every_listener_and_connection() {
 }
 
 #[tokio::test]
+async fn broker_reuses_a_clients_upstream_connection_only_for_the_same_target() {
+    let a = upstream(None).await;
+    let b = upstream(None).await;
+    let counter = Arc::new(Counter::default());
+    let broker = Broker::start(BrokerConfig {
+        rules: vec![("127.0.0.1".into(), vec![("x-n".into(), counter.clone() as Arc<dyn HeaderSource>)])],
+        allow_private: strings(&["127.0.0.1"]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(TcpStream::connect(broker.local_addr()).await.unwrap()))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let steps = [(&a, false), (&a, false), (&b, false), (&a, true), (&a, false)];
+    for (i, (up, close)) in steps.iter().enumerate() {
+        sender.ready().await.unwrap();
+        let mut req = get(&format!("http://127.0.0.1:{}/step/{i}", up.port()));
+        if *close {
+            req.headers_mut().insert("x-close", "1".parse().unwrap());
+        }
+        let response = sender.send_request(req).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "step {i}");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], format!("target=/step/{i} body=").as_bytes());
+    }
+    // a, a (reused), b (new), a (new, and it closes), a (new): three connections to a.
+    assert_eq!((a.accepts(), b.accepts()), (3, 1));
+    let mut numbers: Vec<String> =
+        [a.seen(), b.seen()].concat().iter().map(|s| s.headers["x-n"].to_str().unwrap().to_string()).collect();
+    numbers.sort();
+    assert_eq!(numbers, ["call-1", "call-2", "call-3", "call-4", "call-5"], "fetched per request, reused or not");
+    broker.close().await;
+}
+
+#[tokio::test]
 async fn broker_dropped_without_close_stops_listening() {
     let broker = Broker::start(BrokerConfig::default()).await.unwrap();
     let addr = broker.local_addr();
@@ -961,19 +1007,19 @@ async fn broker_bench() {
     .unwrap();
     let url = format!("http://127.0.0.1:{}/bench", up.port());
 
-    // Latency: sequential requests on one keep-alive client connection.
-    async fn sequential(to: SocketAddr, url: &str, n: usize) -> Duration {
-        let (mut sender, conn) =
+    async fn keep_alive(to: SocketAddr) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+        let (sender, conn) =
             hyper::client::conn::http1::handshake(TokioIo::new(TcpStream::connect(to).await.unwrap())).await.unwrap();
         tokio::spawn(conn);
+        sender
+    }
+    async fn one(sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>, url: &str) -> Duration {
         let started = Instant::now();
-        for _ in 0..n {
-            sender.ready().await.unwrap();
-            let response = sender.send_request(get(url)).await.unwrap();
-            assert_eq!(response.status(), StatusCode::OK);
-            response.into_body().collect().await.unwrap();
-        }
-        started.elapsed() / n as u32
+        sender.ready().await.unwrap();
+        let response = sender.send_request(get(url)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        response.into_body().collect().await.unwrap();
+        started.elapsed()
     }
     // Throughput: `clients` keep-alive connections sending as fast as they can for `secs`.
     async fn throughput(to: SocketAddr, url: &str, clients: usize, secs: u64) -> f64 {
@@ -983,15 +1029,9 @@ async fn broker_bench() {
             .map(|_| {
                 let (done, url) = (done.clone(), url.to_string());
                 tokio::spawn(async move {
-                    let (mut sender, conn) =
-                        hyper::client::conn::http1::handshake(TokioIo::new(TcpStream::connect(to).await.unwrap()))
-                            .await
-                            .unwrap();
-                    tokio::spawn(conn);
+                    let mut sender = keep_alive(to).await;
                     while Instant::now() < until {
-                        sender.ready().await.unwrap();
-                        let response = sender.send_request(get(&url)).await.unwrap();
-                        response.into_body().collect().await.unwrap();
+                        one(&mut sender, &url).await;
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                 })
@@ -1002,14 +1042,41 @@ async fn broker_bench() {
         }
         done.load(Ordering::Relaxed) as f64 / secs as f64
     }
+    fn percentile(sorted: &[Duration], p: f64) -> Duration {
+        sorted[((sorted.len() - 1) as f64 * p) as usize]
+    }
 
     let path = url.splitn(4, '/').nth(3).map(|p| format!("/{p}")).unwrap();
-    sequential(up.addr, &path, 200).await; // warm-up
-    let direct = sequential(up.addr, &path, 2000).await;
-    let proxied = sequential(broker.local_addr(), &url, 2000).await;
-    let direct_rps = throughput(up.addr, &path, 32, 3).await;
-    let proxied_rps = throughput(broker.local_addr(), &url, 32, 3).await;
-    eprintln!("latency  direct {direct:?}  via broker {proxied:?}  added {:?}", proxied.saturating_sub(direct));
-    eprintln!("throughput (32 keep-alive clients, 3 s)  direct {direct_rps:.0} req/s  via broker {proxied_rps:.0} req/s");
+    // Latency: one keep-alive client each way, requests interleaved so machine noise hits both.
+    let (mut direct, mut proxied) = (keep_alive(up.addr).await, keep_alive(broker.local_addr()).await);
+    let (mut d, mut p) = (Vec::new(), Vec::new());
+    for i in 0..3000 {
+        let (dt, pt) = (one(&mut direct, &path).await, one(&mut proxied, &url).await);
+        if i >= 200 {
+            d.push(dt);
+            p.push(pt);
+        }
+    }
+    d.sort();
+    p.sort();
+    eprintln!(
+        "latency p50  direct {:?}  via broker {:?}  (p99 {:?} / {:?})",
+        percentile(&d, 0.5),
+        percentile(&p, 0.5),
+        percentile(&d, 0.99),
+        percentile(&p, 0.99)
+    );
+    // A fresh client connection per request through the broker (no reuse possible).
+    let mut fresh = Vec::new();
+    for _ in 0..500 {
+        fresh.push(one(&mut keep_alive(broker.local_addr()).await, &url).await);
+    }
+    fresh.sort();
+    eprintln!("latency p50  via broker, new client connection each time {:?}", percentile(&fresh, 0.5));
+    for round in 1..=2 {
+        let direct_rps = throughput(up.addr, &path, 32, 3).await;
+        let proxied_rps = throughput(broker.local_addr(), &url, 32, 3).await;
+        eprintln!("throughput round {round} (32 keep-alive clients, 3 s)  direct {direct_rps:.0} req/s  via broker {proxied_rps:.0} req/s");
+    }
     broker.close().await;
 }
