@@ -11,6 +11,12 @@
 //!   request; the client's own `Authorization` and any header of the same name are replaced.
 //! - `CONNECT` is checked against the allowlist, then bytes pass untouched.
 //! - Header values never reach `env`, an error response or a log (the broker logs nothing).
+//! - Bad input gets hyper's 400/431 or the broker's 400; an upstream that fails before its
+//!   response head is complete gets a 502. One that fails inside its body (the head already
+//!   passed on) has the client's connection aborted, so the cut body never looks complete.
+//! - A client's keep-alive connection reuses its previous upstream connection for its next
+//!   request to the same host, port and scheme; upstream connections are never shared between
+//!   clients.
 
 mod host;
 mod proxy;
