@@ -1,5 +1,6 @@
 //! corral's core: every behaviour of the package, with no napi dependency.
 
+pub mod broker;
 pub mod checkpoints;
 pub mod error;
 pub mod exec;

@@ -1,0 +1,325 @@
+//! The credential broker (spec "Credential broker", issue 6): a local HTTP/1.1 forward proxy
+//! that adds auth headers to requests for the hosts it is given, so a command only ever sees
+//! the proxy's address, and that lets requests out only to an allowlist.
+//!
+//! - Allowlist: rule hosts plus `allow` (a [`Broker::listen`] listener: rule hosts plus its own
+//!   `allow`). Any other host gets a 403 before a connection is opened.
+//! - A host is resolved once; addresses that are not public (see [`is_public_ip`]) are dropped
+//!   unless the host is in `allow_private`, and the connection goes to an address that passed.
+//! - Plain-HTTP absolute-form requests and the path form `/__broker/<host>/<path>` (forwarded
+//!   to `https://<host>/<path>` over rustls) to a rule host get the rule's headers, fetched per
+//!   request; the client's own `Authorization` and any header of the same name are replaced.
+//! - `CONNECT` is checked against the allowlist, then bytes pass untouched.
+//! - Header values never reach `env`, an error response or a log (the broker logs nothing).
+//! - Bad input gets hyper's 400/431 or the broker's 400; an upstream that fails before its
+//!   response head is complete gets a 502. One that fails inside its body (the head already
+//!   passed on) has the client's connection aborted, so the cut body never looks complete.
+//! - A client's keep-alive connection reuses its previous upstream connection for its next
+//!   request to the same host, port and scheme; upstream connections are never shared between
+//!   clients.
+
+mod host;
+mod proxy;
+mod upstream;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use http::HeaderName;
+use ipnet::IpNet;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use host::{is_public_ip, validate_host_pattern, HostPattern};
+use host::parse_ip;
+use proxy::{Listener, Rule, Shared};
+
+use crate::error::{Code, Error, Result};
+
+/// Produces one header value, called once per forwarded request. In the binding this is a JS
+/// string or a (possibly async) function.
+#[async_trait]
+pub trait HeaderSource: Send + Sync {
+    async fn value(&self) -> Result<String>;
+}
+
+/// A header value that never changes. Its `Debug` output hides the value.
+#[derive(Clone)]
+pub struct FixedHeader(String);
+
+impl FixedHeader {
+    pub fn new(value: impl Into<String>) -> Self {
+        FixedHeader(value.into())
+    }
+    /// Shorthand for a rule entry: `("authorization".into(), FixedHeader::arc("Bearer …"))`.
+    pub fn arc(value: impl Into<String>) -> Arc<dyn HeaderSource> {
+        Arc::new(FixedHeader::new(value))
+    }
+}
+
+impl fmt::Debug for FixedHeader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FixedHeader(<redacted>)")
+    }
+}
+
+#[async_trait]
+impl HeaderSource for FixedHeader {
+    async fn value(&self) -> Result<String> {
+        Ok(self.0.clone())
+    }
+}
+
+/// A rule's headers: (header name, where its value comes from).
+pub type RuleHeaders = Vec<(String, Arc<dyn HeaderSource>)>;
+
+/// The options of `createCredentialBroker`.
+#[derive(Clone, Default)]
+pub struct BrokerConfig {
+    /// Host pattern → headers to add (name, source). Rule hosts are allowed implicitly.
+    pub rules: Vec<(String, RuleHeaders)>,
+    /// More hosts reachable, without added headers.
+    pub allow: Vec<String>,
+    /// Hosts that may resolve to non-public addresses (loopback, private, link-local, …).
+    /// This lifts only the address check: the host must still be allowed.
+    pub allow_private: Vec<String>,
+    /// The listening address: an IP literal or `localhost`; default `127.0.0.1`.
+    pub host: Option<String>,
+    /// Default 0: an ephemeral port.
+    pub port: Option<u16>,
+    /// Extra trusted CA certificates (PEM) for the upstream TLS of the path form.
+    pub extra_ca_pem: Vec<String>,
+}
+
+impl fmt::Debug for BrokerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rules: Vec<(&String, Vec<&String>)> =
+            self.rules.iter().map(|(h, hs)| (h, hs.iter().map(|(n, _)| n).collect())).collect();
+        f.debug_struct("BrokerConfig")
+            .field("rules", &rules)
+            .field("allow", &self.allow)
+            .field("allow_private", &self.allow_private)
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("extra_ca_pem", &self.extra_ca_pem.len())
+            .finish()
+    }
+}
+
+/// A running broker. Every listener and connection stops on [`Broker::close`], or when the last
+/// reference is dropped.
+pub struct Broker {
+    shared: Arc<Shared>,
+    local: SocketAddr,
+    url: String,
+    closed: AtomicBool,
+}
+
+/// Headers a rule may not set: they frame or route the request.
+const RESERVED_HEADERS: [&str; 12] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
+impl Broker {
+    /// Validates the options (a URL, a port or a malformed name as a host is a
+    /// `ConfigurationError`), then listens on `host:port`.
+    pub async fn start(config: BrokerConfig) -> Result<Arc<Broker>> {
+        let mut rules: Vec<Rule> = Vec::new();
+        for (pattern, headers) in &config.rules {
+            let pattern = HostPattern::parse(pattern)?;
+            if rules.iter().any(|r| r.pattern == pattern) {
+                return Err(Error::config(format!("rules name the host {pattern} twice")));
+            }
+            let mut parsed: Vec<(HeaderName, Arc<dyn HeaderSource>)> = Vec::new();
+            for (name, source) in headers {
+                let header = HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| Error::config(format!("rules[\"{pattern}\"]: \"{name}\" is not a valid header name")))?;
+                if RESERVED_HEADERS.contains(&header.as_str()) {
+                    return Err(Error::config(format!("rules[\"{pattern}\"]: the {header} header cannot be set by a rule")));
+                }
+                if parsed.iter().any(|(n, _)| *n == header) {
+                    return Err(Error::config(format!("rules[\"{pattern}\"]: the {header} header is given twice")));
+                }
+                parsed.push((header, source.clone()));
+            }
+            rules.push(Rule { pattern, headers: parsed });
+        }
+        let allow = parse_patterns(&config.allow)?;
+        let allow_private = parse_patterns(&config.allow_private)?;
+        let ip = match config.host.as_deref() {
+            None | Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Some(h) => parse_ip(h).ok_or_else(|| {
+                Error::config(format!("host must be an IP address or localhost, not \"{h}\""))
+            })?,
+        };
+        let tls = upstream::tls_config(&config.extra_ca_pem)?;
+        let listener = bind(SocketAddr::new(ip, config.port.unwrap_or(0)))?;
+        let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
+        let shared = Arc::new(Shared {
+            rules,
+            allow_private,
+            tls,
+            token: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        });
+        accept_loop(Arc::new(Listener { shared: shared.clone(), allow, local }), listener, None);
+        Ok(Arc::new(Broker { shared, local, url: format!("http://{local}"), closed: AtomicBool::new(false) }))
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// The address of the main listener.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY`, and their lower-case forms. `NO_PROXY` holds
+    /// the broker's own address and the loopback names, so the path form is sent to it directly.
+    pub fn env(&self) -> BTreeMap<String, String> {
+        let mut no_proxy = vec![self.local.ip().to_string()];
+        for name in ["localhost", "127.0.0.1", "::1"] {
+            if !no_proxy.iter().any(|n| n == name) {
+                no_proxy.push(name.to_string());
+            }
+        }
+        let no_proxy = no_proxy.join(",");
+        let mut env = BTreeMap::new();
+        for (key, value) in [("HTTP_PROXY", &self.url), ("HTTPS_PROXY", &self.url), ("NO_PROXY", &no_proxy)] {
+            env.insert(key.to_string(), value.clone());
+            env.insert(key.to_ascii_lowercase(), value.clone());
+        }
+        env
+    }
+
+    /// `http://127.0.0.1:PORT/__broker/<host>`: requests under it go to `https://<host>/…`
+    /// with the rule's headers added. `host` may carry a port (`example.com:8443`).
+    pub fn base_url(&self, host: &str) -> String {
+        format!("{}/__broker/{}", self.url, host.trim().trim_end_matches('/'))
+    }
+
+    /// Adds a listener on `host` (an IP address) and an ephemeral port that serves only peers in
+    /// the `clients` subnet (CIDR, or one address) — any other peer is dropped before a byte is
+    /// read — with the rule hosts plus `allow` as its allowlist. Returns its URL.
+    pub async fn listen(&self, host: &str, clients: &str, allow: Vec<String>) -> Result<String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::config("The credential broker is closed."));
+        }
+        let ip = parse_ip(host)
+            .ok_or_else(|| Error::config(format!("listen: host must be an IP address, not \"{host}\"")))?;
+        let clients_net = match clients.parse::<IpNet>() {
+            Ok(net) => net,
+            Err(_) => match parse_ip(clients) {
+                Some(ip) => IpNet::from(ip),
+                None => {
+                    return Err(Error::config(format!(
+                        "listen: clients must be a subnet such as 172.18.0.0/16, not \"{clients}\""
+                    )))
+                }
+            },
+        };
+        let allow = parse_patterns(&allow)?;
+        let listener = bind(SocketAddr::new(ip, 0))?;
+        let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
+        accept_loop(
+            Arc::new(Listener { shared: self.shared.clone(), allow, local }),
+            listener,
+            Some(clients_net.trunc()),
+        );
+        Ok(format!("http://{local}"))
+    }
+
+    /// Stops every listener and drops every open connection and tunnel; returns once all of
+    /// them are gone. Idempotent.
+    pub async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.shared.token.cancel();
+        self.shared.tracker.close();
+        self.shared.tracker.wait().await;
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.shared.token.cancel();
+    }
+}
+
+impl fmt::Debug for Broker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Broker").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+fn parse_patterns(list: &[String]) -> Result<Vec<HostPattern>> {
+    list.iter().map(|s| HostPattern::parse(s)).collect()
+}
+
+/// Pending connections the kernel queues before `accept` (capped by `somaxconn`). Tokio's
+/// `TcpListener::bind` uses 128, which a burst of a few hundred clients overflows: the extra
+/// SYNs are dropped and those clients stall for a 1 s retransmission.
+const BACKLOG: u32 = 4096;
+
+fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    let listen = || -> std::io::Result<TcpListener> {
+        let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(BACKLOG)
+    };
+    listen().map_err(|e| Error::new(Code::Io, format!("The credential broker cannot listen on {addr}: {}", e.kind())))
+}
+
+fn accept_loop(listener: Arc<Listener>, socket: TcpListener, clients: Option<IpNet>) {
+    let shared = listener.shared.clone();
+    shared.clone().tracker.spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = shared.token.cancelled() => break,
+                accepted = socket.accept() => accepted,
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    if let Some(net) = &clients {
+                        if !net.contains(&peer.ip().to_canonical()) {
+                            // Reset, not a graceful close: nothing was read and nothing is sent.
+                            let _ = stream.set_zero_linger();
+                            drop(stream);
+                            continue;
+                        }
+                    }
+                    let _ = stream.set_nodelay(true);
+                    shared.tracker.spawn(proxy::serve_connection(listener.clone(), stream));
+                }
+                // Out of descriptors and the like: wait a little instead of spinning.
+                Err(_) => tokio::select! {
+                    _ = shared.token.cancelled() => break,
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                },
+            }
+        }
+    });
+}

@@ -1,0 +1,405 @@
+//! The proxy itself: one hyper HTTP/1.1 server connection per accepted socket, serving
+//! absolute-form `http://` requests, `CONNECT` tunnels and the path form
+//! `/__broker/<host>/<path>`.
+//!
+//! Nothing here logs, and no response the broker writes itself ever contains a header value:
+//! error bodies are built only from the host, the port and a reason.
+
+use std::convert::Infallible;
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::Authority;
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rustls::ClientConfig;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::host::{normalize_host, parse_ip, HostPattern};
+use super::upstream::{connect_tcp, connect_tls};
+use super::HeaderSource;
+
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
+
+/// Largest request head (request line plus headers) accepted; a larger one gets hyper's 431.
+pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Headers that describe one connection and are never forwarded, in either direction.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+pub(crate) struct Rule {
+    pub pattern: HostPattern,
+    pub headers: Vec<(HeaderName, Arc<dyn HeaderSource>)>,
+}
+
+/// What every listener of one broker shares.
+pub(crate) struct Shared {
+    pub rules: Vec<Rule>,
+    pub allow_private: Vec<HostPattern>,
+    pub tls: Arc<ClientConfig>,
+    /// Cancelled by `close()` (or when the broker is dropped): every task below stops.
+    pub token: CancellationToken,
+    /// Every accept loop, connection, tunnel and upstream connection driver.
+    pub tracker: TaskTracker,
+}
+
+/// One listening address: its own allowlist (rule hosts plus its `allow`).
+pub(crate) struct Listener {
+    pub shared: Arc<Shared>,
+    pub allow: Vec<HostPattern>,
+    pub local: SocketAddr,
+}
+
+impl Listener {
+    fn rule(&self, host: &str) -> Option<&Rule> {
+        self.shared
+            .rules
+            .iter()
+            .filter(|r| r.pattern.matches(host))
+            .max_by_key(|r| r.pattern.specificity())
+    }
+
+    fn allowed(&self, host: &str) -> bool {
+        self.rule(host).is_some() || self.allow.iter().any(|p| p.matches(host))
+    }
+
+    fn private_ok(&self, host: &str) -> bool {
+        self.shared.allow_private.iter().any(|p| p.matches(host))
+    }
+
+    /// An absolute-form request naming this listener's own address is served as if it had been
+    /// sent to it directly (a client whose NO_PROXY missed the broker).
+    fn is_self(&self, host: &str, port: u16) -> bool {
+        port == self.local.port()
+            && (parse_ip(host) == Some(self.local.ip()) || (host == "localhost" && self.local.ip().is_loopback()))
+    }
+}
+
+/// One accepted client connection.
+struct Client {
+    listener: Arc<Listener>,
+    /// The upstream connection this client's previous request used, kept for its next request
+    /// to the same host, port and scheme. Never shared between clients.
+    idle: tokio::sync::Mutex<Option<Idle>>,
+}
+
+struct Idle {
+    key: (String, u16, bool),
+    sender: SendRequest<Incoming>,
+}
+
+/// Serves one accepted socket until the client goes away or the broker closes.
+pub(crate) async fn serve_connection(listener: Arc<Listener>, stream: TcpStream) {
+    let token = listener.shared.token.clone();
+    let client = Arc::new(Client { listener, idle: tokio::sync::Mutex::new(None) });
+    let service = service_fn(move |req| {
+        let client = client.clone();
+        async move { Ok::<_, Infallible>(handle(client, req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(MAX_HEAD_BYTES)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::select! {
+        _ = conn => {}
+        _ = token.cancelled() => {}
+    }
+}
+
+async fn handle(client: Arc<Client>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let listener = &client.listener;
+    if req.method() == Method::CONNECT {
+        return tunnel(listener, req).await;
+    }
+    let uri = req.uri().clone();
+    let Some(scheme) = uri.scheme_str() else {
+        return local(&client, req).await;
+    };
+    if !scheme.eq_ignore_ascii_case("http") {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            format!("only http:// URLs can be proxied, not {scheme}://; an https:// URL goes through CONNECT"),
+        );
+    }
+    let Some(authority) = uri.authority() else {
+        return refuse(StatusCode::BAD_REQUEST, "the URL has no host");
+    };
+    let Some((host, port)) = split_authority(authority, 80) else {
+        return refuse(StatusCode::BAD_REQUEST, "the URL's host is not a valid host name or address");
+    };
+    if listener.is_self(&host, port) {
+        return local(&client, req).await;
+    }
+    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+    forward(&client, req, Target { host, port, tls: false }, path).await
+}
+
+/// A request sent to the broker directly: only the path form is served.
+async fn local(client: &Client, req: Request<Incoming>) -> Response<ProxyBody> {
+    let Some(rest) = req.uri().path().strip_prefix("/__broker/") else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "this is a proxy: send absolute-form http:// requests, CONNECT, or /__broker/<host>/<path>",
+        );
+    };
+    let (segment, tail) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let parsed = segment.parse::<Authority>().ok().and_then(|a| split_authority(&a, 443));
+    let Some((host, port)) = parsed else {
+        return refuse(StatusCode::BAD_REQUEST, "expected /__broker/<host>/<path> with a valid host name or address");
+    };
+    let path = match req.uri().query() {
+        Some(q) => format!("{tail}?{q}"),
+        None => tail.to_string(),
+    };
+    forward(client, req, Target { host, port, tls: true }, path).await
+}
+
+struct Target {
+    host: String,
+    port: u16,
+    tls: bool,
+}
+
+impl Target {
+    fn host_header(&self) -> String {
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        let default = if self.tls { 443 } else { 80 };
+        if self.port == default {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+/// Host (normalised) and port of an authority; `None` for user information or a bad host.
+fn split_authority(authority: &Authority, default_port: u16) -> Option<(String, u16)> {
+    if authority.as_str().contains('@') {
+        return None;
+    }
+    let host = normalize_host(authority.host())?;
+    let port = match authority.port() {
+        Some(p) => p.as_u16(),
+        None if authority.as_str().ends_with(':') => return None,
+        None => default_port,
+    };
+    if port == 0 {
+        return None;
+    }
+    Some((host, port))
+}
+
+async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: String) -> Response<ProxyBody> {
+    let listener = &client.listener;
+    let (host, port) = (target.host.as_str(), target.port);
+    if !listener.allowed(host) {
+        return refuse(StatusCode::FORBIDDEN, format!("{host} is not on the allowlist"));
+    }
+    let rule = listener.rule(host);
+
+    // Values are fetched per request, before any connection is opened.
+    let mut injected = Vec::new();
+    for (name, source) in rule.map(|r| r.headers.as_slice()).unwrap_or(&[]) {
+        let Ok(value) = source.value().await else {
+            return refuse(StatusCode::BAD_GATEWAY, format!("the {name} header for {host} could not be produced"));
+        };
+        let Ok(mut value) = HeaderValue::from_str(&value) else {
+            return refuse(StatusCode::BAD_GATEWAY, format!("the {name} header for {host} is not a valid header value"));
+        };
+        value.set_sensitive(true);
+        injected.push((name.clone(), value));
+    }
+
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    // hyper already answered any `Expect: 100-continue` on the client side.
+    parts.headers.remove(header::EXPECT);
+    if rule.is_some() {
+        parts.headers.remove(header::AUTHORIZATION);
+    }
+    for (name, _) in &injected {
+        parts.headers.remove(name);
+    }
+    for (name, value) in injected {
+        parts.headers.append(name, value);
+    }
+    let Ok(host_header) = HeaderValue::from_str(&target.host_header()) else {
+        return refuse(StatusCode::BAD_REQUEST, "invalid host");
+    };
+    parts.headers.insert(header::HOST, host_header);
+    parts.uri = match path.parse() {
+        Ok(uri) => uri,
+        Err(_) => return refuse(StatusCode::BAD_REQUEST, "invalid path"),
+    };
+    parts.version = Version::HTTP_11;
+    let mut request = Request::from_parts(parts, body);
+
+    // The client's previous upstream connection, if it went to the same place and is idle.
+    let key = (host.to_string(), port, target.tls);
+    let idle = client.idle.lock().await.take().filter(|idle| idle.key == key);
+    if let Some(mut idle) = idle {
+        let ready = tokio::time::timeout(Duration::from_secs(1), idle.sender.ready()).await;
+        if matches!(ready, Ok(Ok(()))) {
+            match idle.sender.try_send_request(request).await {
+                Ok(response) => return relay(client, idle, response).await,
+                Err(mut e) => match e.take_message() {
+                    // Never written: the request goes on a new connection instead.
+                    Some(unsent) => request = unsent,
+                    None => return upstream_failed(host, port, &e.into_error()),
+                },
+            }
+        }
+    }
+
+    let tcp = match connect_tcp(host, port, listener.private_ok(host)).await {
+        Ok(tcp) => tcp,
+        Err(r) => return refuse(r.status(), r.reason(host, port)),
+    };
+    let sender = if target.tls {
+        match connect_tls(&listener.shared.tls, host, tcp).await {
+            Ok(tls) => handshake(&listener.shared, tls).await,
+            Err(r) => return refuse(r.status(), r.reason(host, port)),
+        }
+    } else {
+        handshake(&listener.shared, tcp).await
+    };
+    let mut idle = match sender {
+        Ok(sender) => Idle { key, sender },
+        Err(e) => return upstream_failed(host, port, &e),
+    };
+    match idle.sender.send_request(request).await {
+        Ok(response) => relay(client, idle, response).await,
+        Err(e) => upstream_failed(host, port, &e),
+    }
+}
+
+/// Passes an upstream response on, and keeps its connection for the client's next request.
+async fn relay(client: &Client, idle: Idle, response: Response<Incoming>) -> Response<ProxyBody> {
+    *client.idle.lock().await = Some(idle);
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    // A body that fails later aborts the client's connection, so a truncated response never
+    // looks complete.
+    Response::from_parts(parts, body.map_err(|e| Box::new(e) as BoxError).boxed())
+}
+
+fn upstream_failed(host: &str, port: u16, e: &hyper::Error) -> Response<ProxyBody> {
+    refuse(
+        StatusCode::BAD_GATEWAY,
+        format!("{host}:{port} failed before sending a complete response head ({})", hyper_reason(e)),
+    )
+}
+
+/// A new upstream HTTP/1.1 connection; its driver stops with the broker.
+async fn handshake<I>(shared: &Shared, io: I) -> Result<SendRequest<Incoming>, hyper::Error>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(1024 * 1024)
+        .handshake(TokioIo::new(io))
+        .await?;
+    let token = shared.token.clone();
+    shared.tracker.spawn(async move {
+        tokio::select! {
+            _ = conn => {}
+            _ = token.cancelled() => {}
+        }
+    });
+    Ok(sender)
+}
+
+async fn tunnel(listener: &Listener, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    let target = req.uri().authority().filter(|a| a.port().is_some()).and_then(|a| split_authority(a, 0));
+    let Some((host, port)) = target else {
+        return refuse(StatusCode::BAD_REQUEST, "CONNECT needs a host:port target");
+    };
+    if !listener.allowed(&host) {
+        return refuse(StatusCode::FORBIDDEN, format!("{host} is not on the allowlist"));
+    }
+    let mut upstream = match connect_tcp(&host, port, listener.private_ok(&host)).await {
+        Ok(tcp) => tcp,
+        Err(r) => return refuse(r.status(), r.reason(&host, port)),
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let token = listener.shared.token.clone();
+    listener.shared.tracker.spawn(async move {
+        let pipe = async move {
+            if let Ok(upgraded) = on_upgrade.await {
+                let mut client = TokioIo::new(upgraded);
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            }
+        };
+        tokio::select! {
+            _ = pipe => {}
+            _ = token.cancelled() => {}
+        }
+    });
+    Response::new(Empty::new().map_err(|never| match never {}).boxed())
+}
+
+/// Removes `Connection`, every header it names, and the fixed hop-by-hop set.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// The broker's own answer: short plain text naming the host and the reason.
+fn refuse(status: StatusCode, reason: impl Display) -> Response<ProxyBody> {
+    let body = Full::new(Bytes::from(format!("corral broker: {reason}\n")));
+    let mut response = Response::new(body.map_err(|never| match never {}).boxed());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+fn hyper_reason(e: &hyper::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,147 @@
+//! Opening upstream connections: one resolution, the address check, a connect to the very
+//! address that passed it, and the rustls client configuration of the path form.
+
+use std::io::BufReader;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, RootCertStore};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use super::host::{is_public_ip, parse_ip};
+use crate::error::{Error, Result};
+
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why no connection was opened. Each variant renders as a short reason naming the host,
+/// never a header value.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// Every address the host resolved to is non-public and the host is not in `allowPrivate`.
+    NonPublic(IpAddr),
+    Resolve(String),
+    Connect(String),
+    Timeout,
+    Tls(String),
+}
+
+impl Refused {
+    pub(crate) fn status(&self) -> http::StatusCode {
+        match self {
+            Refused::NonPublic(_) => http::StatusCode::FORBIDDEN,
+            Refused::Timeout => http::StatusCode::GATEWAY_TIMEOUT,
+            _ => http::StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    pub(crate) fn reason(&self, host: &str, port: u16) -> String {
+        match self {
+            Refused::NonPublic(ip) => format!(
+                "{host} resolves to the non-public address {ip}; list the host in allowPrivate to reach it"
+            ),
+            Refused::Resolve(e) => format!("cannot resolve {host}: {e}"),
+            Refused::Connect(e) => format!("cannot connect to {host}:{port}: {e}"),
+            Refused::Timeout => format!("connecting to {host}:{port} timed out"),
+            Refused::Tls(e) => format!("TLS with {host}:{port} failed: {e}"),
+        }
+    }
+}
+
+/// Resolves `host` once, keeps the addresses that pass the public-address check (all of them
+/// when `private_ok`), and connects to those, in order, until one answers. No other lookup
+/// happens, so a DNS answer cannot change between the check and the connect.
+pub(crate) async fn connect_tcp(host: &str, port: u16, private_ok: bool) -> Result<TcpStream, Refused> {
+    let addrs: Vec<SocketAddr> = match parse_ip(host) {
+        Some(ip) => vec![SocketAddr::new(ip, port)],
+        None => match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port))).await {
+            Err(_) => return Err(Refused::Timeout),
+            Ok(Err(e)) => return Err(Refused::Resolve(io_reason(&e))),
+            Ok(Ok(it)) => it.collect(),
+        },
+    };
+    let Some(first) = addrs.first().copied() else {
+        return Err(Refused::Resolve("no address".into()));
+    };
+    let checked: Vec<SocketAddr> = addrs
+        .into_iter()
+        .filter(|a| private_ok || is_public_ip(a.ip().to_canonical()))
+        .collect();
+    if checked.is_empty() {
+        return Err(Refused::NonPublic(first.ip()));
+    }
+    let attempt = async {
+        let mut last = Refused::Connect("no address".into());
+        for addr in checked {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Err(e) => last = Refused::Connect(io_reason(&e)),
+            }
+        }
+        Err(last)
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(Refused::Timeout),
+    }
+}
+
+pub(crate) async fn connect_tls(
+    config: &Arc<ClientConfig>,
+    host: &str,
+    tcp: TcpStream,
+) -> Result<TlsStream<TcpStream>, Refused> {
+    let name = match parse_ip(host) {
+        Some(ip) => ServerName::IpAddress(ip.into()),
+        None => ServerName::try_from(host.to_string()).map_err(|e| Refused::Tls(e.to_string()))?,
+    };
+    let connector = TlsConnector::from(config.clone());
+    match tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, tcp)).await {
+        Err(_) => Err(Refused::Timeout),
+        Ok(Err(e)) => Err(Refused::Tls(e.to_string())),
+        Ok(Ok(s)) => Ok(s),
+    }
+}
+
+/// The client configuration of the path form: the webpki roots plus `extra_ca_pem`, HTTP/1.1.
+pub(crate) fn tls_config(extra_ca_pem: &[String]) -> Result<Arc<ClientConfig>> {
+    let mut roots = RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for (i, pem) in extra_ca_pem.iter().enumerate() {
+        let mut reader = BufReader::new(pem.as_bytes());
+        let mut found = 0;
+        for cert in rustls_pemfile::certs(&mut reader) {
+            let cert = cert.map_err(|e| Error::config(format!("extraCaPem[{i}] is not valid PEM: {e}")))?;
+            roots
+                .add(cert)
+                .map_err(|e| Error::config(format!("extraCaPem[{i}] holds an unusable certificate: {e}")))?;
+            found += 1;
+        }
+        if found == 0 {
+            return Err(Error::config(format!("extraCaPem[{i}] holds no PEM certificate")));
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::config(format!("TLS setup failed: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// An I/O error's kind ("connection refused"), without OS details that could vary.
+fn io_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(_) => e.kind().to_string(),
+        None => e.to_string(),
+    }
+}
