@@ -237,6 +237,38 @@ function createShellTool(shell, options) {
   });
 }
 
+/**
+ * A local HTTP proxy that adds auth headers for the hosts you name, so a command only ever sees
+ * the proxy's address. Resolves to { url, env, baseUrl(host), listen({ host, clients, allow }), close() }.
+ */
+async function createCredentialBroker(options) {
+  const { rules = {}, ...data } = plainOptions(options, 'createCredentialBroker');
+  if (typeof rules !== 'object' || rules === null) throw new ConfigurationError('createCredentialBroker: rules must be an object of host to headers.');
+  const fns = [];
+  const ruleData = Object.entries(rules).map(([host, headers]) => {
+    if (typeof headers !== 'object' || headers === null) throw new ConfigurationError(`createCredentialBroker: rules['${host}'] must be an object of header name to value.`);
+    return {
+      host,
+      headers: Object.entries(headers).map(([name, value]) => {
+        if (typeof value === 'function') { fns.push(value); return { name, index: fns.length - 1 }; }
+        return { name, value };
+      }),
+    };
+  });
+  const headerCallback = fns.length ? callback(async ({ index }) => fns[index]()) : undefined;
+  const b = await lift(() => native.NativeBroker.start({ ...data, rules: ruleData }, headerCallback));
+  const broker = {
+    url: b.url,
+    env: b.env,
+    baseUrl: (host) => b.baseUrl(host),
+    listen: ({ host, clients, allow = [] } = {}) => lift(() => b.listen(host, clients, allow)),
+    close: () => lift(() => b.close()),
+  };
+  brokerOf.set(broker, b);
+  return broker;
+}
+const brokerOf = new WeakMap();
+
 class FileWorkspaceCheckpointStore {
   constructor(dir) {
     if (typeof dir !== 'string' || !dir) throw new ConfigurationError('FileWorkspaceCheckpointStore: dir must be a directory path.');
@@ -339,10 +371,11 @@ module.exports = {
   MemoryWorkspace,
   createFsTools,
   createShellTool,
+  createCredentialBroker,
   WorkspaceCheckpoints,
   FileWorkspaceCheckpointStore,
   defineTool,
   normalizeWorkspacePath,
   // internal plumbing shared by the other entry points
-  __internal: { native, lift, liftError, withSignal, nativeFs, nativeShell, callback, errorRecord, ConfigurationError, plainOptions },
+  __internal: { native, lift, liftError, withSignal, nativeFs, nativeShell, brokerOf, callback, errorRecord, ConfigurationError, plainOptions },
 };

@@ -19,6 +19,7 @@ use corral_core::error::{Code, Error as CoreError};
 use corral_core::fs::{local::LocalFs, memory::MemoryFs, Caps, DirEntry, FsProvider, Stat};
 use corral_core::tools::{self, Ctx, FsToolOptions};
 
+mod broker;
 mod ckpt;
 mod jsfs;
 mod shell;
