@@ -162,3 +162,112 @@ export interface FsToolsOptions {
 }
 
 export declare function createFsTools(fs: FsProvider, options?: FsToolsOptions): Tool<any, string>[];
+
+/** A rule that pins a command's arguments: `{ command: 'npm test' }` matches exactly that line. */
+export interface CommandRule {
+  command: string;
+  /** Called with the rest of the line after the command and its space ('' when there is none). */
+  args?: (rest: string) => boolean | Promise<boolean>;
+}
+
+export type CommandPattern = string | CommandRule | RegExp;
+
+export interface ShellToolOptions {
+  /** true (default), false, or a predicate over the command string. */
+  needsApproval?: boolean | ((command: string) => boolean | Promise<boolean>);
+  /** When set, only matching commands may run. */
+  allow?: CommandPattern[];
+  /** Matching commands are refused. */
+  deny?: CommandPattern[];
+  /** Default 120,000. */
+  defaultTimeoutMs?: number;
+  /** Default 600,000: a larger timeout_ms is lowered to this. */
+  maxTimeoutMs?: number;
+  /** Default 30,000 characters per stream; the middle is replaced by a marker beyond that. */
+  maxOutputChars?: number;
+  /** Working directory, relative to the workspace. */
+  cwd?: string;
+  /** Extra variables for every command. */
+  env?: Record<string, string>;
+  /** Default 'shell'. */
+  name?: string;
+}
+
+export interface ShellToolArgs {
+  command: string;
+  timeout_ms?: number;
+}
+
+export interface ShellToolResult {
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut?: true;
+  aborted?: true;
+  note?: string;
+}
+
+export declare function createShellTool(shell: ShellProvider, options?: ShellToolOptions): Tool<ShellToolArgs, ShellToolResult>;
+
+export interface CheckpointData { [key: string]: unknown }
+
+export interface WorkspaceCheckpointStore {
+  load(sessionId: string): Promise<CheckpointData | undefined>;
+  save(sessionId: string, data: CheckpointData): Promise<void>;
+  delete(sessionId: string): Promise<void>;
+}
+
+/** One JSON file per session, written atomically (temp file, then rename). */
+export declare class FileWorkspaceCheckpointStore implements WorkspaceCheckpointStore {
+  constructor(dir: string);
+  readonly dir: string;
+  load(sessionId: string): Promise<CheckpointData | undefined>;
+  save(sessionId: string, data: CheckpointData): Promise<void>;
+  delete(sessionId: string): Promise<void>;
+}
+
+export interface RewindReport {
+  dryRun: boolean;
+  restored: string[];
+  deleted: string[];
+  skipped: { path: string; reason: 'changed-since' | 'not-a-file' | 'too-large' }[];
+}
+
+export declare class WorkspaceCheckpoints {
+  constructor(fs: FsProvider, options?: { store?: WorkspaceCheckpointStore; maxTurns?: number; maxFileBytes?: number });
+  list(options: { sessionId: string }): Promise<{ turn: number; paths: string[] }[]>;
+  rewind(toTurn: number, options: { sessionId: string; dryRun?: boolean; force?: boolean }): Promise<RewindReport>;
+  clear(options: { sessionId: string }): Promise<void>;
+}
+
+export type HeaderValue = string | (() => string | Promise<string>);
+
+export interface CredentialBrokerOptions {
+  /** Host (exact, IP literal or *.suffix) to the headers added to its requests. */
+  rules: Record<string, Record<string, HeaderValue>>;
+  /** More hosts reachable without injected headers. */
+  allow?: string[];
+  /** Hosts allowed to resolve to loopback, link-local or private addresses. */
+  allowPrivate?: string[];
+  /** Listening address, default 127.0.0.1. */
+  host?: string;
+  /** Default 0: an ephemeral port. */
+  port?: number;
+  /** Extra CA certificates (PEM) trusted for the upstream TLS of the path form. */
+  ca?: string | string[];
+}
+
+export interface CredentialBroker {
+  /** The proxy, http://127.0.0.1:<port> by default. */
+  readonly url: string;
+  /** HTTP_PROXY, HTTPS_PROXY, NO_PROXY and lower-case forms. */
+  readonly env: Record<string, string>;
+  /** http://127.0.0.1:<port>/__broker/<host>: forwarded to https://<host> with the headers added. */
+  baseUrl(host: string): string;
+  /** Adds a listener on another address that serves only peers from the `clients` subnet. */
+  listen(options: { host: string; clients: string; allow?: string[] }): Promise<string>;
+  /** Stops every listener and destroys open sockets. */
+  close(): Promise<void>;
+}
+
+export declare function createCredentialBroker(options: CredentialBrokerOptions): Promise<CredentialBroker>;
