@@ -1,0 +1,201 @@
+// npm run bench: corral's grep, glob and read_file against ripgrep, fd and a plain-JavaScript
+// implementation of the same tools, in the same run, on the same trees. Prints medians and
+// ratios. Not a test: these machines are noisy, so read the ratios, not the absolute times.
+//
+//   node bench/run.mjs [--quick] [--runs N]
+//
+// Corpora: a generated small tree (always), and Debian's linux-source tree when
+// /usr/src/linux-source-*.tar.xz is installed (apt-get install linux-source-6.1); it is unpacked
+// once into bench/.corpus.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, writeFileSync, readFileSync, statSync } from 'node:fs';
+import { readFile, readdir } from 'node:fs/promises';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const argv = process.argv.slice(2);
+const quick = argv.includes('--quick');
+const RUNS = Number(argv[argv.indexOf('--runs') + 1]) || (quick ? 3 : 7);
+
+const corral = await import('corral');
+const { NodeWorkspace, createFsTools } = corral;
+
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+const fmt = (ms) => (ms >= 100 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`);
+
+async function time(fn) {
+  await fn(); // warm-up (page cache, JIT)
+  const xs = [];
+  let out;
+  for (let i = 0; i < RUNS; i++) {
+    const t0 = performance.now();
+    out = await fn();
+    xs.push(performance.now() - t0);
+  }
+  return { ms: median(xs), out };
+}
+
+function which(cmd) {
+  const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : null;
+}
+
+// ---- corpora --------------------------------------------------------------------------------
+function smallTree() {
+  const root = join(here, '.corpus', 'small');
+  if (existsSync(join(root, '.done'))) return root;
+  mkdirSync(root, { recursive: true });
+  let seed = 42;
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const words = ['alpha', 'beta', 'gamma', 'delta', 'kmalloc', 'return', 'struct', 'static', 'int', 'void', 'error', 'TODO'];
+  for (let d = 0; d < 40; d++) {
+    const dir = join(root, `pkg${d}`, d % 3 ? 'src' : 'lib');
+    mkdirSync(dir, { recursive: true });
+    for (let f = 0; f < 50; f++) {
+      const lines = [];
+      for (let l = 0; l < 80; l++) lines.push(Array.from({ length: 8 }, () => words[Math.floor(rnd() * words.length)]).join(' '));
+      writeFileSync(join(dir, `file${f}.${f % 4 ? 'c' : 'h'}`), `${lines.join('\n')}\n`);
+    }
+  }
+  writeFileSync(join(root, '.done'), '');
+  return root;
+}
+
+function linuxTree() {
+  const src = existsSync('/usr/src') ? readdirSync('/usr/src').find((f) => /^linux-source-.*\.tar\.(xz|bz2)$/.test(f)) : undefined;
+  if (!src) return null;
+  const dest = join(here, '.corpus', 'linux');
+  if (!existsSync(join(dest, '.done'))) {
+    console.log(`unpacking /usr/src/${src} into bench/.corpus/linux (once)…`);
+    mkdirSync(dest, { recursive: true });
+    execFileSync('tar', ['-xf', `/usr/src/${src}`, '-C', dest, '--strip-components=1'], { stdio: 'inherit' });
+    writeFileSync(join(dest, '.done'), '');
+  }
+  return dest;
+}
+
+// ---- the plain-JavaScript baseline: the same tools, written the obvious way -------------------
+async function* walk(dir, rel = '') {
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    if (e.name === '.git' || e.name === 'node_modules') continue;
+    const p = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory()) yield* walk(join(dir, e.name), p);
+    else if (e.isFile()) yield p;
+  }
+}
+
+async function jsGrep(root, pattern) {
+  const re = new RegExp(pattern);
+  const out = [];
+  for await (const p of walk(root)) {
+    const full = join(root, p);
+    if (statSync(full).size > 2 * 1024 * 1024) continue;
+    const buf = await readFile(full);
+    if (buf.includes(0)) continue;
+    const lines = buf.toString('utf8').split('\n');
+    for (let i = 0; i < lines.length; i++) if (re.test(lines[i].slice(0, 2000))) out.push(`${p}:${i + 1}: ${lines[i]}`);
+  }
+  return out.sort();
+}
+
+function globToRegExp(glob) {
+  let s = '';
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i];
+    if (c === '*' && glob[i + 1] === '*') { s += glob[i + 2] === '/' ? '(?:.*/)?' : '.*'; i += glob[i + 2] === '/' ? 2 : 1; }
+    else if (c === '*') s += '[^/]*';
+    else if (c === '?') s += '[^/]';
+    else if (c === '{') s += '(?:';
+    else if (c === '}') s += ')';
+    else if (c === ',') s += '|';
+    else s += c.replace(/[.+^$()|\\]/g, '\\$&');
+  }
+  return new RegExp(`^${s}$`);
+}
+
+async function jsGlob(root, pattern) {
+  const re = globToRegExp(pattern);
+  const out = [];
+  for await (const p of walk(root)) if (re.test(p)) out.push(p);
+  return out.sort();
+}
+
+// ---- the runs --------------------------------------------------------------------------------
+function peakRss(script) {
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', `${script}\nconst s = (await import('node:fs')).readFileSync('/proc/self/status', 'utf8'); console.log(/VmHWM:\\s+(\\d+)/.exec(s)[1]);`], { encoding: 'utf8', cwd: join(here, '..') });
+  const kb = Number(r.stdout.trim().split('\n').at(-1));
+  return kb / 1024;
+}
+
+const rows = [];
+function row(name, corralMs, otherName, otherMs, note = '') {
+  rows.push({ name, corral: corralMs, other: otherName, otherMs, ratio: corralMs / otherMs, note });
+  console.log(`  ${name.padEnd(34)} corral ${fmt(corralMs).padStart(9)}   ${otherName.padEnd(10)} ${fmt(otherMs).padStart(9)}   ratio ${(corralMs / otherMs).toFixed(2)}× ${note}`);
+}
+
+async function benchTree(label, root, { grepPattern, globPattern }) {
+  const files = Number(execFileSync('sh', ['-c', `find '${root}' -type f | wc -l`], { encoding: 'utf8' }).trim());
+  console.log(`\n${label}: ${files} files (${RUNS} runs each, medians)`);
+  const big = { maxResults: 10_000_000, maxOutputChars: 1_000_000_000, maxFilesScanned: 10_000_000, grepTimeoutMs: 600_000 };
+  const tools = Object.fromEntries(createFsTools(new NodeWorkspace({ root }), big).map((t) => [t.name, t]));
+
+  const g = await time(() => tools.grep.execute({ pattern: grepPattern }));
+  const corralMatches = g.out === 'No matches found.' ? 0 : g.out.split('\n').filter((l) => !l.startsWith('(')).length;
+  const rg = which('rg');
+  if (rg) {
+    const r = await time(() => spawnSync(rg, ['-n', '-uu', '--no-messages', '--max-filesize', '2M', '-e', grepPattern, '.'], { cwd: root, maxBuffer: 1 << 30, encoding: 'utf8' }));
+    const rgMatches = r.out.stdout ? r.out.stdout.split('\n').filter(Boolean).length : 0;
+    row(`grep /${grepPattern}/`, g.ms, 'ripgrep', r.ms, `(${corralMatches} vs ${rgMatches} matches)`);
+  }
+  const jg = await time(() => jsGrep(root, grepPattern));
+  row(`grep /${grepPattern}/`, g.ms, 'plain JS', jg.ms, `(${jg.out.length} matches)`);
+
+  const gl = await time(() => tools.glob.execute({ pattern: globPattern }));
+  const corralPaths = gl.out.split('\n').filter((l) => l && !l.startsWith('(')).length;
+  const fd = which('fdfind') || which('fd');
+  if (fd) {
+    const f = await time(() => spawnSync(fd, ['-u', '--type', 'f', '--glob', '--full-path', `**/${globPattern.replace(/^\*\*\//, '')}`, '.'], { cwd: root, maxBuffer: 1 << 30, encoding: 'utf8' }));
+    const fdPaths = f.out.stdout.split('\n').filter(Boolean).length;
+    row(`glob ${globPattern}`, gl.ms, 'fd', f.ms, `(${corralPaths} vs ${fdPaths} paths)`);
+  }
+  const jgl = await time(() => jsGlob(root, globPattern));
+  row(`glob ${globPattern}`, gl.ms, 'plain JS', jgl.ms, `(${jgl.out.length} paths)`);
+
+  const mem = peakRss(`
+    const { NodeWorkspace, createFsTools } = await import('corral');
+    const before = Number(/VmRSS:\\s+(\\d+)/.exec((await import('node:fs')).readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;
+    const t = createFsTools(new NodeWorkspace({ root: ${JSON.stringify(root)} }), ${JSON.stringify(big)}).find((x) => x.name === 'grep');
+    await t.execute({ pattern: ${JSON.stringify(grepPattern)} });
+    console.error('rss before grep: ' + before.toFixed(0) + ' MB');`);
+  console.log(`  grep peak memory (whole node process, VmHWM): ${mem.toFixed(0)} MB`);
+  rows.push({ name: `grep peak RSS (${label})`, corral: mem, other: 'MB', otherMs: NaN, ratio: NaN });
+}
+
+async function benchRead() {
+  const root = join(here, '.corpus', 'read');
+  mkdirSync(root, { recursive: true });
+  const lines = Array.from({ length: 5000 }, (_, i) => `    const value${i} = compute(${i}, "some text to make the line realistic"); // line ${i + 1}`);
+  writeFileSync(join(root, 'big.js'), `${lines.join('\n')}\n`);
+  const tool = createFsTools(new NodeWorkspace({ root }), { maxOutputChars: 1_000_000_000 }).find((t) => t.name === 'read_file');
+  const c = await time(() => tool.execute({ path: 'big.js' }));
+  const js = await time(async () => {
+    const text = await readFile(join(root, 'big.js'), 'utf8');
+    const ls = text.split('\n').slice(0, 2000);
+    const w = String(ls.length).length;
+    let out = '';
+    for (let i = 0; i < ls.length; i++) out += `${String(i + 1).padStart(w)}\t${ls[i]}\n`;
+    return `${out}(Showing lines 1-2000 of ${text.split('\n').length - 1}. Use offset 2001 to continue.)`;
+  });
+  console.log('\nread_file');
+  row('read_file (first 2,000 lines)', c.ms, 'fs+format', js.ms);
+}
+
+console.log(`corral bench — node ${process.version}, ${RUNS} runs per case`);
+if (!which('rg') || !(which('fdfind') || which('fd'))) console.log('(install ripgrep and fd-find for the ripgrep/fd columns: apt-get install ripgrep fd-find)');
+await benchRead();
+await benchTree('small tree', smallTree(), { grepPattern: 'kmalloc\\(|TODO alpha', globPattern: '**/*.h' });
+const linux = quick ? null : linuxTree();
+if (linux) await benchTree('linux-source tree', linux, { grepPattern: 'EXPORT_SYMBOL_GPL\\(kmalloc', globPattern: '**/*.rs' });
+else if (!quick) console.log('\n(linux-source tree skipped: apt-get install linux-source-6.1)');
