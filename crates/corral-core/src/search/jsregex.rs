@@ -170,7 +170,8 @@ impl JsRegex {
             Engine::Linear(re)
         };
 
-        let mut pem = Emitter { f, utf16, backtracking: false, prefilter: true, out: String::new() };
+        let mut pem =
+            Emitter { f, utf16, backtracking: false, prefilter: true, out: String::new() };
         pem.node(&ast.root, true, true);
         let prefilter = regex::bytes::RegexBuilder::new(&pem.out)
             .nest_limit(1000)
@@ -178,7 +179,13 @@ impl JsRegex {
             .ok()
             .filter(|re| !re.is_match(b""));
 
-        Ok(JsRegex { source: pattern.to_string(), flags: flags.to_string(), engine, utf16, prefilter })
+        Ok(JsRegex {
+            source: pattern.to_string(),
+            flags: flags.to_string(),
+            engine,
+            utf16,
+            prefilter,
+        })
     }
 
     /// Tests one piece of text (a line, or a whole command line) with JavaScript semantics.
@@ -642,7 +649,7 @@ fn has_unbounded(n: &Node) -> bool {
 /// Err when a group repeated more than once contains an unbounded repetition.
 fn check_nested_repetition(n: &Node) -> std::result::Result<(), ()> {
     if let Node::Repeat { node, max, .. } = n {
-        if max.map_or(true, |m| m > 1) && has_unbounded(node) {
+        if max.is_none_or(|m| m > 1) && has_unbounded(node) {
             return Err(());
         }
     }
@@ -662,9 +669,10 @@ fn needs_backtracking(n: &Node, lead: bool, trail: bool, f: Flags) -> bool {
         Node::Look { .. } | Node::Backref(_) => true,
         Node::Group(node, _) => needs_backtracking(node, lead, trail, f),
         Node::Alt(v) => v.iter().any(|c| needs_backtracking(c, lead, trail, f)),
-        Node::Concat(v) => v.iter().enumerate().any(|(k, c)| {
-            needs_backtracking(c, lead && k == 0, trail && k + 1 == v.len(), f)
-        }),
+        Node::Concat(v) => v
+            .iter()
+            .enumerate()
+            .any(|(k, c)| needs_backtracking(c, lead && k == 0, trail && k + 1 == v.len(), f)),
         Node::Repeat { node, .. } => needs_backtracking(node, false, false, f),
     }
 }
@@ -781,14 +789,7 @@ impl<'a> Parser<'a> {
     }
 
     fn at(&self, lit: &str) -> bool {
-        let mut k = self.i;
-        for c in lit.chars() {
-            if self.s.get(k) != Some(&(c as u32)) {
-                return false;
-            }
-            k += 1;
-        }
-        true
+        lit.chars().enumerate().all(|(k, c)| self.s.get(self.i + k) == Some(&(c as u32)))
     }
 
     fn eat(&mut self, c: char) -> bool {
@@ -928,9 +929,9 @@ impl<'a> Parser<'a> {
     fn enter(&mut self) -> Result<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(self.unsupported(&format!(
-                "groups and classes nest more than {MAX_DEPTH} deep"
-            )));
+            return Err(
+                self.unsupported(&format!("groups and classes nest more than {MAX_DEPTH} deep"))
+            );
         }
         Ok(())
     }
@@ -1315,24 +1316,20 @@ impl<'a> Parser<'a> {
             return Ok(v);
         }
         match char::from_u32(c) {
-            Some('c') => {
-                match self.peek_at(1) {
-                    Some(l) if char::from_u32(l).is_some_and(|l| l.is_ascii_alphabetic()) => {
-                        self.i += 2;
-                        Ok(l % 32)
-                    }
-                    Some(l)
-                        if in_class
-                            && !u
-                            && (is_digit(Some(l)) || l == ch('_')) =>
-                    {
-                        self.i += 2;
-                        Ok(l % 32)
-                    }
-                    _ if u => Err(self.err("invalid unicode escape (\\c must be followed by a letter)")),
-                    _ => Ok(ch('\\')),
+            Some('c') => match self.peek_at(1) {
+                Some(l) if char::from_u32(l).is_some_and(|l| l.is_ascii_alphabetic()) => {
+                    self.i += 2;
+                    Ok(l % 32)
                 }
-            }
+                Some(l) if in_class && !u && (is_digit(Some(l)) || l == ch('_')) => {
+                    self.i += 2;
+                    Ok(l % 32)
+                }
+                _ if u => {
+                    Err(self.err("invalid unicode escape (\\c must be followed by a letter)"))
+                }
+                _ => Ok(ch('\\')),
+            },
             Some('0') if !is_digit(self.peek_at(1)) => {
                 self.i += 1;
                 Ok(0)
@@ -1375,9 +1372,7 @@ impl<'a> Parser<'a> {
                     }
                 }
             }
-            Some('k') if !u && !self.names.is_empty() => {
-                Err(self.err("invalid named reference"))
-            }
+            Some('k') if !u && !self.names.is_empty() => Err(self.err("invalid named reference")),
             Some('-') if in_class => {
                 self.i += 1;
                 Ok(c)
@@ -1427,7 +1422,8 @@ impl<'a> Parser<'a> {
             if c == ch('}') {
                 break;
             }
-            let ok = char::from_u32(c).is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=');
+            let ok = char::from_u32(c)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=');
             if !ok {
                 return Err(self.err("invalid property name"));
             }
@@ -1436,10 +1432,8 @@ impl<'a> Parser<'a> {
         if !self.eat('}') || self.i - 1 == start {
             return Err(self.err("invalid property name"));
         }
-        let name: String = self.s[start..self.i - 1]
-            .iter()
-            .map(|&c| char::from_u32(c).expect("ascii"))
-            .collect();
+        let name: String =
+            self.s[start..self.i - 1].iter().map(|&c| char::from_u32(c).expect("ascii")).collect();
         if let Some((key, _)) = name.split_once('=') {
             if !matches!(
                 key,
@@ -1464,7 +1458,8 @@ impl<'a> Parser<'a> {
                 self.err(&format!("invalid property name {name}"))
             });
         }
-        let set = property_set(&name).ok_or_else(|| self.err(&format!("invalid property name {name}")))?;
+        let set = property_set(&name)
+            .ok_or_else(|| self.err(&format!("invalid property name {name}")))?;
         // With `v` and `i`, the property is folded before it is complemented.
         let set = if self.f.v && self.f.i { case_closure(&set, self.f) } else { set };
         Ok(if negate { set.complement(MAX_CP) } else { set })
@@ -1483,9 +1478,7 @@ impl<'a> Parser<'a> {
                 break;
             }
             let a = self.class_atom()?;
-            if self.peek() == Some(ch('-'))
-                && self.peek_at(1).is_some_and(|n| n != ch(']'))
-            {
+            if self.peek() == Some(ch('-')) && self.peek_at(1).is_some_and(|n| n != ch(']')) {
                 self.i += 1;
                 let b = self.class_atom()?;
                 match (a, b) {
@@ -1567,7 +1560,7 @@ impl<'a> Parser<'a> {
         let mut alts: Vec<Node> = Vec::new();
         let mut strings = v.strings;
         // Longer strings first, as JavaScript tries them (it changes nothing for is_match).
-        strings.sort_by(|a, b| b.len().cmp(&a.len()));
+        strings.sort_by_key(|s| std::cmp::Reverse(s.len()));
         for s in strings {
             let items: Vec<Node> = s
                 .iter()
@@ -1763,7 +1756,9 @@ impl<'a> Parser<'a> {
                 char::from_u32(c).unwrap_or('?')
             )));
         }
-        if char::from_u32(c).is_some_and(|c| "&!#$%*+,.:;<=>?@^`~".contains(c)) && self.peek_at(1) == Some(c) {
+        if char::from_u32(c).is_some_and(|c| "&!#$%*+,.:;<=>?@^`~".contains(c))
+            && self.peek_at(1) == Some(c)
+        {
             return Err(self.err("invalid set operation in character class"));
         }
         self.i += 1;
@@ -1885,14 +1880,22 @@ fn to_text_chars(s: &Set, utf16: bool) -> Set {
     if !utf16 {
         return base;
     }
-    let mapped: Vec<(u32, u32)> =
-        s.intersect(&surrogates).r.iter().map(|&(lo, hi)| (lo + SURR_BASE, hi + SURR_BASE)).collect();
+    let mapped: Vec<(u32, u32)> = s
+        .intersect(&surrogates)
+        .r
+        .iter()
+        .map(|&(lo, hi)| (lo + SURR_BASE, hi + SURR_BASE))
+        .collect();
     base.union(&Set::from_ranges(mapped))
 }
 
 impl Emitter {
     fn word_class(&self) -> String {
-        let w = if self.f.unicode() && self.f.i { case_closure(&word_set(), self.f) } else { word_set() };
+        let w = if self.f.unicode() && self.f.i {
+            case_closure(&word_set(), self.f)
+        } else {
+            word_set()
+        };
         set_atom(&w)
     }
 
@@ -2326,7 +2329,8 @@ mod tests {
         for &(p, f, t, want) in JS {
             let got = run(p, f, t);
             if got != want {
-                let how = JsRegex::new(p, f).map(|r| format!("{r:?}")).unwrap_or_else(|e| e.message);
+                let how =
+                    JsRegex::new(p, f).map(|r| format!("{r:?}")).unwrap_or_else(|e| e.message);
                 wrong.push(format!("/{p}/{f} on {t:?}: want {want:?}, got {got:?} ({how})"));
             }
         }
@@ -2402,8 +2406,14 @@ mod tests {
         assert_eq!(msg("a**", ""), "Invalid regular expression /a**/: nothing to repeat");
         assert_eq!(msg("{1}", ""), "Invalid regular expression /{1}/: nothing to repeat");
         assert_eq!(msg("^*", ""), "Invalid regular expression /^*/: nothing to repeat");
-        assert_eq!(msg("a{2,1}", ""), "Invalid regular expression /a{2,1}/: numbers out of order in {} quantifier");
-        assert_eq!(msg("[z-a]", ""), "Invalid regular expression /[z-a]/: range out of order in character class");
+        assert_eq!(
+            msg("a{2,1}", ""),
+            "Invalid regular expression /a{2,1}/: numbers out of order in {} quantifier"
+        );
+        assert_eq!(
+            msg("[z-a]", ""),
+            "Invalid regular expression /[z-a]/: range out of order in character class"
+        );
         assert_eq!(msg("\\", ""), "Invalid regular expression /\\/: \\ at end of pattern");
         assert_eq!(msg("a{", "u"), "Invalid regular expression /a{/u: incomplete quantifier");
         assert_eq!(msg("}", "u"), "Invalid regular expression /}/u: lone quantifier brackets");
@@ -2429,7 +2439,12 @@ mod tests {
     fn refuses_what_does_not_fit() {
         let e = JsRegex::new(r"(?:a{1000}){1000}", "").expect_err("too big");
         assert_eq!(e.code, Code::InvalidPattern);
-        assert!(e.message.starts_with("Refused regular expression /(?:a{1000}){1000}/: it is too large"), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("Refused regular expression /(?:a{1000}){1000}/: it is too large"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
@@ -2454,7 +2469,9 @@ mod tests {
 
     #[test]
     fn prefilter_presence() {
-        let pf = |p: &str, f: &str| JsRegex::new(p, f).unwrap().prefilter().map(|r| r.as_str().to_string());
+        let pf = |p: &str, f: &str| {
+            JsRegex::new(p, f).unwrap().prefilter().map(|r| r.as_str().to_string())
+        };
         assert!(pf("foo", "").is_some());
         assert!(pf(r"\bfoo\b", "i").is_some());
         assert!(pf(r"foo$", "").is_some());
@@ -2468,24 +2485,83 @@ mod tests {
 
     /// Patterns for the prefilter property test, over a small alphabet.
     const PREFILTER_PATTERNS: &[(&str, &str)] = &[
-        ("a", ""), ("ab", ""), ("a.b", ""), ("a..b", ""), ("^a", ""), ("^a", "m"), ("b$", ""),
-        ("b$", "m"), (r"\ba", ""), (r"a\b", ""), (r"\Ba", ""), ("^$", ""), ("^.$", ""),
-        ("^..$", ""), ("^.$", "u"), (r"[^a]b", ""), (r"[^a]{2}", ""), (r"\W\W", ""),
-        ("a[\\s\\S]b", ""), ("a[^]b", ""), ("a\\rb", ""), ("\\r", ""), ("a\\nb", ""),
-        ("(a)\\1", ""), ("(?<=a)b", ""), ("a(?=b)", ""), ("a(?!b)", ""), ("(?<!a)b", ""),
-        ("\\uD83D", ""), ("[\\uD800-\\uDFFF]", ""), ("\\uDE00", ""), ("\\uD83D\\uDE00", ""),
-        ("\u{1F600}", ""), ("\u{1F600}+", ""), ("\\ufffd", ""), ("a\\uFFFDb", ""), ("[^b]", "u"),
-        ("A", "i"), ("é", "i"), ("^(?:a|b)$", "m"), ("(?:^|b)a", "m"), ("a.b", "s"),
-        ("a{2,}", ""), ("(?:ab)+", ""), ("a|^b", ""), ("\\S\\s\\S", ""), ("a.{3}", ""),
-        (".{2}b", ""), ("\\u2028", ""), ("^b", "my"), ("ab", "y"), ("[^a]", ""), ("^[^a]$", ""),
-        ("a[^b]{2}a", ""), ("\\uDE00a", ""), ("a\\uD83D", ""), ("[\\uDC00-\\uDFFF][^a]", ""),
-        ("a[\\uD800-\\uDBFF]{1}", ""), (".\\uDE00", ""), ("[^a]+", ""),
+        ("a", ""),
+        ("ab", ""),
+        ("a.b", ""),
+        ("a..b", ""),
+        ("^a", ""),
+        ("^a", "m"),
+        ("b$", ""),
+        ("b$", "m"),
+        (r"\ba", ""),
+        (r"a\b", ""),
+        (r"\Ba", ""),
+        ("^$", ""),
+        ("^.$", ""),
+        ("^..$", ""),
+        ("^.$", "u"),
+        (r"[^a]b", ""),
+        (r"[^a]{2}", ""),
+        (r"\W\W", ""),
+        ("a[\\s\\S]b", ""),
+        ("a[^]b", ""),
+        ("a\\rb", ""),
+        ("\\r", ""),
+        ("a\\nb", ""),
+        ("(a)\\1", ""),
+        ("(?<=a)b", ""),
+        ("a(?=b)", ""),
+        ("a(?!b)", ""),
+        ("(?<!a)b", ""),
+        ("\\uD83D", ""),
+        ("[\\uD800-\\uDFFF]", ""),
+        ("\\uDE00", ""),
+        ("\\uD83D\\uDE00", ""),
+        ("\u{1F600}", ""),
+        ("\u{1F600}+", ""),
+        ("\\ufffd", ""),
+        ("a\\uFFFDb", ""),
+        ("[^b]", "u"),
+        ("A", "i"),
+        ("é", "i"),
+        ("^(?:a|b)$", "m"),
+        ("(?:^|b)a", "m"),
+        ("a.b", "s"),
+        ("a{2,}", ""),
+        ("(?:ab)+", ""),
+        ("a|^b", ""),
+        ("\\S\\s\\S", ""),
+        ("a.{3}", ""),
+        (".{2}b", ""),
+        ("\\u2028", ""),
+        ("^b", "my"),
+        ("ab", "y"),
+        ("[^a]", ""),
+        ("^[^a]$", ""),
+        ("a[^b]{2}a", ""),
+        ("\\uDE00a", ""),
+        ("a\\uD83D", ""),
+        ("[\\uDC00-\\uDFFF][^a]", ""),
+        ("a[\\uD800-\\uDBFF]{1}", ""),
+        (".\\uDE00", ""),
+        ("[^a]+", ""),
     ];
 
     fn line_strategy() -> impl Strategy<Value = Vec<u8>> {
         let atoms: Vec<&'static [u8]> = vec![
-            b"a", b"b", b"A", b" ", b"\r", b"\n", "é".as_bytes(), "\u{1F600}".as_bytes(),
-            "\u{FFFD}".as_bytes(), "\u{2028}".as_bytes(), b"\xFF", b"\xE2\x82", b"\x80",
+            b"a",
+            b"b",
+            b"A",
+            b" ",
+            b"\r",
+            b"\n",
+            "é".as_bytes(),
+            "\u{1F600}".as_bytes(),
+            "\u{FFFD}".as_bytes(),
+            "\u{2028}".as_bytes(),
+            b"\xFF",
+            b"\xE2\x82",
+            b"\x80",
         ];
         proptest::collection::vec(proptest::sample::select(atoms), 0..12)
             .prop_map(|parts| parts.concat())
@@ -2556,7 +2632,8 @@ mod tests {
         let mut skipped = 0;
         for line in data.lines().filter(|l| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let (p, f, t) = (v[0].as_str().unwrap(), v[1].as_str().unwrap(), v[2].as_str().unwrap());
+            let (p, f, t) =
+                (v[0].as_str().unwrap(), v[1].as_str().unwrap(), v[2].as_str().unwrap());
             let want = match &v[3] {
                 serde_json::Value::Bool(true) => T,
                 serde_json::Value::Bool(false) => F,
@@ -2565,21 +2642,34 @@ mod tests {
             n += 1;
             let got = match JsRegex::new(p, f) {
                 Ok(re) => match re.is_match(t) {
-                    Ok(b) => if b { T } else { F },
+                    Ok(b) => {
+                        if b {
+                            T
+                        } else {
+                            F
+                        }
+                    }
                     Err(Slow) => {
                         skipped += 1;
                         continue;
                     }
                 },
-                Err(e) if e.message.starts_with("Refused") || e.message.starts_with("Unsupported") => {
+                Err(e)
+                    if e.message.starts_with("Refused") || e.message.starts_with("Unsupported") =>
+                {
                     skipped += 1;
                     continue;
                 }
                 Err(_) => E,
             };
             if got != want {
-                let how = JsRegex::new(p, f).map(|r| r.translated().to_string()).unwrap_or_else(|e| e.message);
-                wrong.push(format!("{}  want {want:?} got {got:?}  {how}", serde_json::json!([p, f, t])));
+                let how = JsRegex::new(p, f)
+                    .map(|r| r.translated().to_string())
+                    .unwrap_or_else(|e| e.message);
+                wrong.push(format!(
+                    "{}  want {want:?} got {got:?}  {how}",
+                    serde_json::json!([p, f, t])
+                ));
             }
         }
         eprintln!("{n} cases, {skipped} refused, unsupported or slow");
