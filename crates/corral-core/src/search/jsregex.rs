@@ -2643,9 +2643,11 @@ mod tests {
         }
     }
 
-    /// Differential check against Node: `node gen.js > cases.jsonl` writes one JSON array
-    /// `[pattern, flags, text, result]` per line (result true, false or "error"); run with
-    /// `JSREGEX_CASES=cases.jsonl cargo test -p corral-core --lib jsregex -- --ignored`.
+    /// Differential check against Node: `node tests/fixtures/jsregex-fuzz.js 1 2000 > cases.jsonl`
+    /// writes one JSON array `[pattern, flags, text, result]` per line (result true, false or
+    /// "error"); run with
+    /// `JSREGEX_CASES=cases.jsonl cargo test -p corral-core --lib differential -- --ignored`.
+    /// Refused, unsupported and slow cases are counted and skipped.
     #[test]
     #[ignore]
     fn differential_from_file() {
