@@ -17,12 +17,15 @@ use crate::error::{Code, Error, Result};
 use crate::exec::{base_env, set_var, InheritEnv, LocalShell};
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
+mod docker;
 mod noop;
+mod subprocess;
 
 #[cfg(all(test, unix))]
 mod tests;
 
 pub use noop::NoopSandbox;
+pub use subprocess::{Network, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
 
 /// The timeout a command gets when the caller gives none (the shell tool always gives one).
 pub const DEFAULT_SANDBOX_TIMEOUT_MS: u64 = crate::shell_tool::DEFAULT_TIMEOUT_MS;

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use super::*;
 use crate::error::Result;
 
+mod fake_engine;
 mod shell_env;
 
 /// An [`EgressBroker`] that records its calls and answers `http://<host>:3128`.
