@@ -11,6 +11,7 @@ use super::*;
 use crate::error::Result;
 
 mod fake_engine;
+mod real_engine;
 mod shell_env;
 
 /// An [`EgressBroker`] that records its calls and answers `http://<host>:3128`.
