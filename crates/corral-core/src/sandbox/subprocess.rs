@@ -326,11 +326,17 @@ impl ContainerGuard {
 
 impl Drop for ContainerGuard {
     fn drop(&mut self) {
+        // Its own thread and runtime: the caller's runtime may be shutting down (a dropped
+        // future is often dropped with it), and spawned tasks would then never run.
         if let Some(id) = self.id.take() {
             let client = self.client.clone();
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move { remove_container(&client, &id).await });
-            }
+            let _ = std::thread::Builder::new().name("corral-sandbox-cleanup".into()).spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    rt.block_on(async move {
+                        let _ = tokio::time::timeout(Duration::from_secs(30), remove_container(&client, &id)).await;
+                    });
+                }
+            });
         }
     }
 }

@@ -210,9 +210,34 @@ async fn real_engine_dropping_the_run_removes_the_container() {
         _ = tokio::time::timeout(Duration::from_secs(20), wait_marker) => {}
     }
     drop(fut);
+    assert_gone(&host, &dir).await;
+
+    // A run dropped with its runtime (the task is dropped at the runtime's shutdown).
+    let (_d2, dir2) = workdir();
+    let shell = Arc::new(SandboxShell::new(sandbox(&host, Network::None, None), &dir2, env(&[]), InheritEnv::None).unwrap());
+    let marker = dir2.join("running");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let s = shell.clone();
+        rt.spawn(async move { s.exec("touch running; sleep 30", opts(60_000)).await });
+        for _ in 0..400 {
+            if marker.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(rt);
+    })
+    .join()
+    .unwrap();
+    assert!(dir2.join("running").exists());
+    assert_gone(&host, &dir2).await;
+}
+
+async fn assert_gone(host: &str, dir: &Path) {
     let mut left = Vec::new();
     for _ in 0..100 {
-        left = containers_for(&host, &dir).await;
+        left = containers_for(host, dir).await;
         if left.is_empty() {
             break;
         }
