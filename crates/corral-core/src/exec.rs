@@ -188,7 +188,7 @@ impl ShellProvider for LocalShell {
 // ---------------------------------------------------------------------------------------------
 
 /// One stream's bytes, at most `cap` of them: the first half, and a rolling last half.
-struct Capture {
+pub(crate) struct Capture {
     head: Vec<u8>,
     tail: std::collections::VecDeque<u8>,
     half: usize,
@@ -196,11 +196,11 @@ struct Capture {
 }
 
 impl Capture {
-    fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Capture { head: Vec::new(), tail: Default::default(), half: cap / 2, dropped: 0 }
     }
 
-    fn push(&mut self, mut data: &[u8]) {
+    pub(crate) fn push(&mut self, mut data: &[u8]) {
         if self.head.len() < self.half {
             let n = (self.half - self.head.len()).min(data.len());
             self.head.extend_from_slice(&data[..n]);
@@ -218,7 +218,7 @@ impl Capture {
     }
 
     /// The text, decoded as UTF-8 with replacement characters.
-    fn text(&mut self) -> String {
+    pub(crate) fn text(&mut self) -> String {
         let tail = self.tail.make_contiguous();
         if self.dropped == 0 {
             let mut all = self.head.clone();

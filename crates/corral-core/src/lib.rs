@@ -7,6 +7,7 @@ pub mod exec;
 pub mod fs;
 pub mod path;
 pub mod rules;
+pub mod sandbox;
 pub mod search;
 pub mod shell;
 pub mod shell_tool;

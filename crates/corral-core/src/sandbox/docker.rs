@@ -1,0 +1,318 @@
+//! A small Docker Engine API client: HTTP/1.1 with hyper over the daemon's unix socket, one
+//! connection per request, the API version negotiated with `GET /_ping`.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use http::{header, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use crate::error::{Code, Error, Result};
+
+/// The newest API version this client speaks; a daemon that offers less is used at its own.
+pub(crate) const CLIENT_API_VERSION: (u32, u32) = (1, 43);
+/// The oldest it accepts (`Mounts`, wait conditions, internal networks).
+pub(crate) const MIN_API_VERSION: (u32, u32) = (1, 30);
+/// What a daemon that names no version in `/_ping` is assumed to speak (the Docker CLI's rule).
+const FALLBACK_API_VERSION: (u32, u32) = (1, 24);
+
+pub(crate) const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
+
+/// Where the daemon is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DockerHost {
+    /// A local daemon's socket.
+    Unix(PathBuf),
+    /// `tcp://`, `ssh://`, `http(s)://`, `npipe://`: not a unix socket, so (as far as egress is
+    /// concerned) a daemon on another machine; this client does not speak to it.
+    Remote(String),
+}
+
+impl DockerHost {
+    /// `unix:///path` (or a bare absolute path) or another scheme; anything else is a
+    /// `ConfigurationError`.
+    pub(crate) fn parse(s: &str) -> Result<DockerHost> {
+        let s = s.trim();
+        if let Some(path) = s.strip_prefix("unix://") {
+            if path.starts_with('/') {
+                return Ok(DockerHost::Unix(PathBuf::from(path)));
+            }
+            return Err(Error::config(format!("dockerHost \"{s}\": a unix:// host needs an absolute socket path")));
+        }
+        if s.starts_with('/') {
+            return Ok(DockerHost::Unix(PathBuf::from(s)));
+        }
+        if let Some((scheme, rest)) = s.split_once("://") {
+            if !rest.is_empty() && matches!(scheme, "tcp" | "ssh" | "http" | "https" | "npipe" | "fd") {
+                return Ok(DockerHost::Remote(s.to_string()));
+            }
+        }
+        Err(Error::config(format!("dockerHost \"{s}\" is not a Docker host such as unix:///var/run/docker.sock")))
+    }
+
+    /// The host to use: the option, else `DOCKER_HOST`, else the default socket.
+    pub(crate) fn resolve(option: Option<&str>) -> Result<DockerHost> {
+        match option {
+            Some(s) => DockerHost::parse(s),
+            None => match std::env::var("DOCKER_HOST") {
+                Ok(s) if !s.trim().is_empty() => DockerHost::parse(&s),
+                _ => DockerHost::parse(DEFAULT_DOCKER_HOST),
+            },
+        }
+    }
+}
+
+/// An answer whose body was read whole.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub status: StatusCode,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The daemon's `{"message": …}`, or the body as text.
+    pub(crate) fn message(&self) -> String {
+        match self.json().get("message").and_then(Value::as_str) {
+            Some(m) => m.to_string(),
+            None => String::from_utf8_lossy(&self.body).trim().to_string(),
+        }
+    }
+}
+
+/// A container's attached streams: a hijacked connection (HTTP 101) that also takes stdin, or a
+/// plain response body (a daemon or proxy that does not upgrade).
+pub(crate) enum Attached {
+    Raw(TokioIo<hyper::upgrade::Upgraded>),
+    Body(Incoming),
+}
+
+#[derive(Debug)]
+pub(crate) struct DockerClient {
+    socket: PathBuf,
+    version: OnceCell<String>,
+}
+
+fn io_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(Code::Io, format!("Docker Engine: {what}: {e}"))
+}
+
+fn parse_api_version(s: &str) -> Option<(u32, u32)> {
+    let (a, b) = s.trim().split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+impl DockerClient {
+    pub(crate) fn new(socket: impl Into<PathBuf>) -> Self {
+        DockerClient { socket: socket.into(), version: OnceCell::new() }
+    }
+
+    pub(crate) fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    async fn sender(&self) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
+        let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(|e| {
+            Error::new(
+                Code::Io,
+                format!("Cannot connect to the Docker daemon at unix://{}: {e}. Is the docker daemon running?", self.socket.display()),
+            )
+        })?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| io_error("handshake", e))?;
+        tokio::spawn(async move {
+            let _ = conn.with_upgrades().await;
+        });
+        Ok(sender)
+    }
+
+    fn request(method: Method, path: &str, body: Option<&Value>) -> Result<Request<Full<Bytes>>> {
+        let mut b = Request::builder().method(method).uri(path).header(header::HOST, "docker");
+        let body = match body {
+            Some(v) => {
+                b = b.header(header::CONTENT_TYPE, "application/json");
+                Bytes::from(serde_json::to_vec(v).map_err(|e| io_error("request", e))?)
+            }
+            None => Bytes::new(),
+        };
+        b.body(Full::new(body)).map_err(|e| io_error("request", e))
+    }
+
+    async fn send(&self, req: Request<Full<Bytes>>) -> Result<Reply> {
+        let what = format!("{} {}", req.method(), req.uri().path());
+        let mut sender = self.sender().await?;
+        let resp = sender.send_request(req).await.map_err(|e| io_error(&what, e))?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await.map_err(|e| io_error(&what, e))?.to_bytes();
+        Ok(Reply { status, body })
+    }
+
+    /// The API version used for every versioned path: the daemon's (from `/_ping`), lowered to
+    /// [`CLIENT_API_VERSION`]. Negotiated once.
+    pub(crate) async fn api_version(&self) -> Result<&str> {
+        self.version
+            .get_or_try_init(|| async {
+                let mut sender = self.sender().await?;
+                let resp = sender
+                    .send_request(Self::request(Method::GET, "/_ping", None)?)
+                    .await
+                    .map_err(|e| io_error("GET /_ping", e))?;
+                let status = resp.status();
+                let offered = resp
+                    .headers()
+                    .get("api-version")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_api_version);
+                let _ = resp.into_body().collect().await;
+                if !status.is_success() {
+                    return Err(io_error("GET /_ping", status));
+                }
+                let v = offered.unwrap_or(FALLBACK_API_VERSION).min(CLIENT_API_VERSION);
+                if v < MIN_API_VERSION {
+                    return Err(Error::new(
+                        Code::Io,
+                        format!(
+                            "Docker Engine API {}.{} is too old: SubprocessSandbox needs {}.{} or later",
+                            v.0, v.1, MIN_API_VERSION.0, MIN_API_VERSION.1
+                        ),
+                    ));
+                }
+                Ok(format!("{}.{}", v.0, v.1))
+            })
+            .await
+            .map(String::as_str)
+    }
+
+    async fn versioned(&self, path: &str) -> Result<String> {
+        Ok(format!("/v{}{}", self.api_version().await?, path))
+    }
+
+    /// A versioned call; any status is returned.
+    pub(crate) async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Reply> {
+        let path = self.versioned(path).await?;
+        self.send(Self::request(method, &path, body)?).await
+    }
+
+    /// A versioned call that must succeed; its JSON body (`Null` when empty).
+    pub(crate) async fn json(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value> {
+        let what = format!("{method} {}", path.split('?').next().unwrap_or(path));
+        let reply = self.call(method, path, body).await?;
+        if !reply.status.is_success() {
+            return Err(Error::new(Code::Io, format!("Docker Engine: {what}: {} ({})", reply.message(), reply.status.as_u16())));
+        }
+        Ok(reply.json())
+    }
+
+    /// `POST /containers/{id}/attach`, asking for the connection to be hijacked.
+    pub(crate) async fn attach(&self, id: &str, stdin: bool) -> Result<Attached> {
+        let path = self
+            .versioned(&format!("/containers/{id}/attach?stream=1&stdout=1&stderr=1&stdin={}", u8::from(stdin)))
+            .await?;
+        let mut req = Self::request(Method::POST, &path, None)?;
+        req.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("Upgrade"));
+        req.headers_mut().insert(header::UPGRADE, header::HeaderValue::from_static("tcp"));
+        let mut sender = self.sender().await?;
+        let resp = sender.send_request(req).await.map_err(|e| io_error("attach", e))?;
+        let status = resp.status();
+        if status == StatusCode::SWITCHING_PROTOCOLS {
+            let io = hyper::upgrade::on(resp).await.map_err(|e| io_error("attach", e))?;
+            return Ok(Attached::Raw(TokioIo::new(io)));
+        }
+        if status.is_success() {
+            return Ok(Attached::Body(resp.into_body()));
+        }
+        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let reply = Reply { status, body };
+        Err(Error::new(Code::Io, format!("Docker Engine: attach: {} ({})", reply.message(), status.as_u16())))
+    }
+}
+
+/// Splits Docker's multiplexed stream (8-byte headers: stream, 0, 0, 0, big-endian length)
+/// into stdout and stderr.
+#[derive(Debug, Default)]
+pub(crate) struct Demux {
+    pending: Vec<u8>,
+}
+
+impl Demux {
+    /// Feeds bytes; calls `sink(stream, payload)` for each complete frame.
+    pub(crate) fn push(&mut self, data: &[u8], sink: &mut dyn FnMut(u8, &[u8])) {
+        self.pending.extend_from_slice(data);
+        let mut at = 0;
+        while self.pending.len() - at >= 8 {
+            let h = &self.pending[at..at + 8];
+            let len = u32::from_be_bytes([h[4], h[5], h[6], h[7]]) as usize;
+            if self.pending.len() - at - 8 < len {
+                break;
+            }
+            let stream = h[0];
+            sink(stream, &self.pending[at + 8..at + 8 + len]);
+            at += 8 + len;
+        }
+        self.pending.drain(..at);
+    }
+}
+
+/// The leading numbers of an engine version (`20.10.24+dfsg1` → `[20, 10, 24]`).
+pub(crate) fn engine_version(s: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = s.trim().trim_start_matches('v').split('.').map(|p| {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    });
+    let major = parts.next()??;
+    let minor = parts.next().flatten().unwrap_or(0);
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_hosts() {
+        assert_eq!(DockerHost::parse("unix:///var/run/docker.sock").unwrap(), DockerHost::Unix("/var/run/docker.sock".into()));
+        assert_eq!(DockerHost::parse("/tmp/d.sock").unwrap(), DockerHost::Unix("/tmp/d.sock".into()));
+        assert!(matches!(DockerHost::parse("tcp://10.0.0.2:2375").unwrap(), DockerHost::Remote(_)));
+        assert!(matches!(DockerHost::parse("ssh://me@box").unwrap(), DockerHost::Remote(_)));
+        for bad in ["", "unix://relative", "docker.sock", "ftp://x"] {
+            assert_eq!(DockerHost::parse(bad).unwrap_err().code, Code::Configuration, "{bad}");
+        }
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(engine_version("20.10.24+dfsg1"), Some((20, 10, 24)));
+        assert_eq!(engine_version("25.0.5"), Some((25, 0, 5)));
+        assert_eq!(engine_version("28.0.4-1"), Some((28, 0, 4)));
+        assert_eq!(engine_version("26"), Some((26, 0, 0)));
+        assert_eq!(engine_version("dev"), None);
+        assert_eq!(parse_api_version("1.41"), Some((1, 41)));
+        assert_eq!(parse_api_version("x"), None);
+    }
+
+    #[test]
+    fn demux_splits_frames_across_reads() {
+        let mut frames = Vec::new();
+        for (s, p) in [(1u8, &b"hello "[..]), (2, b"err"), (1, b"world"), (1, b"")] {
+            frames.extend_from_slice(&[s, 0, 0, 0]);
+            frames.extend_from_slice(&(p.len() as u32).to_be_bytes());
+            frames.extend_from_slice(p);
+        }
+        let mut d = Demux::default();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        for chunk in frames.chunks(3) {
+            d.push(chunk, &mut |s, p| if s == 2 { err.extend_from_slice(p) } else { out.extend_from_slice(p) });
+        }
+        assert_eq!(out, b"hello world");
+        assert_eq!(err, b"err");
+    }
+}

@@ -1,0 +1,299 @@
+//! Sandboxed shells (spec: "Sandboxed shell: SandboxShell" and "Allowlisted egress").
+//!
+//! A [`SandboxAdapter`] runs one command somewhere else (a container, a VM, a JS callback);
+//! [`SandboxShell`] turns any adapter into a [`ShellProvider`]. [`NoopSandbox`] runs on the host
+//! and [`SubprocessSandbox`] runs each command in a new Docker container, speaking the Docker
+//! Engine API over its unix socket.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::{Code, Error, Result};
+use crate::exec::{base_env, set_var, InheritEnv, LocalShell};
+use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
+
+mod docker;
+mod noop;
+mod subprocess;
+
+#[cfg(all(test, unix))]
+mod tests;
+
+pub use noop::NoopSandbox;
+pub use subprocess::{Network, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
+
+/// The timeout a command gets when the caller gives none (the shell tool always gives one).
+pub const DEFAULT_SANDBOX_TIMEOUT_MS: u64 = crate::shell_tool::DEFAULT_TIMEOUT_MS;
+/// How long an adapter is still waited on after the cancel before the run is reported aborted.
+const GRACE_AFTER_CANCEL: Duration = Duration::from_millis(1000);
+/// How long past its timeout an adapter that ignores it is still waited on.
+const GRACE_AFTER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One command for an adapter (API.md: `{ command, cwd, env, timeoutMs, stdin? }`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxRequest {
+    pub command: String,
+    /// Absolute host path, inside the SandboxShell's cwd.
+    pub cwd: String,
+    /// Exactly the variables the command gets.
+    pub env: BTreeMap<String, String>,
+    /// `0`: no timeout.
+    pub timeout_ms: u64,
+    /// Standard input; closed when `None`.
+    pub stdin: Option<String>,
+}
+
+/// Runs one command in some sandbox (API.md `SandboxAdapter`). Like a `ShellProvider`, `run`
+/// resolves for a non-zero exit, a timeout or a cancel, and fails only when the command could
+/// not be started.
+#[async_trait]
+pub trait SandboxAdapter: Send + Sync {
+    async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult>;
+    async fn close(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Whether commands run on the host itself (only [`NoopSandbox`]): SandboxShell then gives
+    /// them NodeWorkspace's base environment, and `inheritEnv: true` the whole host environment.
+    fn runs_on_host(&self) -> bool {
+        false
+    }
+}
+
+/// What a sandbox needs from the credential broker for allowlisted egress.
+#[async_trait]
+pub trait EgressBroker: Send + Sync {
+    /// Adds a listener on `host` serving only peers in `clients` (CIDR); allowlist = broker rule
+    /// hosts + `allow`. Returns the proxy URL.
+    async fn listen(&self, host: &str, clients: &str, allow: Vec<String>) -> Result<String>;
+    /// Stops that listener (called by sandbox.close()).
+    async fn unlisten(&self, url: &str) -> Result<()>;
+}
+
+/// Checks one `network.allow` entry: an exact host name, an IP address or `*.suffix`. Returns
+/// the normalised form (lower case, no trailing dot, IPv6 without brackets); a URL, a port, a
+/// path or a malformed name is a `ConfigurationError`.
+pub fn validate_host(s: &str) -> Result<String> {
+    let bad = |why: &str| Error::config(format!("Invalid host in network.allow \"{s}\": {why}"));
+    if s.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if s.contains("://") {
+        return Err(bad("give a host name such as api.example.com, not a URL"));
+    }
+    if s.contains('/') {
+        return Err(bad("give a host name without a path"));
+    }
+    if s.contains('@') {
+        return Err(bad("give a host name without user information"));
+    }
+    if let Some(rest) = s.strip_prefix("*.") {
+        if rest.contains('*') {
+            return Err(bad("only one leading \"*.\" is allowed"));
+        }
+        return match dns_name(rest) {
+            Some(name) => Ok(format!("*.{name}")),
+            None => Err(bad("\"*.\" must be followed by a domain name")),
+        };
+    }
+    if s.contains('*') {
+        return Err(bad("a wildcard is only allowed as a leading \"*.\""));
+    }
+    let inner = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
+    if let Ok(ip) = inner.parse::<IpAddr>() {
+        if inner.len() < s.len() && ip.is_ipv4() {
+            return Err(bad("brackets are only for IPv6 addresses"));
+        }
+        return Ok(ip.to_string());
+    }
+    if s.contains(':') {
+        return Err(bad("give a host name without a port"));
+    }
+    dns_name(s).ok_or_else(|| bad("expected a host name (api.example.com), an IP address or *.suffix"))
+}
+
+fn dns_name(s: &str) -> Option<String> {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    if s.is_empty() || s.len() > 253 {
+        return None;
+    }
+    let mut last = "";
+    for label in s.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return None;
+        }
+        last = label;
+    }
+    // A last label of digits makes it an IPv4 address to resolvers.
+    if last.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.to_ascii_lowercase())
+}
+
+/// A [`ShellProvider`] over a [`SandboxAdapter`] (spec: `SandboxShell(adapter, { cwd, env?,
+/// inheritEnv? })`).
+pub struct SandboxShell {
+    adapter: Arc<dyn SandboxAdapter>,
+    /// Confines per-call working directories to `cwd`.
+    root: LocalShell,
+    env: BTreeMap<String, String>,
+    inherit: InheritEnv,
+}
+
+impl std::fmt::Debug for SandboxShell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxShell").field("cwd", &self.root.root()).field("inherit", &self.inherit).finish_non_exhaustive()
+    }
+}
+
+impl SandboxShell {
+    /// `cwd` must be an absolute path to an existing directory; it is resolved through links.
+    pub fn new(
+        adapter: Arc<dyn SandboxAdapter>,
+        cwd: impl AsRef<Path>,
+        env: BTreeMap<String, String>,
+        inherit: InheritEnv,
+    ) -> Result<Self> {
+        let cwd = cwd.as_ref();
+        if !cwd.is_absolute() {
+            return Err(Error::config(format!("SandboxShell: cwd must be an absolute path, not \"{}\"", cwd.display())));
+        }
+        let real = std::fs::canonicalize(cwd)
+            .map_err(|e| Error::config(format!("SandboxShell: cwd \"{}\" cannot be used: {e}", cwd.display())))?;
+        if !real.is_dir() {
+            return Err(Error::config(format!("SandboxShell: cwd \"{}\" is not a directory", cwd.display())));
+        }
+        Ok(SandboxShell { adapter, root: LocalShell::new(real, BTreeMap::new(), InheritEnv::None), env, inherit })
+    }
+
+    /// The real host path commands run in (unless a call names a subdirectory).
+    pub fn cwd(&self) -> &Path {
+        self.root.root()
+    }
+
+    pub fn adapter(&self) -> &Arc<dyn SandboxAdapter> {
+        &self.adapter
+    }
+
+    /// The environment of one command: on the host (NoopSandbox) NodeWorkspace's base with the
+    /// inherited names (everything with `inheritEnv: true`); in a sandbox only the inherited
+    /// names (never the whole host environment); then the shell's `env`, then the call's.
+    pub fn command_env(&self, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut env = if self.adapter.runs_on_host() {
+            base_env(&self.inherit)
+        } else {
+            let mut env = BTreeMap::new();
+            if let InheritEnv::List(names) = &self.inherit {
+                for name in names {
+                    if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
+                        set_var(&mut env, name, &value);
+                    }
+                }
+            }
+            env
+        };
+        for (k, v) in self.env.iter().chain(extra) {
+            set_var(&mut env, k, v);
+        }
+        env
+    }
+
+    fn resolve_cwd(&self, cwd: Option<&str>) -> Result<PathBuf> {
+        self.root.resolve_cwd(cwd)
+    }
+}
+
+#[async_trait]
+impl ShellProvider for SandboxShell {
+    fn shell(&self) -> Option<String> {
+        Some("sh".to_string())
+    }
+
+    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
+        let cwd = self.resolve_cwd(options.cwd.as_deref())?;
+        let cwd = cwd
+            .to_str()
+            .ok_or_else(|| Error::new(Code::InvalidArguments, "The working directory is not valid Unicode."))?
+            .to_string();
+        let timeout_ms = options.timeout_ms.unwrap_or(DEFAULT_SANDBOX_TIMEOUT_MS);
+        let req = SandboxRequest {
+            command: command.to_string(),
+            cwd,
+            env: self.command_env(&options.env),
+            timeout_ms,
+            stdin: options.stdin,
+        };
+        let cancel = options.cancel;
+        if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            return Ok(ExecResult { aborted: true, ..Default::default() });
+        }
+        // Its own task: an adapter that ignores the cancel keeps running (and cleaning up) after
+        // it is no longer waited on. Dropping this future aborts the task (a container is then
+        // removed, a host process group killed).
+        let adapter = self.adapter.clone();
+        let c = cancel.clone();
+        let mut run = AbortOnDrop(Some(tokio::spawn(async move { adapter.run(req, c).await })));
+        let cancelled = async {
+            match &cancel {
+                Some(c) => c.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let backstop = async {
+            match timeout_ms {
+                0 => std::future::pending().await,
+                ms => tokio::time::sleep(Duration::from_millis(ms) + GRACE_AFTER_TIMEOUT).await,
+            }
+        };
+        let stalled = tokio::select! {
+            r = run.join() => return r,
+            _ = cancelled => {
+                match tokio::time::timeout(GRACE_AFTER_CANCEL, run.join()).await {
+                    Ok(r) => return r,
+                    Err(_) => ExecResult { aborted: true, ..Default::default() },
+                }
+            }
+            _ = backstop => ExecResult { timed_out: true, ..Default::default() },
+        };
+        // No longer waited on, but not stopped either: its own timeout ends it.
+        run.detach();
+        Ok(stalled)
+    }
+}
+
+/// A spawned run, aborted when dropped unless detached.
+struct AbortOnDrop(Option<tokio::task::JoinHandle<Result<ExecResult>>>);
+
+impl AbortOnDrop {
+    async fn join(&mut self) -> Result<ExecResult> {
+        let handle = self.0.as_mut().expect("joined after detach");
+        let r = handle.await;
+        self.0 = None;
+        match r {
+            Ok(r) => r,
+            Err(e) => Err(Error::new(Code::Io, format!("The sandbox adapter failed: {e}"))),
+        }
+    }
+
+    fn detach(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.abort();
+        }
+    }
+}

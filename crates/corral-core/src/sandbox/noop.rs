@@ -1,0 +1,33 @@
+//! `NoopSandbox`: runs commands on the host, like NodeWorkspace (no isolation at all).
+
+use std::path::Path;
+
+use async_trait::async_trait;
+
+use super::{SandboxAdapter, SandboxRequest};
+use crate::error::Result;
+use crate::exec::run_shell_command;
+use crate::shell::{Cancel, ExecResult};
+
+/// Runs each command on the host with the platform shell (`run_shell_command`), in the request's
+/// cwd with exactly the request's env.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopSandbox;
+
+impl NoopSandbox {
+    pub fn new() -> Self {
+        NoopSandbox
+    }
+}
+
+#[async_trait]
+impl SandboxAdapter for NoopSandbox {
+    async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
+        let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);
+        run_shell_command(&req.command, Path::new(&req.cwd), &req.env, req.stdin, timeout, cancel).await
+    }
+
+    fn runs_on_host(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,541 @@
+//! `SubprocessSandbox`: each command is `sh -c <command>` in a new Docker container, the cwd
+//! bind-mounted at the same path, no network unless asked, spoken to over the Engine API.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use http::Method;
+use http_body_util::BodyExt;
+use ipnet::IpNet;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use super::docker::{engine_version, Attached, Demux, DockerClient, DockerHost};
+use super::{validate_host, EgressBroker, SandboxAdapter, SandboxRequest};
+use crate::error::{Code, Error, Result};
+use crate::exec::{Capture, MAX_CAPTURE_BYTES};
+use crate::shell::{Cancel, ExecResult};
+
+/// The oldest Engine allowlisted egress runs on: 25.0.5 stopped forwarding DNS from internal
+/// networks (CVE-2024-29018).
+pub const MIN_EGRESS_ENGINE: (u32, u32, u32) = (25, 0, 5);
+/// The label on the internal networks this sandbox makes.
+pub(crate) const EGRESS_LABEL: (&str, &str) = ("com.lousho.sandbox", "egress");
+/// The label on its containers.
+pub(crate) const RUN_LABEL: (&str, &str) = ("com.lousho.sandbox", "run");
+/// How long the output is still read after the container stopped or was killed.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// What network a container gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Network {
+    /// No network at all (`NetworkMode: none`).
+    #[default]
+    None,
+    /// Docker's default network: unrestricted egress.
+    Default,
+    /// Only these hosts, through the broker; with no broker, no network (fails closed).
+    Allow(Vec<String>),
+}
+
+/// `new SubprocessSandbox({ image, network?, broker?, networkName?, dockerHost? })`.
+#[derive(Clone, Default)]
+pub struct SubprocessSandboxOptions {
+    pub image: String,
+    pub network: Network,
+    pub broker: Option<Arc<dyn EgressBroker>>,
+    /// The internal network for `Allow`; `lousho-egress-<random>` when `None`.
+    pub network_name: Option<String>,
+    /// `unix:///path/docker.sock`; `DOCKER_HOST`, then `unix:///var/run/docker.sock` when `None`.
+    pub docker_host: Option<String>,
+}
+
+/// The internal network, its broker listener and what containers get to use it.
+#[derive(Debug, Clone)]
+struct Egress {
+    network: String,
+    id: String,
+    created: bool,
+    gateway: String,
+    proxy: String,
+}
+
+/// Runs each command in a new container (see the module docs).
+pub struct SubprocessSandbox {
+    image: String,
+    network: Network,
+    broker: Option<Arc<dyn EgressBroker>>,
+    network_name: String,
+    host: DockerHost,
+    client: Option<Arc<DockerClient>>,
+    egress: tokio::sync::Mutex<Option<Egress>>,
+}
+
+impl std::fmt::Debug for SubprocessSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubprocessSandbox")
+            .field("image", &self.image)
+            .field("network", &self.network)
+            .field("broker", &self.broker.is_some())
+            .field("network_name", &self.network_name)
+            .field("host", &self.host)
+            .finish()
+    }
+}
+
+fn valid_network_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 128
+        && b[0].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+}
+
+fn unsupported(why: impl Into<String>) -> Error {
+    Error::new(
+        Code::EgressUnsupported,
+        format!("Allowlisted egress cannot be enforced here: {}. No container was started.", why.into()),
+    )
+}
+
+impl SubprocessSandbox {
+    /// Checks the options: a non-empty image, valid `network.allow` hosts (kept normalised), a
+    /// valid network name and Docker host.
+    pub fn new(options: SubprocessSandboxOptions) -> Result<Self> {
+        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host } = options;
+        if image.trim().is_empty() {
+            return Err(Error::config("SubprocessSandbox: image must be a non-empty string."));
+        }
+        let network = match network {
+            Network::Allow(hosts) => Network::Allow(hosts.iter().map(|h| validate_host(h)).collect::<Result<_>>()?),
+            other => other,
+        };
+        let network_name = match network_name {
+            Some(name) if valid_network_name(&name) => name,
+            Some(name) => {
+                return Err(Error::config(format!(
+                    "SubprocessSandbox: networkName \"{name}\" is not a Docker network name ([a-zA-Z0-9][a-zA-Z0-9_.-]*)"
+                )))
+            }
+            None => format!("lousho-egress-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff),
+        };
+        let host = DockerHost::resolve(docker_host.as_deref())?;
+        let client = match &host {
+            DockerHost::Unix(path) => Some(Arc::new(DockerClient::new(path.clone()))),
+            DockerHost::Remote(_) => None,
+        };
+        Ok(SubprocessSandbox { image, network, broker, network_name, host, client, egress: tokio::sync::Mutex::new(None) })
+    }
+
+    /// The network policy, with `Allow` hosts validated and normalised (`sandbox.network`).
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    pub fn image(&self) -> &str {
+        &self.image
+    }
+
+    /// The name of the internal network used (or to be made) for `Allow` with a broker.
+    pub fn network_name(&self) -> &str {
+        &self.network_name
+    }
+
+    /// The daemon's socket, or `None` for a host this client does not speak to.
+    pub fn docker_socket(&self) -> Option<&std::path::Path> {
+        self.client.as_deref().map(DockerClient::socket)
+    }
+
+    fn egress_wanted(&self) -> Option<(&Arc<dyn EgressBroker>, &[String])> {
+        match (&self.network, &self.broker) {
+            (Network::Allow(hosts), Some(broker)) => Some((broker, hosts)),
+            _ => None,
+        }
+    }
+
+    fn client(&self) -> Result<&Arc<DockerClient>> {
+        match (&self.client, &self.host) {
+            (Some(c), _) => Ok(c),
+            (None, DockerHost::Remote(h)) => Err(Error::config(format!(
+                "SubprocessSandbox speaks to a local Docker Engine over its unix socket only, not to \"{h}\"."
+            ))),
+            (None, DockerHost::Unix(_)) => unreachable!(),
+        }
+    }
+
+    /// The network for the next container: set up on the first run, then reused.
+    async fn egress(&self, broker: &Arc<dyn EgressBroker>, allow: &[String]) -> Result<Egress> {
+        let mut state = self.egress.lock().await;
+        if let Some(e) = state.as_ref() {
+            return Ok(e.clone());
+        }
+        let DockerHost::Unix(_) = &self.host else {
+            let DockerHost::Remote(h) = &self.host else { unreachable!() };
+            return Err(unsupported(format!(
+                "the Docker daemon at {h} is not reached through a local unix socket, so it may run on another machine where the broker cannot listen on the network's gateway"
+            )));
+        };
+        let client = self.client()?;
+        let info = client.json(Method::GET, "/info", None).await?;
+        let os = info.get("OperatingSystem").and_then(Value::as_str).unwrap_or("");
+        if os.contains("Docker Desktop") {
+            return Err(unsupported(
+                "Docker Desktop runs containers in a VM, so the host has no address on an internal network",
+            ));
+        }
+        let rootless = info
+            .get("SecurityOptions")
+            .and_then(Value::as_array)
+            .is_some_and(|opts| opts.iter().filter_map(Value::as_str).any(|o| o.split(',').any(|p| p == "name=rootless")));
+        if rootless {
+            return Err(unsupported("rootless Docker keeps its bridge in its own network namespace"));
+        }
+        let version = client.json(Method::GET, "/version", None).await?;
+        let v = version.get("Version").and_then(Value::as_str).unwrap_or("");
+        let (a, b, c) = MIN_EGRESS_ENGINE;
+        match engine_version(v) {
+            Some(parsed) if parsed >= MIN_EGRESS_ENGINE => {}
+            _ => {
+                return Err(unsupported(format!(
+                    "Docker Engine {} is older than {a}.{b}.{c}, which forwards DNS from internal networks (CVE-2024-29018)",
+                    if v.is_empty() { "of unknown version" } else { v }
+                )))
+            }
+        }
+
+        let (id, created) = self.find_or_create_network(client).await?;
+        let net = client.json(Method::GET, &format!("/networks/{id}"), None).await?;
+        let remove_created = |id: String| async move {
+            if created {
+                let _ = client.call(Method::DELETE, &format!("/networks/{id}"), None).await;
+            }
+        };
+        let (gateway, subnet) = match ipv4_config(&net) {
+            Some(gs) => gs,
+            None => {
+                remove_created(id).await;
+                return Err(unsupported(format!("the network {} has no IPv4 subnet", self.network_name)));
+            }
+        };
+        let proxy = match broker.listen(&gateway, &subnet, allow.to_vec()).await {
+            Ok(url) => url,
+            Err(e) => {
+                remove_created(id).await;
+                return Err(e);
+            }
+        };
+        let e = Egress { network: self.network_name.clone(), id, created, gateway, proxy };
+        *state = Some(e.clone());
+        Ok(e)
+    }
+
+    /// Reuses the network of that name only if it is internal; otherwise creates it.
+    async fn find_or_create_network(&self, client: &DockerClient) -> Result<(String, bool)> {
+        let name = &self.network_name;
+        for _ in 0..2 {
+            let found = client.call(Method::GET, &format!("/networks/{name}"), None).await?;
+            if found.status.is_success() {
+                let net = found.json();
+                let internal = net.get("Internal").and_then(Value::as_bool).unwrap_or(false);
+                if !internal {
+                    return Err(unsupported(format!(
+                        "the existing network \"{name}\" is not internal (Internal: true), so it would let containers bypass the proxy"
+                    )));
+                }
+                let id = net.get("Id").and_then(Value::as_str).unwrap_or(name).to_string();
+                return Ok((id, false));
+            }
+            if found.status != http::StatusCode::NOT_FOUND {
+                return Err(Error::new(Code::Io, format!("Docker Engine: GET /networks/{name}: {}", found.message())));
+            }
+            let body = json!({
+                "Name": name,
+                "Driver": "bridge",
+                "Internal": true,
+                "EnableIPv6": false,
+                "CheckDuplicate": true,
+                "Attachable": false,
+                "Labels": { EGRESS_LABEL.0: EGRESS_LABEL.1 },
+            });
+            let made = client.call(Method::POST, "/networks/create", Some(&body)).await?;
+            if made.status.is_success() {
+                let id = made.json().get("Id").and_then(Value::as_str).unwrap_or(name).to_string();
+                return Ok((id, true));
+            }
+            // Made meanwhile by someone else: look again.
+            if made.status != http::StatusCode::CONFLICT {
+                return Err(Error::new(Code::Io, format!("Docker Engine: creating network {name}: {}", made.message())));
+            }
+        }
+        Err(Error::new(Code::Io, format!("Docker Engine: network {name} could not be created or found")))
+    }
+
+    /// `NetworkMode` and the variables merged over the request's env.
+    async fn network_plan(&self) -> Result<(String, BTreeMap<String, String>)> {
+        if let Some((broker, allow)) = self.egress_wanted() {
+            let e = self.egress(broker, allow).await?;
+            let mut env = BTreeMap::new();
+            for key in ["HTTP_PROXY", "HTTPS_PROXY"] {
+                env.insert(key.to_string(), e.proxy.clone());
+                env.insert(key.to_ascii_lowercase(), e.proxy.clone());
+            }
+            env.insert("NO_PROXY".into(), e.gateway.clone());
+            env.insert("no_proxy".into(), e.gateway.clone());
+            return Ok((e.network, env));
+        }
+        let mode = match self.network {
+            Network::Default => "default",
+            Network::None | Network::Allow(_) => "none",
+        };
+        Ok((mode.to_string(), BTreeMap::new()))
+    }
+}
+
+/// The first IPv4 `(Gateway, Subnet)` of a network's IPAM config; a missing gateway is the
+/// subnet's first host, as Docker assigns it.
+fn ipv4_config(net: &Value) -> Option<(String, String)> {
+    let configs = net.get("IPAM")?.get("Config")?.as_array()?;
+    for c in configs {
+        let Some(subnet) = c.get("Subnet").and_then(Value::as_str) else { continue };
+        let Ok(IpNet::V4(v4)) = subnet.parse::<IpNet>() else { continue };
+        let gateway = match c.get("Gateway").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+            Some(g) => g.split('/').next().unwrap_or(g).to_string(),
+            None => v4.hosts().next()?.to_string(),
+        };
+        return Some((gateway, v4.trunc().to_string()));
+    }
+    None
+}
+
+/// Force-removes a container when dropped while armed (a dropped or failed run).
+struct ContainerGuard {
+    client: Arc<DockerClient>,
+    id: Option<String>,
+}
+
+impl ContainerGuard {
+    async fn remove(&mut self) {
+        if let Some(id) = self.id.take() {
+            remove_container(&self.client, &id).await;
+        }
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        // Its own thread and runtime: the caller's runtime may be shutting down (a dropped
+        // future is often dropped with it), and spawned tasks would then never run.
+        if let Some(id) = self.id.take() {
+            let client = self.client.clone();
+            let _ = std::thread::Builder::new().name("corral-sandbox-cleanup".into()).spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    rt.block_on(async move {
+                        let _ = tokio::time::timeout(Duration::from_secs(30), remove_container(&client, &id)).await;
+                    });
+                }
+            });
+        }
+    }
+}
+
+async fn remove_container(client: &DockerClient, id: &str) {
+    let _ = client.call(Method::DELETE, &format!("/containers/{id}?force=1&v=1"), None).await;
+}
+
+enum Outcome {
+    Exited(Result<i64>),
+    TimedOut,
+    Aborted,
+}
+
+/// Reads the attached streams into the captures; `done` when they end.
+async fn read_attached(
+    attached: Attached,
+    stdin: Option<String>,
+    out: Arc<Mutex<Capture>>,
+    err: Arc<Mutex<Capture>>,
+    done: CancellationToken,
+) {
+    let mut demux = Demux::default();
+    let mut sink = |stream: u8, data: &[u8]| match stream {
+        2 | 3 => err.lock().unwrap().push(data),
+        _ => out.lock().unwrap().push(data),
+    };
+    match attached {
+        Attached::Raw(io) => {
+            let (mut rd, mut wr) = tokio::io::split(io);
+            let writer = tokio::spawn(async move {
+                if let Some(text) = stdin {
+                    let _ = wr.write_all(text.as_bytes()).await;
+                }
+                // Half-closes the connection: the container's stdin sees its end.
+                let _ = wr.shutdown().await;
+                // Keeps the write half (and so the connection) alive until the read half ends.
+                std::future::pending::<()>().await;
+            });
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => demux.push(&buf[..n], &mut sink),
+                }
+            }
+            writer.abort();
+        }
+        Attached::Body(mut body) => {
+            while let Some(frame) = body.frame().await {
+                match frame {
+                    Ok(f) => {
+                        if let Some(data) = f.data_ref() {
+                            demux.push(data, &mut sink);
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    done.cancel();
+}
+
+#[async_trait]
+impl SandboxAdapter for SubprocessSandbox {
+    async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
+        let cancel = cancel.unwrap_or_default();
+        if cancel.is_cancelled() {
+            return Ok(ExecResult { aborted: true, ..Default::default() });
+        }
+        let deadline = (req.timeout_ms > 0)
+            .then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
+        // Egress is checked (and refused) before any container exists.
+        let (network_mode, proxy_env) = self.network_plan().await?;
+        let client = self.client()?.clone();
+        let mut env = req.env.clone();
+        env.extend(proxy_env);
+        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let with_stdin = req.stdin.is_some();
+        let body = json!({
+            "Image": self.image,
+            "Entrypoint": ["sh", "-c"],
+            "Cmd": [req.command],
+            "WorkingDir": req.cwd,
+            "Env": env,
+            "Tty": false,
+            "AttachStdin": with_stdin,
+            "OpenStdin": with_stdin,
+            "StdinOnce": with_stdin,
+            "AttachStdout": true,
+            "AttachStderr": true,
+            "Labels": { RUN_LABEL.0: RUN_LABEL.1 },
+            "HostConfig": {
+                "NetworkMode": network_mode,
+                "AutoRemove": false,
+                "Mounts": [{ "Type": "bind", "Source": req.cwd, "Target": req.cwd }],
+            },
+        });
+        let created = client.json(Method::POST, "/containers/create", Some(&body)).await.map_err(|e| {
+            Error::new(e.code, format!("Could not start the command: {}", e.message))
+        })?;
+        let id = created
+            .get("Id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::new(Code::Io, "Docker Engine: the created container has no Id"))?
+            .to_string();
+        let mut guard = ContainerGuard { client: client.clone(), id: Some(id.clone()) };
+
+        let out = Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES)));
+        let err = Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES)));
+        let done = CancellationToken::new();
+        let mut reader: Option<tokio::task::JoinHandle<()>> = None;
+        let work = async {
+            let attached = client.attach(&id, with_stdin).await?;
+            reader = Some(tokio::spawn(read_attached(attached, req.stdin.clone(), out.clone(), err.clone(), done.clone())));
+            client.json(Method::POST, &format!("/containers/{id}/start"), None).await?;
+            let waited = client.json(Method::POST, &format!("/containers/{id}/wait?condition=not-running"), None).await?;
+            if let Some(msg) = waited.get("Error").and_then(|e| e.get("Message")).and_then(Value::as_str) {
+                if !msg.is_empty() {
+                    return Err(Error::new(Code::Io, format!("Docker Engine: wait: {msg}")));
+                }
+            }
+            waited
+                .get("StatusCode")
+                .and_then(Value::as_i64)
+                .ok_or_else(|| Error::new(Code::Io, "Docker Engine: wait gave no StatusCode"))
+        };
+        let timer = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            r = work => Outcome::Exited(r),
+            _ = timer => Outcome::TimedOut,
+            _ = cancel.cancelled() => Outcome::Aborted,
+        };
+
+        let mut result = ExecResult::default();
+        match outcome {
+            Outcome::Exited(Ok(code)) => {
+                result.exit_code = Some(i32::try_from(code).unwrap_or(-1));
+            }
+            Outcome::Exited(Err(e)) => {
+                if let Some(r) = reader.take() {
+                    r.abort();
+                }
+                guard.remove().await;
+                return Err(Error::new(e.code, format!("Could not run the command: {}", e.message)));
+            }
+            Outcome::TimedOut | Outcome::Aborted => {
+                result.timed_out = matches!(outcome, Outcome::TimedOut);
+                result.aborted = matches!(outcome, Outcome::Aborted);
+                result.signal = Some("SIGKILL".to_string());
+                let _ = client.call(Method::POST, &format!("/containers/{id}/kill?signal=SIGKILL"), None).await;
+            }
+        }
+        if reader.is_some() {
+            let _ = tokio::time::timeout(DRAIN, done.cancelled()).await;
+        }
+        if let Some(r) = reader.take() {
+            r.abort();
+        }
+        guard.remove().await;
+        result.stdout = out.lock().unwrap().text();
+        result.stderr = err.lock().unwrap().text();
+        Ok(result)
+    }
+
+    /// Stops the broker's listener and removes the network if this sandbox made it.
+    async fn close(&self) -> Result<()> {
+        let Some(e) = self.egress.lock().await.take() else { return Ok(()) };
+        let mut first_error = None;
+        if let Some(broker) = &self.broker {
+            if let Err(err) = broker.unlisten(&e.proxy).await {
+                first_error.get_or_insert(err);
+            }
+        }
+        if e.created {
+            if let Ok(client) = self.client() {
+                match client.call(Method::DELETE, &format!("/networks/{}", e.id), None).await {
+                    Ok(r) if r.status.is_success() || r.status == http::StatusCode::NOT_FOUND => {}
+                    Ok(r) => {
+                        first_error.get_or_insert(Error::new(
+                            Code::Io,
+                            format!("Docker Engine: removing network {}: {}", e.network, r.message()),
+                        ));
+                    }
+                    Err(err) => {
+                        first_error.get_or_insert(err);
+                    }
+                }
+            }
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! Against a real Docker Engine: started by `scripts/dockerd-test.sh start <dir>` (Engine 20.10
+//! on a private socket, no bridge, image `corral-busybox:latest`) and named by
+//! `CORRAL_DOCKER_HOST=unix://<dir>/docker.sock`. Without that variable every test here prints a
+//! notice and passes, so a plain `cargo test` works anywhere.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::Method;
+use serde_json::Value;
+
+use super::{arc, env, RecordingBroker};
+use crate::error::Code;
+use crate::exec::{run_shell_command, InheritEnv};
+use crate::sandbox::docker::{DockerClient, DockerHost};
+use crate::sandbox::*;
+use crate::shell::{Cancel, ExecOptions, ShellProvider};
+
+const IMAGE: &str = "corral-busybox:latest";
+
+fn real_host(test: &str) -> Option<String> {
+    match std::env::var("CORRAL_DOCKER_HOST") {
+        Ok(h) if !h.trim().is_empty() => Some(h),
+        _ => {
+            eprintln!("SKIPPED {test}: CORRAL_DOCKER_HOST is not set (see scripts/dockerd-test.sh)");
+            None
+        }
+    }
+}
+
+fn sandbox(host: &str, network: Network, broker: Option<Arc<RecordingBroker>>) -> Arc<SubprocessSandbox> {
+    arc(SubprocessSandbox::new(SubprocessSandboxOptions {
+        image: IMAGE.into(),
+        network,
+        broker: broker.map(|b| b as Arc<dyn EgressBroker>),
+        network_name: None,
+        docker_host: Some(host.into()),
+    })
+    .unwrap())
+}
+
+fn client(host: &str) -> DockerClient {
+    match DockerHost::parse(host).unwrap() {
+        DockerHost::Unix(p) => DockerClient::new(p),
+        DockerHost::Remote(h) => panic!("CORRAL_DOCKER_HOST must be unix://, not {h}"),
+    }
+}
+
+/// Every container (running or not) that mounts `dir` or a directory under it.
+async fn containers_for(host: &str, dir: &Path) -> Vec<Value> {
+    let all = client(host).json(Method::GET, "/containers/json?all=1", None).await.unwrap();
+    let dir = dir.to_str().unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["Mounts"].as_array().is_some_and(|ms| {
+                ms.iter().any(|m| m["Source"].as_str().is_some_and(|s| s == dir || s.starts_with(&format!("{dir}/"))))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+fn workdir() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, real)
+}
+
+fn opts(timeout_ms: u64) -> ExecOptions {
+    ExecOptions { timeout_ms: Some(timeout_ms), ..Default::default() }
+}
+
+#[tokio::test]
+async fn real_engine_network_none_lifecycle() {
+    let Some(host) = real_host("real_engine_network_none_lifecycle") else { return };
+    std::env::set_var("CORRAL_SBX_REAL_SECRET", "real-secret");
+    std::env::set_var("CORRAL_SBX_REAL_LISTED", "listed");
+    let (_d, dir) = workdir();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("from-host.txt"), "host data\n").unwrap();
+    let shell = SandboxShell::new(
+        sandbox(&host, Network::None, None),
+        &dir,
+        env(&[("GIVEN", "yes")]),
+        InheritEnv::List(vec!["CORRAL_SBX_REAL_LISTED".into()]),
+    )
+    .unwrap();
+    let script = "ls /sys/class/net; echo ---; env; echo ---; cat from-host.txt; echo written > out.txt; pwd; id -u";
+    let r = shell.exec(script, opts(30_000)).await.unwrap();
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    let parts: Vec<&str> = r.stdout.split("---\n").collect();
+    assert_eq!(parts.len(), 3, "{}", r.stdout);
+    // Only the loopback interface: NetworkMode none.
+    assert_eq!(parts[0].split_whitespace().collect::<Vec<_>>(), vec!["lo"], "{}", r.stdout);
+    // Only the given variables (plus what the runtime and sh add), none of the host's.
+    let vars: Vec<(&str, &str)> = parts[1].lines().filter_map(|l| l.split_once('=')).collect();
+    assert!(vars.contains(&("GIVEN", "yes")) && vars.contains(&("CORRAL_SBX_REAL_LISTED", "listed")), "{vars:?}");
+    for (name, value) in &vars {
+        assert!(
+            matches!(*name, "GIVEN" | "CORRAL_SBX_REAL_LISTED" | "PATH" | "HOME" | "HOSTNAME" | "PWD" | "SHLVL"),
+            "unexpected variable {name}={value}"
+        );
+    }
+    let host_path = std::env::var("PATH").unwrap();
+    assert!(!vars.contains(&("PATH", host_path.as_str())), "the host's PATH leaked");
+    assert!(!r.stdout.contains("real-secret"));
+    // The bind-mounted cwd, at the same path, readable and writable.
+    let rest: Vec<&str> = parts[2].lines().collect();
+    assert_eq!(rest, vec!["host data", dir.to_str().unwrap(), "0"], "{}", r.stdout);
+    assert_eq!(std::fs::read_to_string(dir.join("out.txt")).unwrap(), "written\n");
+    // A per-call cwd below it.
+    let r = shell.exec("pwd; touch here", ExecOptions { cwd: Some("sub".into()), ..opts(30_000) }).await.unwrap();
+    assert_eq!(r.stdout.trim_end(), dir.join("sub").to_str().unwrap());
+    assert!(dir.join("sub/here").exists());
+    assert!(containers_for(&host, &dir).await.is_empty(), "containers left behind");
+}
+
+#[tokio::test]
+async fn real_engine_exit_codes_output_and_stdin() {
+    let Some(host) = real_host("real_engine_exit_codes_output_and_stdin") else { return };
+    let (_d, dir) = workdir();
+    let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
+    let r = shell.exec("echo out; echo err >&2; exit 3", opts(30_000)).await.unwrap();
+    assert_eq!((r.stdout.as_str(), r.stderr.as_str(), r.exit_code), ("out\n", "err\n", Some(3)));
+    assert!(!r.timed_out && !r.aborted && r.signal.is_none());
+    let r = shell.exec("no-such-command-xyz", opts(30_000)).await.unwrap();
+    assert_eq!(r.exit_code, Some(127));
+    assert!(r.stderr.contains("not found"), "{}", r.stderr);
+    // stdin fed, then closed.
+    let r = shell.exec("cat; echo; echo done", ExecOptions { stdin: Some("hello\nworld".into()), ..opts(30_000) }).await.unwrap();
+    assert_eq!(r.stdout, "hello\nworld\ndone\n");
+    // No stdin: closed, not inherited, so `cat` ends at once.
+    let start = Instant::now();
+    let r = shell.exec("cat; echo rc=$?", opts(10_000)).await.unwrap();
+    assert_eq!(r.stdout, "rc=0\n");
+    assert!(!r.timed_out && start.elapsed() < Duration::from_secs(8));
+    // Larger output, interleaved streams.
+    let r = shell.exec("i=0; while [ $i -lt 2000 ]; do echo line$i; echo e$i >&2; i=$((i+1)); done", opts(30_000)).await.unwrap();
+    assert_eq!(r.stdout.lines().count(), 2000);
+    assert_eq!(r.stderr.lines().last(), Some("e1999"));
+    assert!(containers_for(&host, &dir).await.is_empty());
+}
+
+#[tokio::test]
+async fn real_engine_timeout_kills_and_removes_the_container() {
+    let Some(host) = real_host("real_engine_timeout_kills_and_removes_the_container") else { return };
+    let (_d, dir) = workdir();
+    let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
+    let start = Instant::now();
+    let r = shell.exec("echo started; sleep 30; touch late", opts(1500)).await.unwrap();
+    assert!(r.timed_out && !r.aborted, "{r:?}");
+    assert_eq!((r.exit_code, r.signal.as_deref()), (None, Some("SIGKILL")));
+    assert_eq!(r.stdout, "started\n");
+    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    assert!(containers_for(&host, &dir).await.is_empty(), "the timed-out container is left");
+    assert!(!dir.join("late").exists());
+}
+
+#[tokio::test]
+async fn real_engine_cancel_kills_and_removes_the_container() {
+    let Some(host) = real_host("real_engine_cancel_kills_and_removes_the_container") else { return };
+    let (_d, dir) = workdir();
+    let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
+    let cancel = Cancel::new();
+    let c = cancel.clone();
+    let marker = dir.join("running");
+    tokio::spawn(async move {
+        // Cancel once the command is really running in its container.
+        for _ in 0..200 {
+            if marker.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        c.cancel();
+    });
+    let start = Instant::now();
+    let r = shell.exec("touch running; sleep 30", ExecOptions { cancel: Some(cancel.clone()), ..opts(60_000) }).await.unwrap();
+    assert!(r.aborted && !r.timed_out, "{r:?}");
+    assert_eq!(r.signal.as_deref(), Some("SIGKILL"));
+    assert!(start.elapsed() < Duration::from_secs(12), "{:?}", start.elapsed());
+    assert!(dir.join("running").exists());
+    assert!(containers_for(&host, &dir).await.is_empty(), "the aborted container is left");
+
+    // An already-aborted signal starts no container.
+    let r = shell.exec("touch never", ExecOptions { cancel: Some(cancel), ..opts(10_000) }).await.unwrap();
+    assert!(r.aborted);
+    assert!(!dir.join("never").exists());
+    assert!(containers_for(&host, &dir).await.is_empty());
+}
+
+#[tokio::test]
+async fn real_engine_dropping_the_run_removes_the_container() {
+    let Some(host) = real_host("real_engine_dropping_the_run_removes_the_container") else { return };
+    let (_d, dir) = workdir();
+    let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
+    // A boxed future (async_trait), so dropping it drops the run.
+    let mut fut = shell.exec("touch running; sleep 30", opts(60_000));
+    let marker = dir.join("running");
+    let wait_marker = async {
+        while !marker.exists() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        _ = &mut fut => panic!("finished early"),
+        _ = tokio::time::timeout(Duration::from_secs(20), wait_marker) => {}
+    }
+    drop(fut);
+    assert_gone(&host, &dir).await;
+
+    // A run dropped with its runtime (the task is dropped at the runtime's shutdown).
+    let (_d2, dir2) = workdir();
+    let shell = Arc::new(SandboxShell::new(sandbox(&host, Network::None, None), &dir2, env(&[]), InheritEnv::None).unwrap());
+    let marker = dir2.join("running");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let s = shell.clone();
+        rt.spawn(async move { s.exec("touch running; sleep 30", opts(60_000)).await });
+        for _ in 0..400 {
+            if marker.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(rt);
+    })
+    .join()
+    .unwrap();
+    assert!(dir2.join("running").exists());
+    assert_gone(&host, &dir2).await;
+}
+
+async fn assert_gone(host: &str, dir: &Path) {
+    let mut left = Vec::new();
+    for _ in 0..100 {
+        left = containers_for(host, dir).await;
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn real_engine_refuses_egress_on_an_engine_older_than_25_0_5() {
+    let Some(host) = real_host("real_engine_refuses_egress_on_an_engine_older_than_25_0_5") else { return };
+    let (_d, dir) = workdir();
+    let broker = arc(RecordingBroker::default());
+    let sb = sandbox(&host, Network::Allow(vec!["registry.npmjs.org".into()]), Some(broker.clone()));
+    let shell = SandboxShell::new(sb.clone(), &dir, env(&[]), InheritEnv::None).unwrap();
+    let e = shell.exec("touch ran", opts(30_000)).await.unwrap_err();
+    assert_eq!(e.code, Code::EgressUnsupported, "{}", e.message);
+    assert_eq!(e.code.as_str(), "LOUSHO_SANDBOX_EGRESS_UNSUPPORTED");
+    assert!(e.message.contains("20.10") && e.message.contains("25.0.5"), "{}", e.message);
+    assert!(!dir.join("ran").exists());
+    assert!(containers_for(&host, &dir).await.is_empty());
+    assert!(broker.listen_calls().is_empty());
+    // No network was made either.
+    let nets = client(&host).json(Method::GET, "/networks", None).await.unwrap();
+    let names: Vec<&str> = nets.as_array().unwrap().iter().filter_map(|n| n["Name"].as_str()).collect();
+    assert!(!names.contains(&sb.network_name()), "{names:?}");
+    sb.close().await.unwrap();
+}
+
+/// Per-command overhead of SubprocessSandbox against plain `run_shell_command` (a benchmark,
+/// not a test): `cargo test -p corral-core --lib sandbox_overhead_bench -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn sandbox_overhead_bench() {
+    let Some(host) = real_host("sandbox_overhead_bench") else { return };
+    let (_d, dir) = workdir();
+    let sb = sandbox(&host, Network::None, None);
+    const RUNS: usize = 11;
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    // Warm up both (API negotiation, page cache).
+    sb.run(SandboxRequest { command: "true".into(), cwd: dir.to_str().unwrap().into(), timeout_ms: 30_000, ..Default::default() }, None)
+        .await
+        .unwrap();
+    let mut plain = Vec::new();
+    let mut boxed = Vec::new();
+    let env = env(&[("PATH", "/usr/bin:/bin")]);
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let r = run_shell_command("true", &dir, &env, None, Some(30_000), None).await.unwrap();
+        plain.push(t.elapsed());
+        assert_eq!(r.exit_code, Some(0));
+        let t = Instant::now();
+        let r = sb
+            .run(SandboxRequest { command: "true".into(), cwd: dir.to_str().unwrap().into(), timeout_ms: 30_000, ..Default::default() }, None)
+            .await
+            .unwrap();
+        boxed.push(t.elapsed());
+        assert_eq!(r.exit_code, Some(0));
+    }
+    let (p, b) = (median(plain), median(boxed));
+    println!(
+        "sandbox overhead (median of {RUNS}, `true`): run_shell_command {:.1} ms, SubprocessSandbox {:.1} ms, overhead {:.1} ms",
+        p.as_secs_f64() * 1e3,
+        b.as_secs_f64() * 1e3,
+        (b.saturating_sub(p)).as_secs_f64() * 1e3
+    );
+}
