@@ -129,8 +129,7 @@ function nativeShell(shell) {
     const controller = new AbortController();
     running.set(c.id, controller);
     try {
-      const options = Object.fromEntries(Object.entries(c.options).filter(([, v]) => v !== null));
-      return await shell.exec(c.command, { ...options, signal: controller.signal });
+      return await shell.exec(c.command, { ...c.options, signal: controller.signal });
     } finally {
       running.delete(c.id);
     }

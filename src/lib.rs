@@ -290,14 +290,6 @@ pub(crate) fn fs_tool_options(o: &Value) -> CoreResult<FsToolOptions> {
     })
 }
 
-pub(crate) fn ctx_from(ctx: &Value, cancel: Option<&CancelToken>) -> Ctx {
-    Ctx {
-        session_id: ctx.get("sessionId").and_then(Value::as_str).unwrap_or("default").to_string(),
-        turn: ctx.get("turn").and_then(Value::as_f64).map(|t| t.max(0.0) as u32).unwrap_or(0),
-        cancel: cancel.map(|c| c.inner.clone()),
-    }
-}
-
 /// The file tools over one provider with one set of options.
 #[napi]
 pub struct NativeFsTools {
@@ -327,7 +319,7 @@ impl NativeFsTools {
     pub fn call<'e>(&self, env: &'e Env, name: String, args: Value, ctx: Value, cancel: Option<&CancelToken>) -> Result<PromiseRaw<'e, String>> {
         let fs = self.fs.clone();
         let opts = self.opts.clone();
-        let ctx = ctx_from(&ctx, cancel);
+        let ctx = Ctx::from_json(&ctx, cancel.map(|c| c.inner.clone())).napi()?;
         env.spawn_future(async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await.napi() })
     }
 }

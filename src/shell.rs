@@ -66,6 +66,21 @@ pub(crate) fn exec_options(o: &Value, cancel: Option<Cancel>) -> CoreResult<Exec
     })
 }
 
+/// Exec options as a JS provider or stub receives them: unset options are absent, not null.
+fn exec_options_js(o: &ExecOptions) -> Value {
+    let mut v = json!({ "env": o.env });
+    if let Some(cwd) = &o.cwd {
+        v["cwd"] = json!(cwd);
+    }
+    if let Some(t) = o.timeout_ms {
+        v["timeoutMs"] = json!(t);
+    }
+    if let Some(s) = &o.stdin {
+        v["stdin"] = json!(s);
+    }
+    v
+}
+
 pub(crate) fn exec_result_js(r: ExecResult) -> Value {
     let mut v = json!({ "stdout": r.stdout, "stderr": r.stderr, "exitCode": r.exit_code, "timedOut": r.timed_out });
     if r.aborted {
@@ -82,9 +97,7 @@ struct JsStub(JsCallback);
 #[async_trait]
 impl ExecStub for JsStub {
     async fn answer(&self, command: &str, o: &ExecOptions) -> CoreResult<Value> {
-        self.0
-            .call(json!({ "command": command, "options": { "cwd": o.cwd, "env": o.env, "timeoutMs": o.timeout_ms, "stdin": o.stdin } }))
-            .await
+        self.0.call(json!({ "command": command, "options": exec_options_js(o) })).await
     }
 }
 
@@ -102,10 +115,7 @@ impl ShellProvider for JsShell {
     }
     async fn exec(&self, command: &str, o: ExecOptions) -> CoreResult<ExecResult> {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let call = self.cb.call(json!({
-            "op": "exec", "id": id, "command": command,
-            "options": { "cwd": o.cwd, "env": o.env, "timeoutMs": o.timeout_ms, "stdin": o.stdin }
-        }));
+        let call = self.cb.call(json!({ "op": "exec", "id": id, "command": command, "options": exec_options_js(&o) }));
         let v = match &o.cancel {
             None => call.await?,
             Some(c) => {

@@ -511,12 +511,27 @@ impl Checkpoints {
                     Observed::NotAFile | Observed::NotText => unreachable!("returned above"),
                 };
                 data.turns.entry(turn).or_default().insert(path.to_string(), Backup { before, writes: vec![record] });
-                while data.turns.len() > self.max_turns {
-                    if let Some((dropped, _)) = data.turns.pop_first() {
-                        data.dropped_through = Some(data.dropped_through.map_or(dropped, |d| d.max(dropped)));
-                    }
-                }
             }
+        }
+        self.commit(&mut sessions, session).await
+    }
+
+    /// Called when the write that `before_write` prepared failed (the provider refused it): the
+    /// file is as it was, so the record is taken back, and a turn left with no change disappears.
+    pub async fn write_failed(&self, session: &str, turn: u32, path: &str) -> Result<()> {
+        let mut sessions = self.sessions.lock().await;
+        let data = self.session(&mut sessions, session).await?;
+        let Some(files) = data.turns.get_mut(&turn) else { return Ok(()) };
+        if let Some(backup) = files.get_mut(path) {
+            if backup.writes.last().is_some_and(|r| !r.done) {
+                backup.writes.pop();
+            }
+            if backup.writes.is_empty() {
+                files.remove(path);
+            }
+        }
+        if files.is_empty() {
+            data.turns.remove(&turn);
         }
         self.commit(&mut sessions, session).await
     }
@@ -537,6 +552,12 @@ impl Checkpoints {
         }
         record.to = to;
         record.done = true;
+        // Only a write that happened counts toward maxTurns: the oldest turns go once it is known.
+        while data.turns.len() > self.max_turns {
+            if let Some((dropped, _)) = data.turns.pop_first() {
+                data.dropped_through = Some(data.dropped_through.map_or(dropped, |d| d.max(dropped)));
+            }
+        }
         self.commit(&mut sessions, session).await
     }
 

@@ -118,14 +118,14 @@ pub(crate) fn tls_config(extra_ca_pem: &[String]) -> Result<Arc<ClientConfig>> {
         let mut reader = BufReader::new(pem.as_bytes());
         let mut found = 0;
         for cert in rustls_pemfile::certs(&mut reader) {
-            let cert = cert.map_err(|e| Error::config(format!("extraCaPem[{i}] is not valid PEM: {e}")))?;
+            let cert = cert.map_err(|e| Error::config(format!("createCredentialBroker: ca[{i}] is not valid PEM: {e}")))?;
             roots
                 .add(cert)
-                .map_err(|e| Error::config(format!("extraCaPem[{i}] holds an unusable certificate: {e}")))?;
+                .map_err(|e| Error::config(format!("createCredentialBroker: ca[{i}] holds an unusable certificate: {e}")))?;
             found += 1;
         }
         if found == 0 {
-            return Err(Error::config(format!("extraCaPem[{i}] holds no PEM certificate")));
+            return Err(Error::config(format!("createCredentialBroker: ca[{i}] holds no PEM certificate")));
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());

@@ -80,6 +80,25 @@ impl Default for Ctx {
 }
 
 impl Ctx {
+    /// The tool context as JSON (`{ sessionId?, turn? }`): a wrong type is refused, never
+    /// misfiled under another session or turn.
+    pub fn from_json(v: &Value, cancel: Option<Cancel>) -> Result<Ctx> {
+        let bad = |m: &str| Error::new(Code::InvalidArguments, format!("Invalid tool context: {m}"));
+        let session_id = match v.get("sessionId") {
+            None | Some(Value::Null) => "default".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(bad("sessionId must be a string.")),
+        };
+        let turn = match v.get("turn") {
+            None | Some(Value::Null) => 0,
+            Some(t) => t
+                .as_f64()
+                .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64)
+                .ok_or_else(|| bad("turn must be a non-negative integer (the 0-based index of the user message)."))? as u32,
+        };
+        Ok(Ctx { session_id, turn, cancel })
+    }
+
     pub fn check_cancel(&self) -> Result<()> {
         match &self.cancel {
             Some(c) if c.is_cancelled() => Err(Error::aborted()),
@@ -288,10 +307,19 @@ pub(crate) async fn hooked_write(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &C
     if let Some(c) = &o.checkpoints {
         c.before_write(fs, &ctx.session_id, ctx.turn, path, bytes).await?;
     }
-    if fs.caps().write_bytes {
-        fs.write_file_bytes(path, bytes).await?;
+    let written = if fs.caps().write_bytes {
+        fs.write_file_bytes(path, bytes).await
     } else {
-        fs.write_file(path, std::str::from_utf8(bytes).map_err(|_| Error::new(Code::NotUtf8, format!("Content for {path} is not UTF-8.")))?).await?;
+        match std::str::from_utf8(bytes) {
+            Ok(text) => fs.write_file(path, text).await,
+            Err(_) => Err(Error::new(Code::NotUtf8, format!("Content for {path} is not UTF-8."))),
+        }
+    };
+    if let Err(e) = written {
+        if let Some(c) = &o.checkpoints {
+            c.write_failed(&ctx.session_id, ctx.turn, path).await?;
+        }
+        return Err(e);
     }
     if let Some(c) = &o.checkpoints {
         c.after_write(&ctx.session_id, ctx.turn, path, bytes).await?;
