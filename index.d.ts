@@ -271,3 +271,58 @@ export interface CredentialBroker {
 }
 
 export declare function createCredentialBroker(options: CredentialBrokerOptions): Promise<CredentialBroker>;
+
+/** One command for a sandbox adapter. */
+export interface SandboxRequest {
+  command: string;
+  /** Absolute host path the command runs in. */
+  cwd: string;
+  /** Exactly the variables the command gets. */
+  env: Record<string, string>;
+  timeoutMs: number;
+  stdin?: string;
+}
+
+export interface SandboxAdapter {
+  run(request: SandboxRequest, options?: { signal?: AbortSignal }): Promise<ExecResult>;
+  close?(): Promise<void>;
+}
+
+/** Runs commands on the host (no isolation), with NodeWorkspace's small base environment. */
+export declare class NoopSandbox implements SandboxAdapter {
+  constructor();
+  run(request: SandboxRequest, options?: { signal?: AbortSignal }): Promise<ExecResult>;
+  close(): Promise<void>;
+}
+
+export type SandboxNetwork = 'none' | 'default' | { allow: string[] };
+
+export interface SubprocessSandboxOptions {
+  /** The image each command runs in, as `sh -c "<command>"`. */
+  image: string;
+  /** Default 'none'. `{ allow }` needs a broker; without one it means no network. */
+  network?: SandboxNetwork;
+  broker?: CredentialBroker;
+  /** The internal network for `{ allow }`; default lousho-egress-<random>. */
+  networkName?: string;
+  /** unix:///path/to/docker.sock; default DOCKER_HOST, then /var/run/docker.sock. */
+  dockerHost?: string;
+}
+
+/** Each command in a new Docker container (Docker Engine API), cwd bind-mounted at the same path. */
+export declare class SubprocessSandbox implements SandboxAdapter {
+  constructor(options: SubprocessSandboxOptions);
+  /** The validated network policy. */
+  readonly network: SandboxNetwork;
+  readonly networkName: string;
+  run(request: SandboxRequest, options?: { signal?: AbortSignal }): Promise<ExecResult>;
+  /** Stops the egress listener and removes the network if this sandbox created it. */
+  close(): Promise<void>;
+}
+
+/** A ShellProvider over any SandboxAdapter. */
+export declare class SandboxShell implements ShellProvider {
+  constructor(adapter: SandboxAdapter, options: { cwd: string; env?: Record<string, string>; inheritEnv?: string[] | boolean });
+  readonly shell: string;
+  exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+}

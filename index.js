@@ -268,6 +268,74 @@ async function createCredentialBroker(options) {
 }
 const brokerOf = new WeakMap();
 
+const adapterOf = new WeakMap();
+
+/** The native handle of a SandboxAdapter; JS objects ({ run(request, { signal }), close?() }) are wrapped once. */
+function nativeAdapter(adapter) {
+  if (adapter && adapterOf.has(adapter)) return adapterOf.get(adapter);
+  if (!adapter || typeof adapter.run !== 'function') throw new ConfigurationError('Expected a SandboxAdapter: an object with run(request, { signal }).');
+  const running = new Map();
+  const ops = {
+    abort: (c) => { running.get(c.id)?.abort(); return null; },
+    close: () => (typeof adapter.close === 'function' ? adapter.close() : null),
+    run: async (c) => {
+      const controller = new AbortController();
+      running.set(c.id, controller);
+      try {
+        return await adapter.run(c.request, { signal: controller.signal });
+      } finally {
+        running.delete(c.id);
+      }
+    },
+  };
+  const handle = native.NativeSandbox.fromJs(callback((c) => ops[c.op](c)));
+  adapterOf.set(adapter, handle);
+  return handle;
+}
+
+function adapterMethods(cls) {
+  Object.assign(cls.prototype, {
+    run(request, options) { return withSignal(options?.signal, (token) => adapterOf.get(this).run(request, token)); },
+    close() { return lift(() => adapterOf.get(this).close()); },
+  });
+}
+
+/** Runs commands on the host, with NodeWorkspace's small base environment. */
+class NoopSandbox {
+  constructor() { adapterOf.set(this, native.NativeSandbox.noop()); }
+}
+adapterMethods(NoopSandbox);
+
+/** Runs each command as `sh -c` in a new Docker container (Docker Engine API on its unix socket). */
+class SubprocessSandbox {
+  constructor(options) {
+    const { broker, ...data } = plainOptions(options, 'SubprocessSandbox');
+    if (typeof data.image !== 'string' || !data.image) throw new ConfigurationError('SubprocessSandbox: image must be a non-empty string.');
+    let nb;
+    if (broker !== undefined) {
+      nb = brokerOf.get(broker);
+      if (!nb) throw new ConfigurationError('SubprocessSandbox: broker must come from createCredentialBroker().');
+    }
+    const handle = lift(() => native.NativeSandbox.subprocess(data, nb));
+    adapterOf.set(this, handle);
+    Object.defineProperty(this, 'network', { value: Object.freeze(handle.network), enumerable: true });
+  }
+  /** The internal network name used for allowlisted egress. */
+  get networkName() { return adapterOf.get(this).networkName; }
+}
+adapterMethods(SubprocessSandbox);
+
+/** A ShellProvider over any SandboxAdapter. */
+class SandboxShell {
+  constructor(adapter, options) {
+    const o = plainOptions(options, 'SandboxShell');
+    if (typeof o.cwd !== 'string') throw new ConfigurationError('SandboxShell: cwd must be an absolute path.');
+    shellOf.set(this, lift(() => native.NativeShell.sandbox(nativeAdapter(adapter), o.cwd, o.env ?? null, o.inheritEnv ?? null)));
+  }
+  get shell() { return shellOf.get(this).shell; }
+}
+execMethod(SandboxShell);
+
 class FileWorkspaceCheckpointStore {
   constructor(dir) {
     if (typeof dir !== 'string' || !dir) throw new ConfigurationError('FileWorkspaceCheckpointStore: dir must be a directory path.');
@@ -371,6 +439,9 @@ module.exports = {
   createFsTools,
   createShellTool,
   createCredentialBroker,
+  SandboxShell,
+  NoopSandbox,
+  SubprocessSandbox,
   WorkspaceCheckpoints,
   FileWorkspaceCheckpointStore,
   defineTool,

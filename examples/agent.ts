@@ -6,6 +6,9 @@ import {
   createFsTools,
   createShellTool,
   createCredentialBroker,
+  SandboxShell,
+  SubprocessSandbox,
+  NoopSandbox,
   WorkspaceCheckpoints,
   FileWorkspaceCheckpointStore,
   WorkspaceError,
@@ -102,3 +105,22 @@ export const remoteShell: ShellProvider = {
     return { stdout: r.out, stderr: r.err, exitCode: r.code, timedOut: false };
   },
 };
+
+export async function sandboxExample(root: string): Promise<void> {
+  const workspace = new NodeWorkspace({ root });
+  const shell = new SandboxShell(new SubprocessSandbox({ image: 'node:20-alpine', network: 'none' }), {
+    cwd: workspace.root,
+    env: { NODE_ENV: 'test' },
+    inheritEnv: ['CI'],
+  });
+  const tools = [...createFsTools(workspace), createShellTool(shell, { needsApproval: false })];
+  console.log(tools.length);
+  const broker = await createCredentialBroker({ rules: { 'api.github.com': { authorization: () => 'Bearer x' } } });
+  const sandbox = new SubprocessSandbox({ image: 'node:20-alpine', network: { allow: ['registry.npmjs.org'] }, broker });
+  const tool = createShellTool(new SandboxShell(sandbox, { cwd: '/abs/path/to/project' }), { needsApproval: false });
+  console.log(tool.name, sandbox.network);
+  const host = new SandboxShell(new NoopSandbox(), { cwd: root, inheritEnv: true });
+  await host.exec('true');
+  await sandbox.close();
+  await broker.close();
+}

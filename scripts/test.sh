@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
 # npm test: install, build the addon from source, and run every test — the Rust core's, the
 # public API's (vitest), and a strict type check of index.d.ts against an example agent.
+#
+# As root with Debian's docker.io available (CI installs it), a private Docker Engine is started
+# for the sandbox tests (scripts/dockerd-test.sh: loopback only, no bridge, no iptables) and
+# stopped by its PID at the end. Without it, the tests that need a real engine are reported as
+# skipped, never as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ ! -d node_modules/@napi-rs/cli ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
+fi
+
+if [ -z "${CORRAL_DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null && [ -x /bin/busybox ]; then
+  DOCKER_DIR=$(mktemp -d /tmp/corral-dockerd.XXXXXX)
+  trap 'scripts/dockerd-test.sh stop "$DOCKER_DIR" >/dev/null 2>&1 || true; rm -rf "$DOCKER_DIR" 2>/dev/null || true' EXIT
+  if scripts/dockerd-test.sh start "$DOCKER_DIR"; then
+    export CORRAL_DOCKER_HOST="unix://$DOCKER_DIR/docker.sock"
+  else
+    echo "(could not start a Docker Engine: the real-engine sandbox tests will be skipped)"
+  fi
 fi
 
 echo "== cargo test (core)"

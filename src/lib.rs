@@ -22,6 +22,7 @@ use corral_core::tools::{self, Ctx, FsToolOptions};
 mod broker;
 mod ckpt;
 mod jsfs;
+mod sandbox;
 mod shell;
 
 pub(crate) const SEP: char = '\u{1}';

@@ -156,6 +156,15 @@ impl NativeShell {
         NativeShell { inner: s.clone(), stub: Some(s) }
     }
 
+    /// `new SandboxShell(adapter, { cwd, env?, inheritEnv? })`.
+    #[napi(factory)]
+    pub fn sandbox(adapter: &crate::sandbox::NativeSandbox, cwd: String, env: Value, inherit_env: Value) -> Result<NativeShell> {
+        let env = env_from(&env, "SandboxShell").napi()?;
+        let inherit = inherit_from(&inherit_env, "SandboxShell").napi()?;
+        let shell = corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), cwd, env, inherit).napi()?;
+        Ok(NativeShell { inner: Arc::new(shell), stub: None })
+    }
+
     #[napi(factory)]
     pub fn from_js(dispatch: JsFn, shell: Option<String>) -> NativeShell {
         NativeShell { inner: Arc::new(JsShell { cb: JsCallback(Arc::new(dispatch)), shell, next: Default::default() }), stub: None }

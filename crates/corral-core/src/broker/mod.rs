@@ -122,6 +122,8 @@ pub struct Broker {
     local: SocketAddr,
     url: String,
     closed: AtomicBool,
+    /// The listeners `listen` added, by URL, each stoppable on its own (`unlisten`).
+    extra: std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
 }
 
 /// Headers a rule may not set: they frame or route the request.
@@ -182,8 +184,15 @@ impl Broker {
             token: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
-        accept_loop(Arc::new(Listener { shared: shared.clone(), allow, local }), listener, None);
-        Ok(Arc::new(Broker { shared, local, url: format!("http://{local}"), closed: AtomicBool::new(false) }))
+        let stop = shared.token.clone();
+        accept_loop(Arc::new(Listener { shared: shared.clone(), allow, local }), listener, None, stop);
+        Ok(Arc::new(Broker {
+            shared,
+            local,
+            url: format!("http://{local}"),
+            closed: AtomicBool::new(false),
+            extra: Default::default(),
+        }))
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -243,12 +252,27 @@ impl Broker {
         let allow = parse_patterns(&allow)?;
         let listener = bind(SocketAddr::new(ip, 0))?;
         let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
+        let stop = self.shared.token.child_token();
         accept_loop(
             Arc::new(Listener { shared: self.shared.clone(), allow, local }),
             listener,
             Some(clients_net.trunc()),
+            stop.clone(),
         );
-        Ok(format!("http://{local}"))
+        let url = format!("http://{local}");
+        self.extra.lock().unwrap().insert(url.clone(), stop);
+        Ok(url)
+    }
+
+    /// Stops a listener `listen` added (its URL); the broker's own listener is not affected.
+    pub fn unlisten(&self, url: &str) -> Result<()> {
+        match self.extra.lock().unwrap().remove(url) {
+            Some(stop) => {
+                stop.cancel();
+                Ok(())
+            }
+            None => Err(Error::config(format!("unlisten: no listener at {url}"))),
+        }
     }
 
     /// Stops every listener and drops every open connection and tunnel; returns once all of
@@ -293,12 +317,12 @@ fn bind(addr: SocketAddr) -> Result<TcpListener> {
     listen().map_err(|e| Error::new(Code::Io, format!("The credential broker cannot listen on {addr}: {}", e.kind())))
 }
 
-fn accept_loop(listener: Arc<Listener>, socket: TcpListener, clients: Option<IpNet>) {
+fn accept_loop(listener: Arc<Listener>, socket: TcpListener, clients: Option<IpNet>, stop: tokio_util::sync::CancellationToken) {
     let shared = listener.shared.clone();
     shared.clone().tracker.spawn(async move {
         loop {
             let accepted = tokio::select! {
-                _ = shared.token.cancelled() => break,
+                _ = stop.cancelled() => break,
                 accepted = socket.accept() => accepted,
             };
             match accepted {
@@ -316,7 +340,7 @@ fn accept_loop(listener: Arc<Listener>, socket: TcpListener, clients: Option<IpN
                 }
                 // Out of descriptors and the like: wait a little instead of spinning.
                 Err(_) => tokio::select! {
-                    _ = shared.token.cancelled() => break,
+                    _ = stop.cancelled() => break,
                     _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 },
             }

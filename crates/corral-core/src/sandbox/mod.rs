@@ -297,3 +297,14 @@ impl Drop for AbortOnDrop {
         }
     }
 }
+
+/// The credential broker is the egress proxy of allowlisted sandboxes.
+#[async_trait]
+impl EgressBroker for crate::broker::Broker {
+    async fn listen(&self, host: &str, clients: &str, allow: Vec<String>) -> Result<String> {
+        crate::broker::Broker::listen(self, host, clients, allow).await
+    }
+    async fn unlisten(&self, url: &str) -> Result<()> {
+        crate::broker::Broker::unlisten(self, url)
+    }
+}

@@ -1,0 +1,161 @@
+//! Sandbox adapters (NoopSandbox, SubprocessSandbox, adapters written in JS) and SandboxShell.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::{json, Value};
+
+use corral_core::error::{Code, Error as CoreError};
+use corral_core::sandbox::{
+    EgressBroker, Network, NoopSandbox, SandboxAdapter, SandboxRequest, SubprocessSandbox, SubprocessSandboxOptions,
+};
+use corral_core::shell::{exec_result_from_json, Cancel, ExecResult};
+
+use crate::broker::NativeBroker;
+use crate::shell::{env_from, exec_result_js};
+use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
+
+fn request_js(r: &SandboxRequest) -> Value {
+    let mut v = json!({ "command": r.command, "cwd": r.cwd, "env": r.env, "timeoutMs": r.timeout_ms });
+    if let Some(s) = &r.stdin {
+        v["stdin"] = json!(s);
+    }
+    v
+}
+
+fn request_from(v: &Value) -> CoreResult<SandboxRequest> {
+    let bad = |f: &str| CoreError::new(Code::InvalidArguments, format!("Sandbox request: {f} is missing or has the wrong type."));
+    Ok(SandboxRequest {
+        command: v.get("command").and_then(Value::as_str).ok_or_else(|| bad("command"))?.to_string(),
+        cwd: v.get("cwd").and_then(Value::as_str).ok_or_else(|| bad("cwd"))?.to_string(),
+        env: env_from(v.get("env").unwrap_or(&Value::Null), "Sandbox request").map_err(|_| bad("env"))?,
+        timeout_ms: match v.get("timeoutMs") {
+            None | Some(Value::Null) => 0,
+            Some(t) => t.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| bad("timeoutMs"))? as u64,
+        },
+        stdin: v.get("stdin").and_then(Value::as_str).map(str::to_string),
+    })
+}
+
+/// A `SandboxAdapter` written in JavaScript: `{ op: 'run', id, request }`, `{ op: 'abort', id }`,
+/// `{ op: 'close' }`.
+struct JsAdapter {
+    cb: JsCallback,
+    next: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait]
+impl SandboxAdapter for JsAdapter {
+    async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> CoreResult<ExecResult> {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let call = self.cb.call(json!({ "op": "run", "id": id, "request": request_js(&req) }));
+        let v = match &cancel {
+            None => call.await?,
+            Some(c) => {
+                tokio::pin!(call);
+                tokio::select! {
+                    v = &mut call => v?,
+                    _ = c.cancelled() => {
+                        let _ = self.cb.call(json!({ "op": "abort", "id": id })).await;
+                        call.await?
+                    }
+                }
+            }
+        };
+        exec_result_from_json(&v)
+    }
+    async fn close(&self) -> CoreResult<()> {
+        self.cb.call(json!({ "op": "close" })).await.map(|_| ())
+    }
+}
+
+fn network_from(v: &Value) -> CoreResult<Network> {
+    match v {
+        Value::Null => Ok(Network::None),
+        Value::String(s) if s == "none" => Ok(Network::None),
+        Value::String(s) if s == "default" => Ok(Network::Default),
+        Value::Object(o) => match o.get("allow") {
+            Some(Value::Array(hosts)) => hosts
+                .iter()
+                .map(|h| h.as_str().map(str::to_string).ok_or_else(|| CoreError::config("SubprocessSandbox: network.allow must be an array of host names.")))
+                .collect::<CoreResult<Vec<_>>>()
+                .map(Network::Allow),
+            _ => Err(CoreError::config("SubprocessSandbox: network must be 'none', 'default' or { allow: [hosts] }.")),
+        },
+        _ => Err(CoreError::config("SubprocessSandbox: network must be 'none', 'default' or { allow: [hosts] }.")),
+    }
+}
+
+fn network_js(n: &Network) -> Value {
+    match n {
+        Network::None => json!("none"),
+        Network::Default => json!("default"),
+        Network::Allow(hosts) => json!({ "allow": hosts }),
+    }
+}
+
+#[napi]
+pub struct NativeSandbox {
+    pub(crate) inner: Arc<dyn SandboxAdapter>,
+    subprocess: Option<Arc<SubprocessSandbox>>,
+}
+
+#[napi]
+impl NativeSandbox {
+    #[napi(factory)]
+    pub fn noop() -> NativeSandbox {
+        NativeSandbox { inner: Arc::new(NoopSandbox::new()), subprocess: None }
+    }
+
+    #[napi(factory)]
+    pub fn subprocess(options: Value, broker: Option<&NativeBroker>) -> Result<NativeSandbox> {
+        let text = |k: &str| -> CoreResult<Option<String>> {
+            match options.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(CoreError::config(format!("SubprocessSandbox: {k} must be a string."))),
+            }
+        };
+        let o = SubprocessSandboxOptions {
+            image: text("image").napi()?.unwrap_or_default(),
+            network: network_from(options.get("network").unwrap_or(&Value::Null)).napi()?,
+            broker: broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>),
+            network_name: text("networkName").napi()?,
+            docker_host: text("dockerHost").napi()?,
+        };
+        let s = Arc::new(SubprocessSandbox::new(o).napi()?);
+        Ok(NativeSandbox { inner: s.clone(), subprocess: Some(s) })
+    }
+
+    #[napi(factory)]
+    pub fn from_js(dispatch: JsFn) -> NativeSandbox {
+        NativeSandbox { inner: Arc::new(JsAdapter { cb: JsCallback(Arc::new(dispatch)), next: Default::default() }), subprocess: None }
+    }
+
+    /// `sandbox.network`: the validated policy.
+    #[napi(getter)]
+    pub fn network(&self) -> Value {
+        self.subprocess.as_ref().map(|s| network_js(s.network())).unwrap_or(Value::Null)
+    }
+
+    #[napi(getter)]
+    pub fn network_name(&self) -> Option<String> {
+        self.subprocess.as_ref().map(|s| s.network_name().to_string())
+    }
+
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn run<'e>(&self, env: &'e Env, request: Value, cancel: Option<&CancelToken>) -> Result<PromiseRaw<'e, Value>> {
+        let a = self.inner.clone();
+        let req = request_from(&request).napi()?;
+        let cancel = cancel.map(|c| c.inner.clone());
+        env.spawn_future(async move { a.run(req, cancel).await.map(exec_result_js).napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ()>> {
+        let a = self.inner.clone();
+        env.spawn_future(async move { a.close().await.napi() })
+    }
+}
