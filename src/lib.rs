@@ -79,6 +79,23 @@ impl JsCallback {
     }
 }
 
+impl JsCallback {
+    /// Calls with `arg`; when `cancel` fires first, sends `{ op: 'abort', id }` so the JS side can
+    /// abort its own work, then waits for the call to settle.
+    pub async fn call_cancellable(&self, arg: Value, id: u64, cancel: Option<&tokio_util::sync::CancellationToken>) -> CoreResult<Value> {
+        let call = self.call(arg);
+        let Some(c) = cancel else { return call.await };
+        tokio::pin!(call);
+        tokio::select! {
+            v = &mut call => v,
+            _ = c.cancelled() => {
+                let _ = self.call(json!({ "op": "abort", "id": id })).await;
+                call.await
+            }
+        }
+    }
+}
+
 /// A cancel flag JS flips when an `AbortSignal` fires.
 #[napi]
 pub struct CancelToken {

@@ -50,20 +50,7 @@ struct JsAdapter {
 impl SandboxAdapter for JsAdapter {
     async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> CoreResult<ExecResult> {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let call = self.cb.call(json!({ "op": "run", "id": id, "request": request_js(&req) }));
-        let v = match &cancel {
-            None => call.await?,
-            Some(c) => {
-                tokio::pin!(call);
-                tokio::select! {
-                    v = &mut call => v?,
-                    _ = c.cancelled() => {
-                        let _ = self.cb.call(json!({ "op": "abort", "id": id })).await;
-                        call.await?
-                    }
-                }
-            }
-        };
+        let v = self.cb.call_cancellable(json!({ "op": "run", "id": id, "request": request_js(&req) }), id, cancel.as_ref()).await?;
         exec_result_from_json(&v)
     }
     async fn close(&self) -> CoreResult<()> {

@@ -115,20 +115,7 @@ impl ShellProvider for JsShell {
     }
     async fn exec(&self, command: &str, o: ExecOptions) -> CoreResult<ExecResult> {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let call = self.cb.call(json!({ "op": "exec", "id": id, "command": command, "options": exec_options_js(&o) }));
-        let v = match &o.cancel {
-            None => call.await?,
-            Some(c) => {
-                tokio::pin!(call);
-                tokio::select! {
-                    v = &mut call => v?,
-                    _ = c.cancelled() => {
-                        let _ = self.cb.call(json!({ "op": "abort", "id": id })).await;
-                        call.await?
-                    }
-                }
-            }
-        };
+        let v = self.cb.call_cancellable(json!({ "op": "exec", "id": id, "command": command, "options": exec_options_js(&o) }), id, o.cancel.as_ref()).await?;
         exec_result_from_json(&v)
     }
 }

@@ -113,7 +113,8 @@ pub(crate) fn normalize_host(s: &str) -> Option<String> {
     normalize_dns_name(s)
 }
 
-fn normalize_dns_name(s: &str) -> Option<String> {
+/// A DNS name in the form patterns are compared with (lower case, no trailing dot), or `None`.
+pub(crate) fn normalize_dns_name(s: &str) -> Option<String> {
     let s = s.strip_suffix('.').unwrap_or(s);
     if s.is_empty() || s.len() > 253 {
         return None;

@@ -18,8 +18,8 @@
 //!   request to the same host, port and scheme; upstream connections are never shared between
 //!   clients.
 
-mod host;
-mod proxy;
+pub(crate) mod host;
+pub(crate) mod proxy;
 mod upstream;
 
 #[cfg(test)]
@@ -126,21 +126,9 @@ pub struct Broker {
     extra: std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
 }
 
-/// Headers a rule may not set: they frame or route the request.
-const RESERVED_HEADERS: [&str; 12] = [
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "upgrade",
-    "expect",
-];
+/// Beyond the hop-by-hop headers (never forwarded at all): headers that frame or route the
+/// request, which a rule may not set either.
+const RESERVED_HEADERS: [&str; 3] = ["host", "content-length", "expect"];
 
 impl Broker {
     /// Validates the options (a URL, a port or a malformed name as a host is a
@@ -156,7 +144,7 @@ impl Broker {
             for (name, source) in headers {
                 let header = HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| Error::config(format!("rules[\"{pattern}\"]: \"{name}\" is not a valid header name")))?;
-                if RESERVED_HEADERS.contains(&header.as_str()) {
+                if RESERVED_HEADERS.contains(&header.as_str()) || proxy::HOP_BY_HOP.contains(&header.as_str()) {
                     return Err(Error::config(format!("rules[\"{pattern}\"]: the {header} header cannot be set by a rule")));
                 }
                 if parsed.iter().any(|(n, _)| *n == header) {

@@ -38,7 +38,7 @@ pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Headers that describe one connection and are never forwarded, in either direction.
-const HOP_BY_HOP: [&str; 9] = [
+pub(crate) const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "proxy-connection",
     "keep-alive",

@@ -117,27 +117,7 @@ pub fn validate_host(s: &str) -> Result<String> {
 }
 
 fn dns_name(s: &str) -> Option<String> {
-    let s = s.strip_suffix('.').unwrap_or(s);
-    if s.is_empty() || s.len() > 253 {
-        return None;
-    }
-    let mut last = "";
-    for label in s.split('.') {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            && !label.starts_with('-')
-            && !label.ends_with('-');
-        if !ok {
-            return None;
-        }
-        last = label;
-    }
-    // A last label of digits makes it an IPv4 address to resolvers.
-    if last.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some(s.to_ascii_lowercase())
+    crate::broker::host::normalize_dns_name(s)
 }
 
 /// A [`ShellProvider`] over a [`SandboxAdapter`] (spec: `SandboxShell(adapter, { cwd, env?,
