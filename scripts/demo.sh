@@ -2,7 +2,7 @@
 # npm run demo: build the addon if needed, then run the scripted agent session.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -d node_modules/@napi-rs/cli ]; then npm ci --no-audit --no-fund; fi
+if [ ! -d node_modules/@napi-rs/cli ]; then npm install --no-audit --no-fund; fi
 if ! ls corral.*.node >/dev/null 2>&1 || [ ! -f binding.js ]; then
   echo "Building the corral addon (first run only, a few minutes)…"
   npx napi build --platform --js binding.js --dts binding.d.ts

@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ ! -d node_modules/@napi-rs/cli ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund
+  # `npm install`, not `npm ci`: the per-platform optional packages are published with a release,
+  # so they are not in the lock file; every other version is pinned by package-lock.json.
+  npm install --no-audit --no-fund
 fi
 
 if [ -z "${CORRAL_DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null && [ -x /bin/busybox ]; then

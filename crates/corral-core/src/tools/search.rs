@@ -293,7 +293,9 @@ impl Grep {
         let text = String::from_utf8_lossy(bytes);
         let mut hits = FileHits { path: path.to_string(), lines: Vec::new(), count: 0 };
         let already = self.spent_nanos.load(Ordering::Relaxed);
-        for (i, line) in text.split('\n').enumerate() {
+        // A final newline ends the last line; it does not start another.
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        for (i, line) in body.split('\n').enumerate() {
             if i % 1024 == 1023 && (self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos) {
                 self.slow.store(!self.cancel.as_ref().is_some_and(|c| c.is_cancelled()), Ordering::Relaxed);
                 self.stop.store(true, Ordering::Relaxed);

@@ -112,4 +112,6 @@ async fn glob_and_grep() {
     assert_eq!(run(&fs, "grep", json!({"pattern": "const b", "glob": "*.ts"})).await.unwrap(), "src/a.ts:2: const b = 2;\nsrc/lib/b.ts:1: export const b = 2;");
     assert_eq!(run(&fs, "grep", json!({"pattern": "EXPORT D", "ignore_case": true})).await.unwrap(), "src/c.js:1: export default 3;");
     assert_eq!(run(&fs, "grep", json!({"pattern": "nothing here"})).await.unwrap(), "No matches found.");
+    // The newline that ends a file's last line does not start another line.
+    assert_eq!(run(&fs, "grep", json!({"pattern": "^$", "path": "src/c.js"})).await.unwrap(), "No matches found.");
 }

@@ -1,0 +1,73 @@
+// grep is fenced in: a time budget for matching, an abort that stops it at once, and the
+// backtracking engine's step limit reported as a slow pattern.
+import { describe, it, expect, afterAll } from 'vitest';
+import { NodeWorkspace, MemoryWorkspace, createFsTools } from 'corral';
+import { tempTree, jsProvider } from './helpers.mjs';
+
+const trees = [];
+afterAll(() => trees.forEach((t) => t.cleanup()));
+
+// Many files of many lines: enough matching work that a 1 ms budget cannot cover it.
+const manyFiles = () => {
+  const line = 'the quick brown fox jumps over the lazy dog 0123456789\n'.repeat(2000);
+  return Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`d${i % 10}/f${i}.txt`, line]));
+};
+
+const providers = {
+  NodeWorkspace: (files) => { const t = tempTree(files); trees.push(t); return new NodeWorkspace({ root: t.root }); },
+  MemoryWorkspace: (files) => new MemoryWorkspace({ files }),
+  'a JS provider': (files) => { const t = tempTree(files); trees.push(t); return jsProvider(t.root); },
+};
+
+for (const [label, make] of Object.entries(providers)) {
+  describe(`grep limits over ${label}`, () => {
+    it('a pattern that exhausts the backtracking engine is a Timeout tool error naming the files scanned', async () => {
+      const grep = createFsTools(make({ 'a.txt': `${'a'.repeat(40)}!\n` })).find((t) => t.name === 'grep');
+      const e = await grep.execute({ pattern: '^(a|a)*\\1$' }).catch((x) => x);
+      expect(e.name).toBe('WorkspaceError');
+      expect(e.code).toBe('Timeout');
+      expect(e.message).toMatch(/\d+ files? scanned/);
+    });
+
+    it('matching beyond grepTimeoutMs stops with a Timeout error naming how many files were scanned', async () => {
+      const grep = createFsTools(make(manyFiles()), { grepTimeoutMs: 1 }).find((t) => t.name === 'grep');
+      const e = await grep.execute({ pattern: 'fox (jumps|leaps) over the [a-z]+ dog \\d{10}$' }).catch((x) => x);
+      expect(e.code).toBe('Timeout');
+      expect(e.message).toMatch(/1 ms/);
+      expect(e.message).toMatch(/\(\d+ files scanned\)/);
+    });
+
+    it('the same search within its budget finds every match', async () => {
+      const grep = createFsTools(make(manyFiles()), { maxResults: 1 }).find((t) => t.name === 'grep');
+      const out = await grep.execute({ pattern: 'fox (jumps|leaps) over' });
+      expect(out.split('\n').at(-1)).toBe('(Showing the first 1 of 400,000 matches. Narrow the pattern, path or glob to see the rest.)');
+    });
+
+    it('an aborted signal stops grep with an Aborted tool error', async () => {
+      const grep = createFsTools(make(manyFiles())).find((t) => t.name === 'grep');
+      const already = new AbortController();
+      already.abort();
+      await expect(grep.execute({ pattern: 'fox' }, { signal: already.signal })).rejects.toMatchObject({ name: 'WorkspaceError', code: 'Aborted' });
+      const ac = new AbortController();
+      const running = grep.execute({ pattern: '(fox|dog)+ \\d+$' }, { signal: ac.signal });
+      ac.abort();
+      const r = await running.then((v) => v, (x) => x);
+      // Either it had already finished (a string), or it stopped with Aborted: never any other error.
+      if (typeof r !== 'string') expect(r.code).toBe('Aborted');
+    });
+  });
+}
+
+describe('grep over a large tree with an abort mid-way', () => {
+  it('stops at once when the signal fires during the walk', async () => {
+    const t = tempTree(Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`p${i % 30}/f${i}.txt`, 'needle in a haystack\n'.repeat(300)])));
+    trees.push(t);
+    const grep = createFsTools(new NodeWorkspace({ root: t.root }), { maxFilesScanned: 100_000 }).find((x) => x.name === 'grep');
+    const ac = new AbortController();
+    const p = grep.execute({ pattern: 'needle (in|on) a \\w+$' }, { signal: ac.signal });
+    setTimeout(() => ac.abort(), 5);
+    const r = await p.then((v) => v, (x) => x);
+    if (typeof r !== 'string') expect(r).toMatchObject({ name: 'WorkspaceError', code: 'Aborted' });
+    else expect(r).toMatch(/needle/);
+  });
+});
