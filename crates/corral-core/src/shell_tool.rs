@@ -153,13 +153,13 @@ pub fn result_json(r: &ExecResult, timeout_ms: u64, max_output_chars: usize) -> 
         m.insert("timedOut".into(), Value::Bool(true));
         m.insert(
             "note".into(),
-            Value::from(format!("The command was stopped after {timeout_ms} ms (timeout) and its process group killed.")),
+            Value::from(format!("The command was stopped after {timeout_ms} ms (timeout); it and every process it started were killed.")),
         );
     } else if r.aborted {
         m.insert("aborted".into(), Value::Bool(true));
         m.insert(
             "note".into(),
-            Value::from("The command was aborted (the run was cancelled) and its process group killed."),
+            Value::from("The command was aborted (the run was cancelled); it and every process it started were killed."),
         );
     } else if let (None, Some(sig)) = (r.exit_code, &r.signal) {
         m.insert("note".into(), Value::from(format!("The command was killed by {sig}.")));
@@ -369,7 +369,7 @@ mod tests {
         assert_eq!(v["timedOut"], true);
         assert_eq!(v["exitCode"], Value::Null);
         assert_eq!(v["stdout"], "x\n");
-        assert_eq!(v["note"], "The command was stopped after 300 ms (timeout) and its process group killed.");
+        assert_eq!(v["note"], "The command was stopped after 300 ms (timeout); it and every process it started were killed.");
         assert!(v.get("aborted").is_none());
     }
 
