@@ -37,8 +37,18 @@ export type WorkspaceErrorCode =
 
 export declare class WorkspaceError extends Error {
   constructor(message: string, code?: WorkspaceErrorCode | string, options?: { cause?: unknown });
+  constructor(message: string, options: { code?: WorkspaceErrorCode | string; cause?: unknown });
   readonly name: 'WorkspaceError';
   code: WorkspaceErrorCode | string;
+}
+
+/**
+ * What a sandbox run rejects with when allowlisted egress cannot be enforced (Docker Desktop,
+ * rootless Docker, a remote daemon, a reused non-internal network, an Engine before 25.0.5).
+ */
+export interface SandboxEgressError extends Error {
+  name: 'SandboxEgressError';
+  code: 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED';
 }
 
 export declare class ConfigurationError extends Error {

@@ -8,7 +8,12 @@ const native = require('./binding.js');
 const SEP = '\u0001';
 
 class WorkspaceError extends Error {
+  /** `new WorkspaceError(message, code?, options?)`; `(message, { cause })` works too. */
   constructor(message, code = 'Io', options) {
+    if (code !== null && typeof code === 'object') {
+      options = code;
+      code = options.code ?? 'Io';
+    }
     super(message, options);
     this.name = 'WorkspaceError';
     this.code = code;
@@ -33,6 +38,11 @@ function liftError(e) {
   if (i > 0) {
     const code = e.message.slice(0, i);
     const message = e.message.slice(i + 1);
+    if (code === 'ForeignError' && foreign.has(Number(message))) {
+      const original = foreign.get(Number(message));
+      foreign.delete(Number(message));
+      return original;
+    }
     if (code === 'ConfigurationError') return new ConfigurationError(message);
     if (code === 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED') {
       const err = new Error(message);
@@ -59,10 +69,22 @@ function lift(fn) {
 /** The native handle of a provider; JS objects are wrapped once. */
 const nativeOf = new WeakMap();
 
+// Errors thrown by user JavaScript (a provider, a stub, a callback) that are not WorkspaceErrors
+// cross the core as an id and are rethrown to the caller as they were: they are bugs or
+// failures for the program, not tool errors for the model.
+const foreign = new Map();
+let foreignId = 0;
+
 function errorRecord(e) {
-  const code = e && typeof e.code === 'string' ? e.code : 'Io';
-  const message = e && typeof e.message === 'string' ? e.message : String(e);
-  return { err: { code, message } };
+  const isOurs = e instanceof WorkspaceError || e instanceof ConfigurationError || e?.name === 'WorkspaceError' || e?.code === 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED';
+  if (isOurs) {
+    const code = typeof e.code === 'string' ? e.code : e.name === 'ConfigurationError' ? 'ConfigurationError' : 'Io';
+    return { err: { code, message: String(e.message) } };
+  }
+  const id = ++foreignId;
+  foreign.set(id, e);
+  if (foreign.size > 1000) foreign.delete(foreign.keys().next().value); // one the core dropped
+  return { err: { code: 'ForeignError', message: String(id) } };
 }
 
 const toBase64 = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');

@@ -500,7 +500,8 @@ describe('SubprocessSandbox against a fake Engine API server', () => {
       Entrypoint: ['sh', '-c'],
       Cmd: ['make test'],
       WorkingDir: sub,
-      HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'bind', Source: sub, Target: sub }] },
+      // The container sees the whole of the shell's cwd at the same path, and starts in sub/.
+      HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'bind', Source: t.root, Target: t.root }] },
     });
     expect(envOf({ body: create })).toEqual({ GIVEN: 'yes' });
     expect(engine.callsTo('DELETE', '/containers/')[0].path).toContain('force=1');

@@ -262,11 +262,23 @@ describe("MemoryWorkspace's programmed exec stub", () => {
     ]);
   });
 
-  it('a stub that throws rejects exec with a WorkspaceError carrying its message', async () => {
-    const m = new MemoryWorkspace({ exec: () => { throw new Error('boom'); } });
+  it('a stub that throws rejects exec with the very error it threw (a bug, not a tool error)', async () => {
+    const boom = new TypeError('boom');
+    const m = new MemoryWorkspace({ exec: () => { throw boom; } });
+    const e = await m.exec('x').catch((err) => err);
+    expect(e).toBe(boom);
+    const tool = createShellTool(m, { needsApproval: false });
+    const registry = new ToolRegistry().register(tool);
+    await expect(registry.execute('shell', { command: 'x' })).rejects.toBe(boom);
+  });
+
+  it('a stub that throws a WorkspaceError gives the model a tool error with its message and code', async () => {
+    const m = new MemoryWorkspace({ exec: () => { throw new WorkspaceError('sandbox is gone', 'Io'); } });
     const e = await m.exec('x').catch((err) => err);
     expect(e).toBeInstanceOf(WorkspaceError);
-    expect(e.message).toContain('boom');
+    expect(e.message).toBe('sandbox is gone');
+    const registry = new ToolRegistry().register(createShellTool(m, { needsApproval: false }));
+    expect(await registry.execute('shell', { command: 'x' })).toEqual({ error: 'WorkspaceError', toolName: 'shell', message: 'sandbox is gone' });
   });
 });
 

@@ -97,7 +97,11 @@ impl FsProvider for JsFs {
     }
     async fn real_path(&self, path: &str) -> CoreResult<String> {
         match self.op("realPath", path, json!({})).await? {
-            Value::String(s) => corral_core::path::normalize(&s, corral_core::path::Flavor::Both),
+            // The provider's answer is checked like any path, but a refusal names the path asked
+            // about: the answer may be a host path that must not reach the model.
+            Value::String(s) => corral_core::path::normalize(&s, corral_core::path::Flavor::Both).map_err(|e| {
+                Error::new(e.code, format!("Path is outside the workspace: {path} (the provider's realPath leads out of the root)"))
+            }),
             other => Err(bad("realPath", &other)),
         }
     }

@@ -36,7 +36,7 @@ pub(crate) fn code_from(s: &str) -> Code {
     use Code::*;
     [
         NotFound, OutsideWorkspace, Denied, NotAFile, IsADirectory, TooLarge, NotUtf8, NoMatch, Ambiguous, InvalidPattern,
-        InvalidArguments, Timeout, Aborted, CommandRefused, ReadOnly, Io, Configuration, EgressUnsupported,
+        InvalidArguments, Timeout, Aborted, CommandRefused, ReadOnly, Io, Configuration, EgressUnsupported, Foreign,
     ]
     .into_iter()
     .find(|c| c.as_str() == s)

@@ -27,6 +27,9 @@ pub enum Code {
     Configuration,
     /// `LOUSHO_SANDBOX_EGRESS_UNSUPPORTED`: allowlisted egress cannot be enforced here.
     EgressUnsupported,
+    /// An error thrown by JavaScript code (a provider, a stub, a callback) that is not a
+    /// `WorkspaceError`: carried through the core and rethrown as it was, never shown to a model.
+    Foreign,
 }
 
 impl Code {
@@ -50,6 +53,7 @@ impl Code {
             Code::Io => "Io",
             Code::Configuration => "ConfigurationError",
             Code::EgressUnsupported => "LOUSHO_SANDBOX_EGRESS_UNSUPPORTED",
+            Code::Foreign => "ForeignError",
         }
     }
 }

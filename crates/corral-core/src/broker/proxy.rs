@@ -136,6 +136,10 @@ async fn handle(client: Arc<Client>, req: Request<Incoming>) -> Response<ProxyBo
     if req.method() == Method::CONNECT {
         return tunnel(listener, req).await;
     }
+    // TRACE echoes the request, injected credentials included, back to the command.
+    if req.method() == Method::TRACE || req.method().as_str().eq_ignore_ascii_case("TRACK") {
+        return refuse(StatusCode::METHOD_NOT_ALLOWED, "TRACE and TRACK are not proxied");
+    }
     let uri = req.uri().clone();
     let Some(scheme) = uri.scheme_str() else {
         return local(&client, req).await;

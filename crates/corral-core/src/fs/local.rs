@@ -176,7 +176,7 @@ impl LocalFs {
             return Err(escape(&rel));
         }
         let name = host.file_name().ok_or_else(|| escape(&rel))?;
-        let mut tmp = tempfile_in(&real_parent, name).map_err(|e| Error::io(&rel, &e))?;
+        let mut tmp = tempfile_in(&real_parent).map_err(|e| Error::io(&rel, &e))?;
         let result = (|| -> std::io::Result<()> {
             tmp.1.write_all(content)?;
             tmp.1.flush()?;
@@ -206,11 +206,12 @@ impl Drop for TempFile {
     }
 }
 
-fn tempfile_in(dir: &Path, name: &std::ffi::OsStr) -> std::io::Result<TempFile> {
+fn tempfile_in(dir: &Path) -> std::io::Result<TempFile> {
     use rand::Rng;
     for _ in 0..16 {
         let suffix: u64 = rand::thread_rng().gen();
-        let tmp = dir.join(format!(".{}.corral-{suffix:016x}.tmp", name.to_string_lossy()));
+        // A fixed-length name: a target whose own name is near the 255-byte limit still works.
+        let tmp = dir.join(format!(".corral-{suffix:016x}.tmp"));
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(f) => return Ok(TempFile(tmp, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -255,7 +256,88 @@ impl FsProvider for LocalFs {
     }
 
     async fn stat(&self, path: &str) -> Result<Option<Stat>> {
-        let (_, host) = self.resolve(path)?;
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.stat_sync(&path)).await
+    }
+
+    async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.readdir_sync(&path)).await
+    }
+
+    async fn mkdir(&self, path: &str) -> Result<()> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.mkdir_sync(&path)).await
+    }
+
+    async fn rm(&self, path: &str, recursive: bool) -> Result<()> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.rm_sync(&path, recursive)).await
+    }
+
+    fn caps(&self) -> Caps {
+        Caps { read_bytes: true, write_bytes: true, mode: cfg!(unix), real_path: true }
+    }
+
+    async fn read_file_bytes(&self, path: &str) -> Result<Vec<u8>> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.read_bytes_sync(&path)).await
+    }
+
+    async fn write_file_bytes(&self, path: &str, content: &[u8]) -> Result<()> {
+        let (this, path, content) = (self.clone(), path.to_string(), content.to_vec());
+        blocking(move || this.write_bytes_sync(&path, &content)).await
+    }
+
+    #[cfg(unix)]
+    async fn get_mode(&self, path: &str) -> Result<u32> {
+        use std::os::unix::fs::PermissionsExt;
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || {
+            let (rel, host) = this.resolve(&path)?;
+            let meta = std::fs::metadata(&host).map_err(|e| Error::io(&rel, &e))?;
+            Ok(meta.permissions().mode() & 0o7777)
+        })
+        .await
+    }
+
+    #[cfg(unix)]
+    async fn chmod(&self, path: &str, mode: u32) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || {
+            let (rel, host) = this.resolve(&path)?;
+            std::fs::set_permissions(&host, std::fs::Permissions::from_mode(mode & 0o7777)).map_err(|e| Error::io(&rel, &e))
+        })
+        .await
+    }
+
+    async fn real_path(&self, path: &str) -> Result<String> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.real_relative(&path)).await
+    }
+
+    fn as_local(&self) -> Option<&LocalFs> {
+        Some(self)
+    }
+}
+
+impl LocalFs {
+    fn stat_sync(&self, path: &str) -> Result<Option<Stat>> {
+        let host = match self.resolve(path) {
+            Ok((_, host)) => host,
+            Err(e) => {
+                // A link that dangles or leads out of the root is reported as the link it is.
+                if let Ok((_, own)) = self.resolve_nofollow(path) {
+                    if let Ok(m) = std::fs::symlink_metadata(&own) {
+                        if m.file_type().is_symlink() {
+                            return Ok(Some(Stat { kind: EntryType::Symlink, size: m.len() }));
+                        }
+                    }
+                }
+                return Err(e);
+            }
+        };
         match std::fs::metadata(&host) {
             Ok(m) => Ok(Some(Stat { kind: entry_type(m.file_type()), size: m.len() })),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => Ok(None),
@@ -263,28 +345,23 @@ impl FsProvider for LocalFs {
         }
     }
 
-    async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
+    fn readdir_sync(&self, path: &str) -> Result<Vec<DirEntry>> {
         let (rel, host) = self.resolve(path)?;
-        let this = self.clone();
-        blocking(move || {
-            let meta = std::fs::metadata(&host).map_err(|e| Error::io(&rel, &e))?;
-            if !meta.is_dir() {
-                return Err(Error::new(Code::NotAFile, format!("Not a directory: {rel}")));
-            }
-            let _ = &this;
-            let mut out = Vec::new();
-            for entry in std::fs::read_dir(&host).map_err(|e| Error::io(&rel, &e))? {
-                let entry = entry.map_err(|e| Error::io(&rel, &e))?;
-                let kind = entry.file_type().map(entry_type).unwrap_or(EntryType::Other);
-                out.push(DirEntry { name: entry.file_name().to_string_lossy().into_owned(), kind });
-            }
-            out.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(out)
-        })
-        .await
+        let meta = std::fs::metadata(&host).map_err(|e| Error::io(&rel, &e))?;
+        if !meta.is_dir() {
+            return Err(Error::new(Code::NotAFile, format!("Not a directory: {rel}")));
+        }
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&host).map_err(|e| Error::io(&rel, &e))? {
+            let entry = entry.map_err(|e| Error::io(&rel, &e))?;
+            let kind = entry.file_type().map(entry_type).unwrap_or(EntryType::Other);
+            out.push(DirEntry { name: entry.file_name().to_string_lossy().into_owned(), kind });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
-    async fn mkdir(&self, path: &str) -> Result<()> {
+    fn mkdir_sync(&self, path: &str) -> Result<()> {
         let (rel, host) = self.resolve(path)?;
         std::fs::create_dir_all(&host).map_err(|e| Error::io(&rel, &e))?;
         let real = std::fs::canonicalize(&host).map_err(|e| Error::io(&rel, &e))?;
@@ -294,7 +371,7 @@ impl FsProvider for LocalFs {
         Ok(())
     }
 
-    async fn rm(&self, path: &str, recursive: bool) -> Result<()> {
+    fn rm_sync(&self, path: &str, recursive: bool) -> Result<()> {
         let (rel, host) = self.resolve_nofollow(path)?;
         if rel == "." {
             return Err(Error::new(Code::Denied, "Refused: the workspace root itself cannot be removed."));
@@ -311,46 +388,6 @@ impl FsProvider for LocalFs {
             std::fs::remove_file(&host)
         };
         r.map_err(|e| Error::io(&rel, &e))
-    }
-
-    fn caps(&self) -> Caps {
-        Caps { read_bytes: true, write_bytes: true, mode: cfg!(unix), real_path: true }
-    }
-
-    async fn read_file_bytes(&self, path: &str) -> Result<Vec<u8>> {
-        let this = self.clone();
-        let path = path.to_string();
-        blocking(move || this.read_bytes_sync(&path)).await
-    }
-
-    async fn write_file_bytes(&self, path: &str, content: &[u8]) -> Result<()> {
-        let this = self.clone();
-        let path = path.to_string();
-        let content = content.to_vec();
-        blocking(move || this.write_bytes_sync(&path, &content)).await
-    }
-
-    #[cfg(unix)]
-    async fn get_mode(&self, path: &str) -> Result<u32> {
-        use std::os::unix::fs::PermissionsExt;
-        let (rel, host) = self.resolve(path)?;
-        let meta = std::fs::metadata(&host).map_err(|e| Error::io(&rel, &e))?;
-        Ok(meta.permissions().mode() & 0o7777)
-    }
-
-    #[cfg(unix)]
-    async fn chmod(&self, path: &str, mode: u32) -> Result<()> {
-        use std::os::unix::fs::PermissionsExt;
-        let (rel, host) = self.resolve(path)?;
-        std::fs::set_permissions(&host, std::fs::Permissions::from_mode(mode & 0o7777)).map_err(|e| Error::io(&rel, &e))
-    }
-
-    async fn real_path(&self, path: &str) -> Result<String> {
-        self.real_relative(path)
-    }
-
-    fn as_local(&self) -> Option<&LocalFs> {
-        Some(self)
     }
 }
 
@@ -388,6 +425,8 @@ mod tests {
         assert_eq!(fs.write_file("escape/new.txt", "x").await.unwrap_err().code, Code::OutsideWorkspace);
         assert!(!d.path().join("new.txt").exists());
         assert_eq!(fs.write_file("dangling", "x").await.unwrap_err().code, Code::OutsideWorkspace);
+        assert_eq!(fs.stat("dangling").await.unwrap().unwrap().kind, EntryType::Symlink);
+        assert_eq!(fs.stat("escape").await.unwrap().unwrap().kind, EntryType::Symlink);
         assert!(!d.path().join("nope").exists());
         assert_eq!(fs.read_file("inside").await.unwrap(), "hello");
         assert_eq!(fs.real_path("inside").await.unwrap(), "src/a.txt");

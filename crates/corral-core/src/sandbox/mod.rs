@@ -46,6 +46,10 @@ pub struct SandboxRequest {
     pub timeout_ms: u64,
     /// Standard input; closed when `None`.
     pub stdin: Option<String>,
+    /// The directory an isolating adapter shows the command (SandboxShell's cwd, so a per-call
+    /// cwd below it still sees the whole of it); `cwd` itself when `None`. Not part of the
+    /// request a JS adapter receives.
+    pub mount: Option<String>,
 }
 
 /// Runs one command in some sandbox (API.md `SandboxAdapter`). Like a `ShellProvider`, `run`
@@ -212,6 +216,7 @@ impl ShellProvider for SandboxShell {
             env: self.command_env(&options.env),
             timeout_ms,
             stdin: options.stdin,
+            mount: self.root.root().to_str().map(str::to_string),
         };
         let cancel = options.cancel;
         if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {

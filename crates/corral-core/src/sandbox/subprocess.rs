@@ -29,6 +29,9 @@ pub(crate) const RUN_LABEL: (&str, &str) = ("com.lousho.sandbox", "run");
 /// How long the output is still read after the container stopped or was killed.
 const DRAIN: Duration = Duration::from_secs(5);
 
+/// Most processes one command's container may have.
+pub const PIDS_LIMIT: i64 = 4096;
+
 /// What network a container gets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Network {
@@ -417,6 +420,9 @@ impl SandboxAdapter for SubprocessSandbox {
         env.extend(proxy_env);
         let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let with_stdin = req.stdin.is_some();
+        // The container sees SandboxShell's cwd, bind-mounted at the same path, and starts in
+        // the request's cwd (the same directory, or one below it).
+        let mount = req.mount.as_deref().unwrap_or(&req.cwd);
         let body = json!({
             "Image": self.image,
             "Entrypoint": ["sh", "-c"],
@@ -433,7 +439,10 @@ impl SandboxAdapter for SubprocessSandbox {
             "HostConfig": {
                 "NetworkMode": network_mode,
                 "AutoRemove": false,
-                "Mounts": [{ "Type": "bind", "Source": req.cwd, "Target": req.cwd }],
+                "Mounts": [{ "Type": "bind", "Source": mount, "Target": mount }],
+                // No setuid escalation inside the container, and no fork bomb that takes the host down.
+                "SecurityOpt": ["no-new-privileges"],
+                "PidsLimit": PIDS_LIMIT,
             },
         });
         let created = client.json(Method::POST, "/containers/create", Some(&body)).await.map_err(|e| {

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{checked_path, hooked_write, str_arg, Ctx, FsToolOptions};
+use super::{checked_path, hooked_write, lock_path, str_arg, Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
@@ -46,15 +46,17 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     let old = str_arg(args, "old_string").unwrap_or_default();
     let new = str_arg(args, "new_string").unwrap_or_default();
     let replace_all = args.get("replace_all").and_then(Value::as_bool).unwrap_or(false);
+    let _writer = lock_path(fs, &path).await;
     match fs.stat(&path).await? {
         None => return Err(Error::not_found(&path)),
         Some(s) if s.kind == EntryType::Directory => return Err(Error::new(Code::IsADirectory, format!("{path} is a directory."))),
+        Some(s) if s.kind == EntryType::Other => return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file."))),
         Some(_) => {}
     }
-    if old == new {
-        return Err(Error::new(Code::InvalidArguments, "old_string and new_string are the same; there is nothing to change."));
-    }
     let (text, bom) = read_text(fs, &path).await?;
+    if old == new && text.contains(old) {
+        return Ok(format!("old_string and new_string are the same: {path} is left as it is. Nothing was written."));
+    }
     let count = text.matches(old).count();
     if count == 0 {
         if !new.is_empty() && text.contains(new) {

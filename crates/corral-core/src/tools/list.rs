@@ -2,16 +2,16 @@
 
 use serde_json::Value;
 
-use super::{checked_path, fmt_count, str_arg, FsToolOptions};
+use super::{checked_path, fmt_count, kind_of, push_line, str_arg, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
 
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or(".")).await?;
-    match fs.stat(&path).await? {
+    match kind_of(fs, &path).await? {
         None => return Err(Error::not_found(&path)),
-        Some(s) if s.kind != EntryType::Directory => {
+        Some(kind) if kind != EntryType::Directory => {
             return Err(Error::new(Code::NotAFile, format!("{path} is not a directory; use read_file to read a file.")))
         }
         _ => {}
@@ -29,13 +29,11 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
     }
     let total = names.len();
     let mut out = String::new();
-    let mut shown = 0;
+    let (mut shown, mut chars) = (0, 0);
     for name in names.iter().take(o.max_results) {
-        if out.len() + name.len() + 1 > o.max_output_chars {
+        if !push_line(&mut out, &mut chars, name, o.max_output_chars) {
             break;
         }
-        out.push_str(name);
-        out.push('\n');
         shown += 1;
     }
     if shown < total {

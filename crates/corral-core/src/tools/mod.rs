@@ -301,6 +301,30 @@ pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Val
     }
 }
 
+/// Serializes `write_file` and `edit_file` calls on the same path of the same provider: parallel
+/// tool calls would otherwise each read the old content and the last write would drop the others'
+/// edits. The guard is held from the read to the write.
+pub(crate) async fn lock_path(fs: &dyn FsProvider, path: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, Weak};
+    type Locks = Mutex<HashMap<(usize, String), Weak<tokio::sync::Mutex<()>>>>;
+    static LOCKS: OnceLock<Locks> = OnceLock::new();
+    let key = (fs as *const dyn FsProvider as *const () as usize, path.to_string());
+    let lock = {
+        let mut map = LOCKS.get_or_init(Default::default).lock().unwrap();
+        map.retain(|_, w| w.strong_count() > 0);
+        match map.get(&key).and_then(Weak::upgrade) {
+            Some(l) => l,
+            None => {
+                let l = Arc::new(tokio::sync::Mutex::new(()));
+                map.insert(key, Arc::downgrade(&l));
+                l
+            }
+        }
+    };
+    lock.lock_owned().await
+}
+
 /// Writes through the provider; with checkpoints, the old content is stored first (crash safety)
 /// and the written content's hash after.
 pub(crate) async fn hooked_write(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &Ctx, path: &str, bytes: &[u8]) -> Result<()> {
@@ -325,6 +349,30 @@ pub(crate) async fn hooked_write(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &C
         c.after_write(&ctx.session_id, ctx.turn, path, bytes).await?;
     }
     Ok(())
+}
+
+/// What a path is, for the tools: `stat`, except that a directory a provider's `stat` does not
+/// report (a remote provider that only knows files) is found by listing it; the root always is one.
+pub(crate) async fn kind_of(fs: &dyn FsProvider, path: &str) -> Result<Option<crate::fs::EntryType>> {
+    use crate::fs::EntryType;
+    match fs.stat(path).await? {
+        Some(s) => Ok(Some(s.kind)),
+        None if path == "." => Ok(Some(EntryType::Directory)),
+        None => Ok(fs.readdir(path).await.ok().map(|_| EntryType::Directory)),
+    }
+}
+
+/// Appends `line` and a newline when it fits in `max_chars` characters (counted so far in
+/// `chars`); false when it does not.
+pub(crate) fn push_line(out: &mut String, chars: &mut usize, line: &str, max_chars: usize) -> bool {
+    let len = line.chars().count() + 1;
+    if *chars + len > max_chars {
+        return false;
+    }
+    *chars += len;
+    out.push_str(line);
+    out.push('\n');
+    true
 }
 
 pub(crate) fn fmt_count(n: usize) -> String {

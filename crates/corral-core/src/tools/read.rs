@@ -24,6 +24,9 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
                 ),
             ))
         }
+        Some(s) if s.kind == EntryType::Other => {
+            return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file (a pipe, socket or device); read_file reads files only.")))
+        }
         _ => {}
     }
     let content = fs.read_file(&path).await?;

@@ -10,7 +10,7 @@ use std::time::Instant;
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::Value;
 
-use super::{checked_path, fmt_count, format_bytes, str_arg, Ctx, FsToolOptions, GREP_LINE_CHARS, MAX_GREP_FILE_BYTES};
+use super::{checked_path, fmt_count, format_bytes, kind_of, push_line, str_arg, Ctx, FsToolOptions, GREP_LINE_CHARS, MAX_GREP_FILE_BYTES};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
@@ -62,15 +62,28 @@ struct WalkStats {
 /// The search base: a directory to walk, or one file.
 async fn base_of(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<(String, EntryType)> {
     let base = checked_path(fs, o, str_arg(args, "path").unwrap_or(".")).await?;
-    match fs.stat(&base).await? {
+    match kind_of(fs, &base).await? {
         None => Err(Error::not_found(&base)),
-        Some(s) => Ok((base, s.kind)),
+        Some(kind) => Ok((base, kind)),
     }
 }
 
 /// Lists the files under `base` (workspace paths with their sizes), skipping ignored directories,
 /// denied names and links, visiting at most `max_files_scanned` files.
-async fn list_files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str, ctx: &Ctx, stats: &WalkStats) -> Result<Vec<(String, u64)>> {
+type Keep = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// `keep(rel)` chooses, by the path below `base`, which of the visited files are returned; every
+/// visited file counts toward `maxFilesScanned`. Sizes are read only with `sizes` (on disk they
+/// cost a stat each).
+async fn list_files(
+    fs: &dyn FsProvider,
+    o: &FsToolOptions,
+    base: &str,
+    ctx: &Ctx,
+    stats: &WalkStats,
+    keep: Keep,
+    sizes: bool,
+) -> Result<Vec<(String, u64)>> {
     let max = o.max_files_scanned;
     if let Some(local) = fs.as_local() {
         let host = local.resolve(base)?.1;
@@ -83,8 +96,9 @@ async fn list_files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str, ctx: &Ct
         let limit = Arc::new(AtomicBool::new(false));
         let l2 = limit.clone();
         let base_s = base.to_string();
+        let keep = keep.clone();
         tokio::task::spawn_blocking(move || {
-            walk_local(&host, &o2, |rel, size| {
+            walk_local(&host, &o2, |rel, entry| {
                 if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                     return false;
                 }
@@ -92,7 +106,10 @@ async fn list_files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str, ctx: &Ct
                     l2.store(true, Ordering::Relaxed);
                     return false;
                 }
-                f2.lock().unwrap().push((join(&base_s, rel), size));
+                if keep(rel) {
+                    let size = if sizes { entry.metadata().map(|m| m.len()).unwrap_or(0) } else { 0 };
+                    f2.lock().unwrap().push((join(&base_s, rel), size));
+                }
                 true
             })
         })
@@ -106,22 +123,28 @@ async fn list_files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str, ctx: &Ct
     }
     if let Some(mem) = fs.as_memory() {
         let mut out = Vec::new();
+        let mut visited = 0usize;
         for (path, content) in mem.files_under(base) {
             let rel = if base == "." { path.as_str() } else { &path[base.len() + 1..] };
             if excluded(rel, o) {
                 continue;
             }
-            if out.len() >= max {
+            if visited >= max {
                 stats.limit_hit.store(true, Ordering::Relaxed);
                 break;
             }
-            out.push((path.clone(), content.len() as u64));
+            visited += 1;
+            if keep(rel) {
+                out.push((path.clone(), content.len() as u64));
+            }
         }
-        stats.visited.store(out.len(), Ordering::Relaxed);
+        stats.visited.store(visited, Ordering::Relaxed);
         return Ok(out);
     }
     // Any other provider: breadth-first through readdir, links never followed.
     let mut out = Vec::new();
+    let mut visited = 0usize;
+    let strip = if base == "." { 0 } else { base.len() + 1 };
     let mut queue = std::collections::VecDeque::from([base.to_string()]);
     'walk: while let Some(dir) = queue.pop_front() {
         ctx.check_cancel()?;
@@ -133,27 +156,35 @@ async fn list_files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str, ctx: &Ct
             match e.kind {
                 EntryType::Directory if !o.ignore.iter().any(|i| *i == e.name) => queue.push_back(p),
                 EntryType::File => {
-                    if out.len() >= max {
+                    if visited >= max {
                         stats.limit_hit.store(true, Ordering::Relaxed);
                         break 'walk;
                     }
-                    let size = fs.stat(&p).await?.map(|s| s.size).unwrap_or(0);
-                    out.push((p, size));
+                    visited += 1;
+                    if keep(&p[strip..]) {
+                        let size = if sizes { fs.stat(&p).await?.map(|s| s.size).unwrap_or(0) } else { 0 };
+                        out.push((p, size));
+                    }
                 }
                 _ => {}
             }
         }
     }
-    stats.visited.store(out.len(), Ordering::Relaxed);
+    stats.visited.store(visited, Ordering::Relaxed);
     Ok(out)
 }
 
-/// Walks a directory on disk in parallel; `visit(rel, size)` returns false to stop the walk.
-fn walk_local(host: &std::path::Path, o: &FsToolOptions, visit: impl Fn(&str, u64) -> bool + Sync) {
+/// How many threads walk (and match) a directory on disk.
+fn walk_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8)
+}
+
+/// Walks a directory on disk in parallel; `visit(rel, entry)` returns false to stop the walk.
+fn walk_local(host: &std::path::Path, o: &FsToolOptions, visit: impl Fn(&str, &ignore::DirEntry) -> bool + Sync) {
     use ignore::{WalkBuilder, WalkState};
     let ignore = o.ignore.clone();
     let deny = o.deny.clone();
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8);
+    let threads = walk_threads();
     let walker = WalkBuilder::new(host)
         .standard_filters(false)
         .hidden(false)
@@ -178,9 +209,9 @@ fn walk_local(host: &std::path::Path, o: &FsToolOptions, visit: impl Fn(&str, u6
                 return WalkState::Continue;
             }
             let Ok(rel) = entry.path().strip_prefix(host) else { return WalkState::Continue };
-            let rel = rel.to_string_lossy().replace('\\', "/");
-            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-            if visit(&rel, size) {
+            let rel = rel.to_string_lossy();
+            let rel = if cfg!(windows) { std::borrow::Cow::Owned(rel.replace('\\', "/")) } else { rel };
+            if visit(&rel, &entry) {
                 WalkState::Continue
             } else {
                 WalkState::Quit
@@ -206,19 +237,16 @@ pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         return Err(Error::new(Code::NotAFile, format!("{base} is not a directory; glob searches a directory.")));
     }
     let stats = WalkStats::default();
-    let files = list_files(fs, o, &base, ctx, &stats).await?;
-    let strip = if base == "." { 0 } else { base.len() + 1 };
-    let mut hits: Vec<String> = files.into_iter().map(|(p, _)| p).filter(|p| matcher.is_match(&p[strip..])).collect();
+    let files = list_files(fs, o, &base, ctx, &stats, Arc::new(move |rel| matcher.is_match(rel)), false).await?;
+    let mut hits: Vec<String> = files.into_iter().map(|(p, _)| p).collect();
     hits.sort();
     let total = hits.len();
     let mut out = String::new();
-    let mut shown = 0;
+    let (mut shown, mut chars) = (0, 0);
     for h in hits.iter().take(o.max_results) {
-        if out.len() + h.len() + 1 > o.max_output_chars {
+        if !push_line(&mut out, &mut chars, h, o.max_output_chars) {
             break;
         }
-        out.push_str(h);
-        out.push('\n');
         shown += 1;
     }
     if total == 0 {
@@ -250,6 +278,47 @@ struct FileHits {
     path: String,
     lines: Vec<(usize, String)>,
     count: usize,
+}
+
+/// The hits kept for the output: every match is counted, but only lines that can still be among
+/// the first `keep` in path order are kept, so memory follows the output, not the match set.
+struct Collected {
+    files: Vec<FileHits>,
+    kept: usize,
+    total: usize,
+    keep: usize,
+}
+
+impl Collected {
+    fn new(keep: usize) -> Self {
+        Collected { files: Vec::new(), kept: 0, total: 0, keep }
+    }
+
+    fn add(&mut self, h: FileHits) {
+        self.total += h.count;
+        self.kept += h.lines.len();
+        self.files.push(h);
+        if self.kept > 2 * self.keep.max(64) {
+            self.prune();
+        }
+    }
+
+    /// Sorts by path and keeps the first `keep` lines.
+    fn prune(&mut self) {
+        self.files.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut n = 0;
+        let mut cut = self.files.len();
+        for (i, f) in self.files.iter_mut().enumerate() {
+            if n >= self.keep {
+                cut = i;
+                break;
+            }
+            f.lines.truncate(self.keep - n);
+            n += f.lines.len();
+        }
+        self.files.truncate(cut);
+        self.kept = n;
+    }
 }
 
 /// A line cut to its first `GREP_LINE_CHARS` characters.
@@ -333,7 +402,9 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
     let (base, kind) = base_of(fs, o, args).await?;
     let grep = Arc::new(Grep {
         re,
-        budget_nanos: o.grep_timeout_ms.saturating_mul(1_000_000),
+        // Matching time is summed over the files; a parallel walk matches on several threads
+        // at once, so its budget is the time limit on each of them.
+        budget_nanos: o.grep_timeout_ms.saturating_mul(1_000_000).saturating_mul(if fs.as_local().is_some() { walk_threads() as u64 } else { 1 }),
         spent_nanos: AtomicU64::new(0),
         scanned: AtomicUsize::new(0),
         slow: AtomicBool::new(false),
@@ -349,20 +420,23 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
     };
     let stats = WalkStats::default();
     let too_large = AtomicUsize::new(0);
-    let results: Vec<FileHits>;
+    let mut results = Collected::new(o.max_results);
     if kind == EntryType::File {
         let size = fs.stat(&base).await?.map(|s| s.size).unwrap_or(0);
-        results = if size > MAX_GREP_FILE_BYTES {
+        if size > MAX_GREP_FILE_BYTES {
             too_large.fetch_add(1, Ordering::Relaxed);
-            Vec::new()
         } else {
             let bytes = read_bytes(fs, &base).await?;
             let g = grep.clone();
             let b = base.clone();
-            tokio::task::spawn_blocking(move || g.search(&b, &bytes).into_iter().collect())
+            let hit = tokio::task::spawn_blocking(move || g.search(&b, &bytes))
                 .await
-                .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?
-        };
+                .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+            results.files.extend(hit.map(|h| {
+                results.total = h.count;
+                h
+            }));
+        }
     } else if kind != EntryType::Directory {
         return Err(Error::new(Code::NotAFile, format!("{base} is neither a file nor a directory.")));
     } else if let Some(local) = fs.as_local() {
@@ -370,7 +444,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         let host = local.resolve(&base)?.1;
         let o2 = o.clone();
         let g = grep.clone();
-        let found = Arc::new(Mutex::new(Vec::new()));
+        let found = Arc::new(Mutex::new(Collected::new(o.max_results)));
         let f2 = found.clone();
         let big = Arc::new(AtomicUsize::new(0));
         let big2 = big.clone();
@@ -381,7 +455,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         let max = o.max_files_scanned;
         let base_s = base.clone();
         tokio::task::spawn_blocking(move || {
-            walk_local(&host, &o2, |rel, size| {
+            walk_local(&host, &o2, |rel, entry| {
                 if g.stopped() {
                     return false;
                 }
@@ -393,13 +467,14 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                     l2.store(true, Ordering::Relaxed);
                     return false;
                 }
+                let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
                 if size > MAX_GREP_FILE_BYTES {
                     big2.fetch_add(1, Ordering::Relaxed);
                     return true;
                 }
                 let Ok(bytes) = std::fs::read(host.join(rel)) else { return true };
                 if let Some(h) = g.search(&path, &bytes) {
-                    f2.lock().unwrap().push(h);
+                    f2.lock().unwrap().add(h);
                 }
                 true
             })
@@ -408,10 +483,9 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
         stats.limit_hit.store(limit.load(Ordering::Relaxed), Ordering::Relaxed);
         too_large.store(big.load(Ordering::Relaxed), Ordering::Relaxed);
-        results = std::mem::take(&mut *found.lock().unwrap());
+        results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0));
     } else {
-        let files = list_files(fs, o, &base, ctx, &stats).await?;
-        let mut found = Vec::new();
+        let files = list_files(fs, o, &base, ctx, &stats, Arc::new(|_| true), true).await?;
         for (path, size) in files {
             if grep.stopped() {
                 break;
@@ -425,10 +499,9 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
             }
             let bytes = read_bytes(fs, &path).await?;
             if let Some(h) = grep.search(&path, &bytes) {
-                found.push(h);
+                results.add(h);
             }
         }
-        results = found;
     }
     ctx.check_cancel()?;
     if grep.slow.load(Ordering::Relaxed) {
@@ -452,9 +525,10 @@ async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
     }
 }
 
-fn format_hits(mut results: Vec<FileHits>, o: &FsToolOptions, stats: &WalkStats, too_large: usize) -> String {
-    results.sort_by(|a, b| a.path.cmp(&b.path));
-    let total: usize = results.iter().map(|h| h.count).sum();
+fn format_hits(mut results: Collected, o: &FsToolOptions, stats: &WalkStats, too_large: usize) -> String {
+    results.prune();
+    let total = results.total;
+    let results = results.files;
     let mut out = String::new();
     let mut shown = 0usize;
     let mut chars = 0usize;
@@ -463,13 +537,9 @@ fn format_hits(mut results: Vec<FileHits>, o: &FsToolOptions, stats: &WalkStats,
             if shown >= o.max_results {
                 break 'files;
             }
-            let entry = format!("{}:{}: {}\n", file.path, n, text);
-            let len = entry.chars().count();
-            if chars + len > o.max_output_chars {
+            if !push_line(&mut out, &mut chars, &format!("{}:{}: {}", file.path, n, text), o.max_output_chars) {
                 break 'files;
             }
-            chars += len;
-            out.push_str(&entry);
             shown += 1;
         }
     }

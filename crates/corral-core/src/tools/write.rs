@@ -2,13 +2,14 @@
 
 use serde_json::Value;
 
-use super::{checked_path, hooked_write, str_arg, Ctx, FsToolOptions};
+use super::{checked_path, hooked_write, lock_path, str_arg, Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
     let content = str_arg(args, "content").unwrap_or_default();
+    let _writer = lock_path(fs, &path).await;
     let existed = match fs.stat(&path).await? {
         Some(s) if s.kind == EntryType::Directory => {
             return Err(Error::new(Code::IsADirectory, format!("{path} is a directory; give a file path.")))

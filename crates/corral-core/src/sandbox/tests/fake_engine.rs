@@ -256,6 +256,7 @@ fn request(cwd: &str, command: &str) -> SandboxRequest {
         env: env(&[("GIVEN", "yes"), ("HTTP_PROXY", "http://mine.example:1"), ("NO_PROXY", "*")]),
         timeout_ms: 10_000,
         stdin: None,
+        mount: None,
     }
 }
 
@@ -519,6 +520,9 @@ async fn sandbox_shell_over_the_fake_engine() {
     let c = &engine.calls_to("POST", "/containers/create")[0];
     let sub = real.join("sub").to_str().unwrap().to_string();
     assert_eq!(c.body["WorkingDir"], json!(sub));
-    assert_eq!(c.body["HostConfig"]["Mounts"][0]["Source"], json!(sub));
+    // The container sees the whole of SandboxShell's cwd, at the same path, starting in sub/.
+    let root = real.to_str().unwrap();
+    assert_eq!(c.body["HostConfig"]["Mounts"][0]["Source"], json!(root));
+    assert_eq!(c.body["HostConfig"]["Mounts"][0]["Target"], json!(root));
     assert_eq!(env_of(c), env(&[("A", "1")]));
 }
