@@ -33,7 +33,11 @@ fn names(v: Option<&Value>, what: &str) -> CoreResult<Vec<String>> {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| CoreError::config(format!("createCredentialBroker: {what} must be an array of strings."))))
+            .map(|x| {
+                x.as_str().map(str::to_string).ok_or_else(|| {
+                    CoreError::config(format!("createCredentialBroker: {what} must be an array of strings."))
+                })
+            })
             .collect(),
         Some(Value::String(s)) if what == "ca" => Ok(vec![s.clone()]),
         Some(_) => Err(CoreError::config(format!("createCredentialBroker: {what} must be an array of strings."))),
@@ -48,18 +52,27 @@ fn config(c: &Value, cb: Option<JsCallback>) -> CoreResult<BrokerConfig> {
         let mut headers: Vec<(String, Arc<dyn HeaderSource>)> = Vec::new();
         for h in r.get("headers").and_then(Value::as_array).into_iter().flatten() {
             let name = h.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let source: Arc<dyn HeaderSource> = match (h.get("value").and_then(Value::as_str), h.get("index").and_then(Value::as_u64), &cb) {
-                (Some(v), _, _) => FixedHeader::arc(v),
-                (None, Some(i), Some(cb)) => Arc::new(JsHeader { cb: cb.clone(), index: i }),
-                _ => return Err(CoreError::config(format!("createCredentialBroker: rule '{host}' header '{name}' must be a string or a function."))),
-            };
+            let source: Arc<dyn HeaderSource> =
+                match (h.get("value").and_then(Value::as_str), h.get("index").and_then(Value::as_u64), &cb) {
+                    (Some(v), _, _) => FixedHeader::arc(v),
+                    (None, Some(i), Some(cb)) => Arc::new(JsHeader { cb: cb.clone(), index: i }),
+                    _ => {
+                        return Err(CoreError::config(format!(
+                            "createCredentialBroker: rule '{host}' header '{name}' must be a string or a function."
+                        )))
+                    }
+                };
             headers.push((name, source));
         }
         rules.push((host, headers));
     }
     let port = match c.get("port") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(v.as_u64().filter(|p| *p <= 65535).ok_or_else(|| CoreError::config("createCredentialBroker: port must be 0-65535."))? as u16),
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|p| *p <= 65535)
+                .ok_or_else(|| CoreError::config("createCredentialBroker: port must be 0-65535."))? as u16,
+        ),
     };
     Ok(BrokerConfig {
         rules,
@@ -100,7 +113,13 @@ impl NativeBroker {
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn listen<'e>(&self, env: &'e Env, host: String, clients: String, allow: Vec<String>) -> Result<PromiseRaw<'e, String>> {
+    pub fn listen<'e>(
+        &self,
+        env: &'e Env,
+        host: String,
+        clients: String,
+        allow: Vec<String>,
+    ) -> Result<PromiseRaw<'e, String>> {
         let b = self.inner.clone();
         env.spawn_future(async move { b.listen(&host, &clients, allow).await.napi() })
     }

@@ -7,7 +7,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::{json, Value};
 
-use corral_core::checkpoints::{CheckpointOptions, CheckpointStore, Checkpoints, FileCheckpointStore, MemoryCheckpointStore};
+use corral_core::checkpoints::{
+    CheckpointOptions, CheckpointStore, Checkpoints, FileCheckpointStore, MemoryCheckpointStore,
+};
 use corral_core::error::{Code, Error as CoreError};
 use corral_core::fs::FsProvider;
 
@@ -44,7 +46,9 @@ impl NativeStore {
     #[napi(factory)]
     pub fn file(dir: String) -> Result<NativeStore> {
         if dir.is_empty() {
-            return Err(crate::to_napi(CoreError::config("FileWorkspaceCheckpointStore: dir must be a non-empty path.")));
+            return Err(crate::to_napi(CoreError::config(
+                "FileWorkspaceCheckpointStore: dir must be a non-empty path.",
+            )));
         }
         Ok(NativeStore { inner: Arc::new(FileCheckpointStore::new(dir)) })
     }
@@ -99,14 +103,17 @@ impl NativeCheckpoints {
         let num = |k: &str, dflt: u64| -> CoreResult<u64> {
             match options.get(k) {
                 None | Some(Value::Null) => Ok(dflt),
-                Some(v) => v
-                    .as_f64()
-                    .filter(|f| *f >= 1.0 && f.fract() == 0.0)
-                    .map(|f| f as u64)
-                    .ok_or_else(|| CoreError::config(format!("WorkspaceCheckpoints: {k} must be a positive integer."))),
+                Some(v) => {
+                    v.as_f64().filter(|f| *f >= 1.0 && f.fract() == 0.0).map(|f| f as u64).ok_or_else(|| {
+                        CoreError::config(format!("WorkspaceCheckpoints: {k} must be a positive integer."))
+                    })
+                }
             }
         };
-        let o = CheckpointOptions { max_turns: num("maxTurns", d.max_turns as u64).napi()? as usize, max_file_bytes: num("maxFileBytes", d.max_file_bytes).napi()? };
+        let o = CheckpointOptions {
+            max_turns: num("maxTurns", d.max_turns as u64).napi()? as usize,
+            max_file_bytes: num("maxFileBytes", d.max_file_bytes).napi()?,
+        };
         let store = store.map(|s| s.inner.clone()).unwrap_or_else(|| Arc::new(MemoryCheckpointStore::new()));
         Ok(NativeCheckpoints { inner: Arc::new(Checkpoints::new(store, o).napi()?), fs: fs.inner.clone() })
     }
@@ -124,11 +131,13 @@ impl NativeCheckpoints {
     #[napi(ts_return_type = "Promise<any>")]
     pub fn rewind<'e>(&self, env: &'e Env, to_turn: Value, options: Value) -> Result<PromiseRaw<'e, Value>> {
         let (c, fs) = (self.inner.clone(), self.fs.clone());
-        let turn = to_turn
-            .as_f64()
-            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64)
-            .ok_or_else(|| crate::to_napi(CoreError::new(Code::InvalidArguments, "rewind: toTurn must be a turn number (a non-negative integer).")))?
-            as u32;
+        let turn =
+            to_turn.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64).ok_or_else(|| {
+                crate::to_napi(CoreError::new(
+                    Code::InvalidArguments,
+                    "rewind: toTurn must be a turn number (a non-negative integer).",
+                ))
+            })? as u32;
         let session = session_of(&options).napi()?;
         let dry = flag(&options, "dryRun").napi()?;
         let force = flag(&options, "force").napi()?;

@@ -100,7 +100,10 @@ impl FsProvider for JsFs {
             // The provider's answer is checked like any path, but a refusal names the path asked
             // about: the answer may be a host path that must not reach the model.
             Value::String(s) => corral_core::path::normalize(&s, corral_core::path::Flavor::Both).map_err(|e| {
-                Error::new(e.code, format!("Path is outside the workspace: {path} (the provider's realPath leads out of the root)"))
+                Error::new(
+                    e.code,
+                    format!("Path is outside the workspace: {path} (the provider's realPath leads out of the root)"),
+                )
             }),
             other => Err(bad("realPath", &other)),
         }

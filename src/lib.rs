@@ -35,8 +35,25 @@ pub(crate) fn to_napi(e: CoreError) -> napi::Error {
 pub(crate) fn code_from(s: &str) -> Code {
     use Code::*;
     [
-        NotFound, OutsideWorkspace, Denied, NotAFile, IsADirectory, TooLarge, NotUtf8, NoMatch, Ambiguous, InvalidPattern,
-        InvalidArguments, Timeout, Aborted, CommandRefused, ReadOnly, Io, Configuration, EgressUnsupported, Foreign,
+        NotFound,
+        OutsideWorkspace,
+        Denied,
+        NotAFile,
+        IsADirectory,
+        TooLarge,
+        NotUtf8,
+        NoMatch,
+        Ambiguous,
+        InvalidPattern,
+        InvalidArguments,
+        Timeout,
+        Aborted,
+        CommandRefused,
+        ReadOnly,
+        Io,
+        Configuration,
+        EgressUnsupported,
+        Foreign,
     ]
     .into_iter()
     .find(|c| c.as_str() == s)
@@ -69,7 +86,11 @@ impl JsCallback {
             Value::Object(mut m) => {
                 if let Some(err) = m.remove("err") {
                     let code = err.get("code").and_then(Value::as_str).map(code_from).unwrap_or(Code::Io);
-                    let message = err.get("message").and_then(Value::as_str).unwrap_or("A JavaScript callback failed.").to_string();
+                    let message = err
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("A JavaScript callback failed.")
+                        .to_string();
                     return Err(CoreError::new(code, message));
                 }
                 Ok(m.remove("ok").unwrap_or(Value::Null))
@@ -82,7 +103,12 @@ impl JsCallback {
 impl JsCallback {
     /// Calls with `arg`; when `cancel` fires first, sends `{ op: 'abort', id }` so the JS side can
     /// abort its own work, then waits for the call to settle.
-    pub async fn call_cancellable(&self, arg: Value, id: u64, cancel: Option<&tokio_util::sync::CancellationToken>) -> CoreResult<Value> {
+    pub async fn call_cancellable(
+        &self,
+        arg: Value,
+        id: u64,
+        cancel: Option<&tokio_util::sync::CancellationToken>,
+    ) -> CoreResult<Value> {
         let call = self.call(arg);
         let Some(c) = cancel else { return call.await };
         tokio::pin!(call);
@@ -279,7 +305,11 @@ fn opt_names(o: &Value, key: &str, default: Vec<String>) -> CoreResult<Vec<Strin
         None | Some(Value::Null) => Ok(default),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| CoreError::config(format!("createFsTools: {key} must be an array of names."))))
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| CoreError::config(format!("createFsTools: {key} must be an array of names.")))
+            })
             .collect(),
         Some(_) => Err(CoreError::config(format!("createFsTools: {key} must be an array of names."))),
     }
@@ -334,11 +364,17 @@ impl NativeFsTools {
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn call<'e>(&self, env: &'e Env, name: String, args: Value, ctx: Value, cancel: Option<&CancelToken>) -> Result<PromiseRaw<'e, String>> {
+    pub fn call<'e>(
+        &self,
+        env: &'e Env,
+        name: String,
+        args: Value,
+        ctx: Value,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'e, String>> {
         let fs = self.fs.clone();
         let opts = self.opts.clone();
         let ctx = Ctx::from_json(&ctx, cancel.map(|c| c.inner.clone())).napi()?;
         env.spawn_future(async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await.napi() })
     }
 }
-

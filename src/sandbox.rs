@@ -26,7 +26,9 @@ fn request_js(r: &SandboxRequest) -> Value {
 }
 
 fn request_from(v: &Value) -> CoreResult<SandboxRequest> {
-    let bad = |f: &str| CoreError::new(Code::InvalidArguments, format!("Sandbox request: {f} is missing or has the wrong type."));
+    let bad = |f: &str| {
+        CoreError::new(Code::InvalidArguments, format!("Sandbox request: {f} is missing or has the wrong type."))
+    };
     Ok(SandboxRequest {
         command: v.get("command").and_then(Value::as_str).ok_or_else(|| bad("command"))?.to_string(),
         cwd: v.get("cwd").and_then(Value::as_str).ok_or_else(|| bad("cwd"))?.to_string(),
@@ -51,7 +53,10 @@ struct JsAdapter {
 impl SandboxAdapter for JsAdapter {
     async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> CoreResult<ExecResult> {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let v = self.cb.call_cancellable(json!({ "op": "run", "id": id, "request": request_js(&req) }), id, cancel.as_ref()).await?;
+        let v = self
+            .cb
+            .call_cancellable(json!({ "op": "run", "id": id, "request": request_js(&req) }), id, cancel.as_ref())
+            .await?;
         exec_result_from_json(&v)
     }
     async fn close(&self) -> CoreResult<()> {
@@ -67,7 +72,11 @@ fn network_from(v: &Value) -> CoreResult<Network> {
         Value::Object(o) => match o.get("allow") {
             Some(Value::Array(hosts)) => hosts
                 .iter()
-                .map(|h| h.as_str().map(str::to_string).ok_or_else(|| CoreError::config("SubprocessSandbox: network.allow must be an array of host names.")))
+                .map(|h| {
+                    h.as_str().map(str::to_string).ok_or_else(|| {
+                        CoreError::config("SubprocessSandbox: network.allow must be an array of host names.")
+                    })
+                })
                 .collect::<CoreResult<Vec<_>>>()
                 .map(Network::Allow),
             _ => Err(CoreError::config("SubprocessSandbox: network must be 'none', 'default' or { allow: [hosts] }.")),
@@ -119,7 +128,10 @@ impl NativeSandbox {
 
     #[napi(factory)]
     pub fn from_js(dispatch: JsFn) -> NativeSandbox {
-        NativeSandbox { inner: Arc::new(JsAdapter { cb: JsCallback(Arc::new(dispatch)), next: Default::default() }), subprocess: None }
+        NativeSandbox {
+            inner: Arc::new(JsAdapter { cb: JsCallback(Arc::new(dispatch)), next: Default::default() }),
+            subprocess: None,
+        }
     }
 
     /// `sandbox.network`: the validated policy.

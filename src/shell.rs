@@ -23,7 +23,11 @@ pub(crate) fn inherit_from(v: &Value, who: &str) -> CoreResult<InheritEnv> {
         Value::Bool(true) => Ok(InheritEnv::All),
         Value::Array(a) => a
             .iter()
-            .map(|x| x.as_str().map(str::to_string).ok_or_else(|| CoreError::config(format!("{who}: inheritEnv must be true or an array of variable names."))))
+            .map(|x| {
+                x.as_str().map(str::to_string).ok_or_else(|| {
+                    CoreError::config(format!("{who}: inheritEnv must be true or an array of variable names."))
+                })
+            })
             .collect::<CoreResult<Vec<_>>>()
             .map(InheritEnv::List),
         _ => Err(CoreError::config(format!("{who}: inheritEnv must be true or an array of variable names."))),
@@ -115,7 +119,14 @@ impl ShellProvider for JsShell {
     }
     async fn exec(&self, command: &str, o: ExecOptions) -> CoreResult<ExecResult> {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let v = self.cb.call_cancellable(json!({ "op": "exec", "id": id, "command": command, "options": exec_options_js(&o) }), id, o.cancel.as_ref()).await?;
+        let v = self
+            .cb
+            .call_cancellable(
+                json!({ "op": "exec", "id": id, "command": command, "options": exec_options_js(&o) }),
+                id,
+                o.cancel.as_ref(),
+            )
+            .await?;
         exec_result_from_json(&v)
     }
 }
@@ -145,7 +156,12 @@ impl NativeShell {
 
     /// `new SandboxShell(adapter, { cwd, env?, inheritEnv? })`.
     #[napi(factory)]
-    pub fn sandbox(adapter: &crate::sandbox::NativeSandbox, cwd: String, env: Value, inherit_env: Value) -> Result<NativeShell> {
+    pub fn sandbox(
+        adapter: &crate::sandbox::NativeSandbox,
+        cwd: String,
+        env: Value,
+        inherit_env: Value,
+    ) -> Result<NativeShell> {
         let env = env_from(&env, "SandboxShell").napi()?;
         let inherit = inherit_from(&inherit_env, "SandboxShell").napi()?;
         let shell = corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), cwd, env, inherit).napi()?;
@@ -154,7 +170,10 @@ impl NativeShell {
 
     #[napi(factory)]
     pub fn from_js(dispatch: JsFn, shell: Option<String>) -> NativeShell {
-        NativeShell { inner: Arc::new(JsShell { cb: JsCallback(Arc::new(dispatch)), shell, next: Default::default() }), stub: None }
+        NativeShell {
+            inner: Arc::new(JsShell { cb: JsCallback(Arc::new(dispatch)), shell, next: Default::default() }),
+            stub: None,
+        }
     }
 
     #[napi(getter)]
@@ -185,7 +204,13 @@ impl NativeShell {
     }
 
     #[napi(ts_return_type = "Promise<any>")]
-    pub fn exec<'e>(&self, env: &'e Env, command: String, options: Value, cancel: Option<&CancelToken>) -> Result<PromiseRaw<'e, Value>> {
+    pub fn exec<'e>(
+        &self,
+        env: &'e Env,
+        command: String,
+        options: Value,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'e, Value>> {
         let shell = self.inner.clone();
         let opts = exec_options(&options, cancel.map(|c| c.inner.clone())).napi()?;
         env.spawn_future(async move { shell.exec(&command, opts).await.map(exec_result_js).napi() })
@@ -207,25 +232,34 @@ impl ArgsPredicate for JsArgs {
 /// Patterns as the facade sends them: `{ kind: 'str', value }`, `{ kind: 'rule', command, index? }`,
 /// `{ kind: 'regex', source, flags }`.
 fn patterns(list: &Value, args_cb: &Option<JsCallback>, which: &str) -> CoreResult<Vec<CommandPattern>> {
-    let Value::Array(items) = list else { return Err(CoreError::config(format!("createShellTool: {which} must be an array."))) };
+    let Value::Array(items) = list else {
+        return Err(CoreError::config(format!("createShellTool: {which} must be an array.")));
+    };
     items
         .iter()
         .map(|p| match p.get("kind").and_then(Value::as_str) {
             Some("str") => Ok(CommandPattern::Str(p["value"].as_str().unwrap_or_default().to_string())),
             Some("rule") => {
-                let command = p.get("command").and_then(Value::as_str).ok_or_else(|| CoreError::config(format!("createShellTool: a {which} rule needs a command string.")))?;
+                let command = p.get("command").and_then(Value::as_str).ok_or_else(|| {
+                    CoreError::config(format!("createShellTool: a {which} rule needs a command string."))
+                })?;
                 let args = match (p.get("index").and_then(Value::as_u64), args_cb) {
-                    (Some(i), Some(cb)) => Some(Arc::new(JsArgs { cb: cb.clone(), index: i as usize }) as Arc<dyn ArgsPredicate>),
+                    (Some(i), Some(cb)) => {
+                        Some(Arc::new(JsArgs { cb: cb.clone(), index: i as usize }) as Arc<dyn ArgsPredicate>)
+                    }
                     _ => None,
                 };
                 Ok(CommandPattern::Rule { command: command.to_string(), args })
             }
             Some("regex") => {
-                let re = JsRegex::new(p["source"].as_str().unwrap_or_default(), p["flags"].as_str().unwrap_or_default())
-                    .map_err(|e| CoreError::config(format!("createShellTool: {which}: {}", e.message)))?;
+                let re =
+                    JsRegex::new(p["source"].as_str().unwrap_or_default(), p["flags"].as_str().unwrap_or_default())
+                        .map_err(|e| CoreError::config(format!("createShellTool: {which}: {}", e.message)))?;
                 Ok(CommandPattern::Regex(Arc::new(re)))
             }
-            _ => Err(CoreError::config(format!("createShellTool: {which} entries must be strings, {{ command, args? }} rules or RegExps."))),
+            _ => Err(CoreError::config(format!(
+                "createShellTool: {which} entries must be strings, {{ command, args? }} rules or RegExps."
+            ))),
         })
         .collect()
 }
@@ -235,7 +269,11 @@ fn shell_tool_options(o: &Value, args_cb: Option<JsCallback>) -> CoreResult<Shel
     let num = |k: &str, dflt: u64| -> CoreResult<u64> {
         match o.get(k) {
             None | Some(Value::Null) => Ok(dflt),
-            Some(v) => v.as_f64().filter(|f| *f >= 1.0).map(|f| f as u64).ok_or_else(|| CoreError::config(format!("createShellTool: {k} must be a positive number."))),
+            Some(v) => v
+                .as_f64()
+                .filter(|f| *f >= 1.0)
+                .map(|f| f as u64)
+                .ok_or_else(|| CoreError::config(format!("createShellTool: {k} must be a positive number."))),
         }
     };
     Ok(ShellToolOptions {
@@ -297,4 +335,3 @@ impl NativeShellTool {
         env.spawn_future(async move { shell_tool::call(shell.as_ref(), &opts, &args, cancel).await.napi() })
     }
 }
-

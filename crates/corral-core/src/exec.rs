@@ -81,9 +81,7 @@ pub fn set_var(env: &mut BTreeMap<String, String>, name: &str, value: &str) {
 
 /// The host's variables (those whose name and value are Unicode).
 fn host_vars() -> Vec<(String, String)> {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect()
 }
 
 /// The environment every command starts from: PATH, HOME, USERPROFILE, TEMP, TMP, TMPDIR, LANG,
@@ -164,7 +162,10 @@ impl LocalShell {
             ));
         }
         if !real.is_dir() {
-            return Err(Error::new(Code::InvalidArguments, format!("Working directory is not a directory: {}", shown(cwd))));
+            return Err(Error::new(
+                Code::InvalidArguments,
+                format!("Working directory is not a directory: {}", shown(cwd)),
+            ));
         }
         Ok(real)
     }
@@ -389,9 +390,7 @@ pub async fn run_shell_command(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
+    let mut child = cmd.spawn().map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
     let pid = child.id();
     let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new() };
 
@@ -514,10 +513,7 @@ mod tests {
         let names: Vec<&str> = r.stdout.lines().filter_map(|l| l.split('=').next()).collect();
         for n in names {
             // sh itself may add PWD, SHLVL and `_`.
-            assert!(
-                is_base_name(n) || matches!(n, "PWD" | "OLDPWD" | "SHLVL" | "_"),
-                "unexpected variable {n}"
-            );
+            assert!(is_base_name(n) || matches!(n, "PWD" | "OLDPWD" | "SHLVL" | "_"), "unexpected variable {n}");
         }
     }
 
@@ -528,7 +524,11 @@ mod tests {
         let (d, _) = root();
         let r = std::fs::canonicalize(d.path()).unwrap();
 
-        let listed = LocalShell::new(r.clone(), BTreeMap::new(), InheritEnv::List(vec!["CORRAL_TEST_SECRET_B".into(), "CORRAL_MISSING".into()]));
+        let listed = LocalShell::new(
+            r.clone(),
+            BTreeMap::new(),
+            InheritEnv::List(vec!["CORRAL_TEST_SECRET_B".into(), "CORRAL_MISSING".into()]),
+        );
         let out = run(&listed, "env").await.stdout;
         assert!(out.contains("CORRAL_TEST_SECRET_B=b-value"));
         assert!(!out.contains("CORRAL_TEST_OTHER_B"));
@@ -538,7 +538,10 @@ mod tests {
         let out = run(&all, "env").await.stdout;
         assert!(out.contains("CORRAL_TEST_SECRET_B=b-value") && out.contains("CORRAL_TEST_OTHER_B=other"));
 
-        let env = BTreeMap::from([("NODE_ENV".to_string(), "test".to_string()), ("CORRAL_TEST_SECRET_B".to_string(), "mine".to_string())]);
+        let env = BTreeMap::from([
+            ("NODE_ENV".to_string(), "test".to_string()),
+            ("CORRAL_TEST_SECRET_B".to_string(), "mine".to_string()),
+        ]);
         let shell = LocalShell::new(r, env, InheritEnv::All);
         let mut o = opts();
         o.env.insert("NODE_ENV".into(), "call".into());

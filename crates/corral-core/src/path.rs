@@ -40,9 +40,7 @@ fn outside(path: &str, why: &str) -> Error {
 
 /// A path as it may appear in a message: control characters (NUL among them) made visible.
 pub fn shown(path: &str) -> String {
-    path.chars()
-        .map(|c| if c.is_control() { char::REPLACEMENT_CHARACTER } else { c })
-        .collect()
+    path.chars().map(|c| if c.is_control() { char::REPLACEMENT_CHARACTER } else { c }).collect()
 }
 
 fn is_reserved_device(seg: &str) -> bool {

@@ -238,7 +238,8 @@ pub async fn check_command(
                 },
                 None => {
                     if let Some(op) = operator_after_prefix(command, s, cmd) {
-                        near_miss.get_or_insert(format!("shell operator {op} is not allowed with pattern '{}'.", show(s)));
+                        near_miss
+                            .get_or_insert(format!("shell operator {op} is not allowed with pattern '{}'.", show(s)));
                     }
                 }
             },
@@ -251,10 +252,8 @@ pub async fn check_command(
                 match rest {
                     Some(rest) => {
                         if let Some(op) = find_operator(command, cmd) {
-                            near_miss.get_or_insert(format!(
-                                "shell operator {op} is not allowed with rule '{}'.",
-                                show(c)
-                            ));
+                            near_miss
+                                .get_or_insert(format!("shell operator {op} is not allowed with rule '{}'.", show(c)));
                             continue;
                         }
                         match args {
@@ -273,7 +272,8 @@ pub async fn check_command(
                     }
                     None => {
                         if let Some(op) = operator_after_prefix(command, c, cmd) {
-                            near_miss.get_or_insert(format!("shell operator {op} is not allowed with rule '{}'.", show(c)));
+                            near_miss
+                                .get_or_insert(format!("shell operator {op} is not allowed with rule '{}'.", show(c)));
                         } else if args.is_none() && prefix_match(command, c).is_some() {
                             near_miss.get_or_insert(format!(
                                 "`{}` is not on the allow list: the rule '{}' allows exactly that command, with no extra arguments.",
@@ -758,7 +758,10 @@ mod tests {
         // A rule pins the arguments: the path checks of string patterns do not apply.
         allowed("cat ../x", &[rule("cat ../x")]).await;
         let m = refused_msg("yarn", &allow).await;
-        assert_eq!(m, "Command refused: it is not on the allow list (allowed: 'npm test', 'npm run lint', 'git status').");
+        assert_eq!(
+            m,
+            "Command refused: it is not on the allow list (allowed: 'npm test', 'npm run lint', 'git status')."
+        );
     }
 
     #[tokio::test]
@@ -802,7 +805,9 @@ mod tests {
     #[tokio::test]
     async fn deny_strings_and_rules_per_part_and_regex_on_the_whole_line() {
         let deny = [s("rm -rf"), re(r"\bsudo\b")];
-        for cmd in ["rm -rf /", "ls; rm -rf /", "ls && rm -rf /", "ls | rm -rf x", "ls &rm -rf x", "sudo ls", "ls; sudo -i"] {
+        for cmd in
+            ["rm -rf /", "ls; rm -rf /", "ls && rm -rf /", "ls | rm -rf x", "ls &rm -rf x", "sudo ls", "ls; sudo -i"]
+        {
             let e = check_command(cmd, None, &deny, Some("sh")).await.unwrap_err();
             assert_eq!(e.code, Code::CommandRefused);
             assert!(e.message.starts_with("Command refused: it matches the deny pattern "), "{}", e.message);

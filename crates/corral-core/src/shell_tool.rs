@@ -153,13 +153,17 @@ pub fn result_json(r: &ExecResult, timeout_ms: u64, max_output_chars: usize) -> 
         m.insert("timedOut".into(), Value::Bool(true));
         m.insert(
             "note".into(),
-            Value::from(format!("The command was stopped after {timeout_ms} ms (timeout); it and every process it started were killed.")),
+            Value::from(format!(
+                "The command was stopped after {timeout_ms} ms (timeout); it and every process it started were killed."
+            )),
         );
     } else if r.aborted {
         m.insert("aborted".into(), Value::Bool(true));
         m.insert(
             "note".into(),
-            Value::from("The command was aborted (the run was cancelled); it and every process it started were killed."),
+            Value::from(
+                "The command was aborted (the run was cancelled); it and every process it started were killed.",
+            ),
         );
     } else if let (None, Some(sig)) = (r.exit_code, &r.signal) {
         m.insert("note".into(), Value::from(format!("The command was killed by {sig}.")));
@@ -313,7 +317,10 @@ mod tests {
     fn description_names_the_shell_and_the_limits() {
         let mut o = ShellToolOptions { default_timeout_ms: 60_000, max_output_chars: 1234, ..Default::default() };
         let d = description(&o, Some("sh"));
-        assert!(d.contains("sh -c") && d.contains("60000 ms") && d.contains("600000 ms") && d.contains("1234 characters"), "{d}");
+        assert!(
+            d.contains("sh -c") && d.contains("60000 ms") && d.contains("600000 ms") && d.contains("1234 characters"),
+            "{d}"
+        );
         let d = description(&o, Some("cmd.exe"));
         assert!(d.contains("cmd.exe") && d.contains("double quotes") && d.contains("%NAME%"), "{d}");
         assert!(description(&o, Some("bash")).contains("with bash"));
@@ -344,12 +351,8 @@ mod tests {
         let opts = ShellToolOptions { max_output_chars: 100, ..Default::default() };
         let v = run(&shell, &opts, "seq 1 1000; seq 1 1000 >&2; exit 4", None, None).await.unwrap();
         let full: String = (1..=1000).map(|i| format!("{i}\n")).collect();
-        let expected = format!(
-            "{}\n... [{} characters omitted] ...\n{}",
-            &full[..50],
-            full.len() - 100,
-            &full[full.len() - 50..]
-        );
+        let expected =
+            format!("{}\n... [{} characters omitted] ...\n{}", &full[..50], full.len() - 100, &full[full.len() - 50..]);
         assert_eq!(v["stdout"], expected);
         assert_eq!(v["stderr"], expected);
         assert_eq!(v["exitCode"], 4);
@@ -369,7 +372,10 @@ mod tests {
         assert_eq!(v["timedOut"], true);
         assert_eq!(v["exitCode"], Value::Null);
         assert_eq!(v["stdout"], "x\n");
-        assert_eq!(v["note"], "The command was stopped after 300 ms (timeout); it and every process it started were killed.");
+        assert_eq!(
+            v["note"],
+            "The command was stopped after 300 ms (timeout); it and every process it started were killed."
+        );
         assert!(v.get("aborted").is_none());
     }
 
@@ -400,7 +406,10 @@ mod tests {
 
     #[tokio::test]
     async fn passes_cwd_env_and_the_clamped_timeout_to_the_provider() {
-        let fake = Fake { answer: ExecResult { stdout: "ok".into(), exit_code: Some(0), ..Default::default() }, ..Default::default() };
+        let fake = Fake {
+            answer: ExecResult { stdout: "ok".into(), exit_code: Some(0), ..Default::default() },
+            ..Default::default()
+        };
         let opts = ShellToolOptions {
             cwd: Some("pkg".into()),
             env: BTreeMap::from([("A".to_string(), "1".to_string())]),
@@ -420,7 +429,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_provider_signal_is_reported() {
-        let fake = Fake { answer: ExecResult { signal: Some("SIGSEGV".into()), ..Default::default() }, ..Default::default() };
+        let fake =
+            Fake { answer: ExecResult { signal: Some("SIGSEGV".into()), ..Default::default() }, ..Default::default() };
         let v = run(&fake, &ShellToolOptions::default(), "x", None, None).await.unwrap();
         assert_eq!(v["exitCode"], Value::Null);
         assert_eq!(v["note"], "The command was killed by SIGSEGV.");
@@ -439,7 +449,8 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
             c2.cancel();
         });
-        let v = run_with_grace(&fake, &ShellToolOptions::default(), "x", None, Some(cancel), grace, grace).await.unwrap();
+        let v =
+            run_with_grace(&fake, &ShellToolOptions::default(), "x", None, Some(cancel), grace, grace).await.unwrap();
         assert_eq!(v["aborted"], true);
     }
 
@@ -491,7 +502,12 @@ mod tests {
 }
 
 /// Runs one call from the model's arguments: checked against the tool's JSON Schema first.
-pub async fn call(shell: &dyn ShellProvider, opts: &ShellToolOptions, args: &Value, cancel: Option<Cancel>) -> Result<Value> {
+pub async fn call(
+    shell: &dyn ShellProvider,
+    opts: &ShellToolOptions,
+    args: &Value,
+    cancel: Option<Cancel>,
+) -> Result<Value> {
     static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
     let v = SCHEMA.get_or_init(|| jsonschema::validator_for(&parameters_schema()).expect("the shell schema is valid"));
     crate::tools::check_args(&opts.name, v, args)?;

@@ -39,8 +39,8 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use host::{is_public_ip, validate_host_pattern, HostPattern};
 use host::parse_ip;
+pub use host::{is_public_ip, validate_host_pattern, HostPattern};
 use proxy::{Listener, Rule, Shared};
 
 use crate::error::{Code, Error, Result};
@@ -142,10 +142,13 @@ impl Broker {
             }
             let mut parsed: Vec<(HeaderName, Arc<dyn HeaderSource>)> = Vec::new();
             for (name, source) in headers {
-                let header = HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| Error::config(format!("rules[\"{pattern}\"]: \"{name}\" is not a valid header name")))?;
+                let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    Error::config(format!("rules[\"{pattern}\"]: \"{name}\" is not a valid header name"))
+                })?;
                 if RESERVED_HEADERS.contains(&header.as_str()) || proxy::HOP_BY_HOP.contains(&header.as_str()) {
-                    return Err(Error::config(format!("rules[\"{pattern}\"]: the {header} header cannot be set by a rule")));
+                    return Err(Error::config(format!(
+                        "rules[\"{pattern}\"]: the {header} header cannot be set by a rule"
+                    )));
                 }
                 if parsed.iter().any(|(n, _)| *n == header) {
                     return Err(Error::config(format!("rules[\"{pattern}\"]: the {header} header is given twice")));
@@ -158,9 +161,8 @@ impl Broker {
         let allow_private = parse_patterns(&config.allow_private)?;
         let ip = match config.host.as_deref() {
             None | Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            Some(h) => parse_ip(h).ok_or_else(|| {
-                Error::config(format!("host must be an IP address or localhost, not \"{h}\""))
-            })?,
+            Some(h) => parse_ip(h)
+                .ok_or_else(|| Error::config(format!("host must be an IP address or localhost, not \"{h}\"")))?,
         };
         let tls = upstream::tls_config(&config.extra_ca_pem)?;
         let listener = bind(SocketAddr::new(ip, config.port.unwrap_or(0)))?;
@@ -305,7 +307,12 @@ fn bind(addr: SocketAddr) -> Result<TcpListener> {
     listen().map_err(|e| Error::new(Code::Io, format!("The credential broker cannot listen on {addr}: {}", e.kind())))
 }
 
-fn accept_loop(listener: Arc<Listener>, socket: TcpListener, clients: Option<IpNet>, stop: tokio_util::sync::CancellationToken) {
+fn accept_loop(
+    listener: Arc<Listener>,
+    socket: TcpListener,
+    clients: Option<IpNet>,
+    stop: tokio_util::sync::CancellationToken,
+) {
     let shared = listener.shared.clone();
     shared.clone().tracker.spawn(async move {
         loop {

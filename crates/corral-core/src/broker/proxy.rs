@@ -75,11 +75,7 @@ pub(crate) struct Listener {
 
 impl Listener {
     fn rule(&self, host: &str) -> Option<&Rule> {
-        self.shared
-            .rules
-            .iter()
-            .filter(|r| r.pattern.matches(host))
-            .max_by_key(|r| r.pattern.specificity())
+        self.shared.rules.iter().filter(|r| r.pattern.matches(host)).max_by_key(|r| r.pattern.specificity())
     }
 
     fn allowed(&self, host: &str) -> bool {
@@ -236,7 +232,10 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
             return refuse(StatusCode::BAD_GATEWAY, format!("the {name} header for {host} could not be produced"));
         };
         let Ok(mut value) = HeaderValue::from_str(&value) else {
-            return refuse(StatusCode::BAD_GATEWAY, format!("the {name} header for {host} is not a valid header value"));
+            return refuse(
+                StatusCode::BAD_GATEWAY,
+                format!("the {name} header for {host} is not a valid header value"),
+            );
         };
         value.set_sensitive(true);
         injected.push((name.clone(), value));
@@ -327,10 +326,8 @@ async fn handshake<I>(shared: &Shared, io: I) -> Result<SendRequest<Incoming>, h
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, conn) = hyper::client::conn::http1::Builder::new()
-        .max_buf_size(1024 * 1024)
-        .handshake(TokioIo::new(io))
-        .await?;
+    let (sender, conn) =
+        hyper::client::conn::http1::Builder::new().max_buf_size(1024 * 1024).handshake(TokioIo::new(io)).await?;
     let token = shared.token.clone();
     shared.tracker.spawn(async move {
         tokio::select! {
@@ -392,9 +389,7 @@ fn refuse(status: StatusCode, reason: impl Display) -> Response<ProxyBody> {
     let body = Full::new(Bytes::from(format!("corral broker: {reason}\n")));
     let mut response = Response::new(body.map_err(|never| match never {}).boxed());
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
 }
 

@@ -174,7 +174,8 @@ fn test_ca() -> TestCa {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.distinguished_name.push(DnType::CommonName, "corral broker test CA");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca_params.key_usages =
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let ca_key = KeyPair::generate().unwrap();
     let ca_cert = ca_params.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca_params, ca_key);
@@ -324,10 +325,7 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> String {
 /// Opens a CONNECT tunnel through the broker; returns the stream and the broker's status line.
 async fn connect_tunnel(proxy: SocketAddr, target: &str) -> (TcpStream, String) {
     let mut stream = TcpStream::connect(proxy).await.unwrap();
-    stream
-        .write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    stream.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await.unwrap();
     let head = read_head(&mut stream).await;
     (stream, head)
 }
@@ -378,7 +376,8 @@ async fn broker_start_rejects_bad_options() {
         assert_no_secret(what, &err.message);
     }
 
-    let broker = Broker::start(BrokerConfig { rules: auth_rule("api.github.com"), ..Default::default() }).await.unwrap();
+    let broker =
+        Broker::start(BrokerConfig { rules: auth_rule("api.github.com"), ..Default::default() }).await.unwrap();
     let addr = broker.local_addr();
     assert!(addr.ip().is_loopback() && addr.port() != 0);
     assert_eq!(broker.url(), format!("http://127.0.0.1:{}", addr.port()));
@@ -599,10 +598,8 @@ async fn broker_connect_tunnels_pass_bytes_untouched_and_are_checked() {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let tls = TlsConnector::from(Arc::new(client))
-        .connect(ServerName::try_from("localhost").unwrap(), tunnel)
-        .await
-        .unwrap();
+    let tls =
+        TlsConnector::from(Arc::new(client)).connect(ServerName::try_from("localhost").unwrap(), tunnel).await.unwrap();
     let req = Request::get("/through-tunnel")
         .header("host", "localhost")
         .header("authorization", "Bearer client-own")
@@ -657,7 +654,9 @@ async fn broker_strips_hop_by_hop_headers() {
     let seen = up.seen();
     assert_eq!(seen.len(), 1);
     let h = &seen[0].headers;
-    for gone in ["connection", "x-drop-me", "keep-alive", "proxy-authorization", "proxy-connection", "te", "trailer", "upgrade"] {
+    for gone in
+        ["connection", "x-drop-me", "keep-alive", "proxy-authorization", "proxy-connection", "te", "trailer", "upgrade"]
+    {
         assert!(h.get(gone).is_none(), "{gone} was forwarded: {h:?}");
     }
     // The body is re-framed by the broker itself; the client's own Transfer-Encoding is not copied.
@@ -731,9 +730,11 @@ async fn broker_listen_serves_only_its_clients_with_its_own_allowlist() {
     })
     .await
     .unwrap();
-    for (host, clients, allow) in
-        [("gateway.test", "127.0.0.3/32", vec![]), ("127.0.0.2", "everyone", vec![]), ("127.0.0.2", "127.0.0.3/32", strings(&["http://x"]))]
-    {
+    for (host, clients, allow) in [
+        ("gateway.test", "127.0.0.3/32", vec![]),
+        ("127.0.0.2", "everyone", vec![]),
+        ("127.0.0.2", "127.0.0.3/32", strings(&["http://x"])),
+    ] {
         let err = broker.listen(host, clients, allow).await.unwrap_err();
         assert_eq!(err.code, Code::Configuration, "{host} {clients}: {err}");
     }
@@ -785,13 +786,18 @@ async fn broker_close_stops_every_listener_and_connection() {
     .await
     .unwrap();
     let main = broker.local_addr();
-    let second: SocketAddr =
-        broker.listen("127.0.0.2", "127.0.0.0/8", vec![]).await.unwrap().strip_prefix("http://").unwrap().parse().unwrap();
+    let second: SocketAddr = broker
+        .listen("127.0.0.2", "127.0.0.0/8", vec![])
+        .await
+        .unwrap()
+        .strip_prefix("http://")
+        .unwrap()
+        .parse()
+        .unwrap();
 
     // A keep-alive connection that has been used, and an open tunnel.
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(TcpStream::connect(main).await.unwrap()))
-        .await
-        .unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(TcpStream::connect(main).await.unwrap())).await.unwrap();
     let conn = tokio::spawn(conn);
     let response = sender.send_request(get(&format!("http://127.0.0.1:{}/", up.port()))).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
@@ -887,15 +893,31 @@ async fn broker_answers_bad_input_with_4xx_and_keeps_serving() {
             "431",
         ),
         ("too many headers", format!("GET http://127.0.0.1/ HTTP/1.1\r\nHost: x\r\n{many_headers}\r\n"), "431"),
-        ("ftp scheme", "GET ftp://example.com/f HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n".into(), "400"),
-        ("https absolute-form", "GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n".into(), "400"),
+        (
+            "ftp scheme",
+            "GET ftp://example.com/f HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n".into(),
+            "400",
+        ),
+        (
+            "https absolute-form",
+            "GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n".into(),
+            "400",
+        ),
         ("numeric host trick", "GET http://0x7f.1/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into(), "400"),
         ("decimal host trick", "GET http://2130706433/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into(), "400"),
         ("port 0", "GET http://127.0.0.1:0/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into(), "400"),
         ("user info", "GET http://user:pw@127.0.0.1/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into(), "400"),
-        ("CONNECT without port", "CONNECT example.com HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n".into(), "400"),
+        (
+            "CONNECT without port",
+            "CONNECT example.com HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n".into(),
+            "400",
+        ),
         ("bad broker host", "GET /__broker/bad%host/x HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n".into(), "400"),
-        ("user info in broker path", "GET /__broker/u@127.0.0.1/x HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n".into(), "400"),
+        (
+            "user info in broker path",
+            "GET /__broker/u@127.0.0.1/x HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n".into(),
+            "400",
+        ),
         ("empty broker host", "GET /__broker//x HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n".into(), "400"),
         ("origin-form elsewhere", "GET / HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n".into(), "400"),
         ("asterisk-form", "OPTIONS * HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n".into(), "400"),

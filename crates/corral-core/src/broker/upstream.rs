@@ -41,9 +41,9 @@ impl Refused {
 
     pub(crate) fn reason(&self, host: &str, port: u16) -> String {
         match self {
-            Refused::NonPublic(ip) => format!(
-                "{host} resolves to the non-public address {ip}; list the host in allowPrivate to reach it"
-            ),
+            Refused::NonPublic(ip) => {
+                format!("{host} resolves to the non-public address {ip}; list the host in allowPrivate to reach it")
+            }
             Refused::Resolve(e) => format!("cannot resolve {host}: {e}"),
             Refused::Connect(e) => format!("cannot connect to {host}:{port}: {e}"),
             Refused::Timeout => format!("connecting to {host}:{port} timed out"),
@@ -67,10 +67,8 @@ pub(crate) async fn connect_tcp(host: &str, port: u16, private_ok: bool) -> Resu
     let Some(first) = addrs.first().copied() else {
         return Err(Refused::Resolve("no address".into()));
     };
-    let checked: Vec<SocketAddr> = addrs
-        .into_iter()
-        .filter(|a| private_ok || is_public_ip(a.ip().to_canonical()))
-        .collect();
+    let checked: Vec<SocketAddr> =
+        addrs.into_iter().filter(|a| private_ok || is_public_ip(a.ip().to_canonical())).collect();
     if checked.is_empty() {
         return Err(Refused::NonPublic(first.ip()));
     }
@@ -118,10 +116,11 @@ pub(crate) fn tls_config(extra_ca_pem: &[String]) -> Result<Arc<ClientConfig>> {
         let mut reader = BufReader::new(pem.as_bytes());
         let mut found = 0;
         for cert in rustls_pemfile::certs(&mut reader) {
-            let cert = cert.map_err(|e| Error::config(format!("createCredentialBroker: ca[{i}] is not valid PEM: {e}")))?;
-            roots
-                .add(cert)
-                .map_err(|e| Error::config(format!("createCredentialBroker: ca[{i}] holds an unusable certificate: {e}")))?;
+            let cert =
+                cert.map_err(|e| Error::config(format!("createCredentialBroker: ca[{i}] is not valid PEM: {e}")))?;
+            roots.add(cert).map_err(|e| {
+                Error::config(format!("createCredentialBroker: ca[{i}] holds an unusable certificate: {e}"))
+            })?;
             found += 1;
         }
         if found == 0 {

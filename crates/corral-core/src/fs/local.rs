@@ -54,7 +54,10 @@ impl LocalFs {
             return Err(Error::config("NodeWorkspace: root must be a non-empty path to an existing directory."));
         }
         let real = std::fs::canonicalize(root).map_err(|e| {
-            Error::config(format!("NodeWorkspace: root '{root}' cannot be resolved ({}); it must be an existing directory.", e.kind()))
+            Error::config(format!(
+                "NodeWorkspace: root '{root}' cannot be resolved ({}); it must be an existing directory.",
+                e.kind()
+            ))
         })?;
         if !real.is_dir() {
             return Err(Error::config(format!("NodeWorkspace: root '{root}' is not a directory.")));
@@ -307,7 +310,8 @@ impl FsProvider for LocalFs {
         let (this, path) = (self.clone(), path.to_string());
         blocking(move || {
             let (rel, host) = this.resolve(&path)?;
-            std::fs::set_permissions(&host, std::fs::Permissions::from_mode(mode & 0o7777)).map_err(|e| Error::io(&rel, &e))
+            std::fs::set_permissions(&host, std::fs::Permissions::from_mode(mode & 0o7777))
+                .map_err(|e| Error::io(&rel, &e))
         })
         .await
     }
@@ -340,7 +344,9 @@ impl LocalFs {
         };
         match std::fs::metadata(&host) {
             Ok(m) => Ok(Some(Stat { kind: entry_type(m.file_type()), size: m.len() })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
+                Ok(None)
+            }
             Err(e) => Err(Error::io(path, &e)),
         }
     }

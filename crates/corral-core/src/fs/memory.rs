@@ -56,7 +56,8 @@ impl MemoryFs {
         {
             let mut t = fs.tree.lock().unwrap();
             for (path, content) in files {
-                let p = normalize(&path, Flavor::Both).map_err(|e| Error::config(format!("MemoryWorkspace files: {}", e.message)))?;
+                let p = normalize(&path, Flavor::Both)
+                    .map_err(|e| Error::config(format!("MemoryWorkspace files: {}", e.message)))?;
                 if p == "." {
                     return Err(Error::config("MemoryWorkspace files: a file cannot be the root."));
                 }
@@ -88,7 +89,11 @@ impl MemoryFs {
             return vec![(dir.to_string(), v.clone())];
         }
         let prefix = format!("{dir}/");
-        t.files.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(k, v)| (k.clone(), v.clone())).collect()
+        t.files
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 }
 
@@ -128,7 +133,12 @@ impl FsProvider for MemoryFs {
             .iter()
             .filter(|k| direct(k))
             .map(|k| DirEntry { name: k[prefix.len()..].to_string(), kind: EntryType::Directory })
-            .chain(t.files.keys().filter(|k| direct(k)).map(|k| DirEntry { name: k[prefix.len()..].to_string(), kind: EntryType::File }))
+            .chain(
+                t.files
+                    .keys()
+                    .filter(|k| direct(k))
+                    .map(|k| DirEntry { name: k[prefix.len()..].to_string(), kind: EntryType::File }),
+            )
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
@@ -230,7 +240,8 @@ mod tests {
 
     #[tokio::test]
     async fn tree_basics() {
-        let fs = MemoryFs::new([("src/a.ts".to_string(), b"a".to_vec()), ("README.md".to_string(), b"r".to_vec())]).unwrap();
+        let fs =
+            MemoryFs::new([("src/a.ts".to_string(), b"a".to_vec()), ("README.md".to_string(), b"r".to_vec())]).unwrap();
         let names: Vec<_> = fs.readdir(".").await.unwrap().into_iter().map(|e| (e.name, e.kind)).collect();
         assert_eq!(names, vec![("README.md".into(), EntryType::File), ("src".into(), EntryType::Directory)]);
         fs.write_file("src/b/c.ts", "c").await.unwrap();

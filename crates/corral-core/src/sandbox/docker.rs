@@ -122,12 +122,14 @@ impl DockerClient {
         let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(|e| {
             Error::new(
                 Code::Io,
-                format!("Cannot connect to the Docker daemon at unix://{}: {e}. Is the docker daemon running?", self.socket.display()),
+                format!(
+                    "Cannot connect to the Docker daemon at unix://{}: {e}. Is the docker daemon running?",
+                    self.socket.display()
+                ),
             )
         })?;
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| io_error("handshake", e))?;
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| io_error("handshake", e))?;
         tokio::spawn(async move {
             let _ = conn.with_upgrades().await;
         });
@@ -166,11 +168,8 @@ impl DockerClient {
                     .await
                     .map_err(|e| io_error("GET /_ping", e))?;
                 let status = resp.status();
-                let offered = resp
-                    .headers()
-                    .get("api-version")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(parse_api_version);
+                let offered =
+                    resp.headers().get("api-version").and_then(|v| v.to_str().ok()).and_then(parse_api_version);
                 let _ = resp.into_body().collect().await;
                 if !status.is_success() {
                     return Err(io_error("GET /_ping", status));
@@ -206,7 +205,10 @@ impl DockerClient {
         let what = format!("{method} {}", path.split('?').next().unwrap_or(path));
         let reply = self.call(method, path, body).await?;
         if !reply.status.is_success() {
-            return Err(Error::new(Code::Io, format!("Docker Engine: {what}: {} ({})", reply.message(), reply.status.as_u16())));
+            return Err(Error::new(
+                Code::Io,
+                format!("Docker Engine: {what}: {} ({})", reply.message(), reply.status.as_u16()),
+            ));
         }
         Ok(reply.json())
     }
@@ -279,7 +281,10 @@ mod tests {
 
     #[test]
     fn docker_hosts() {
-        assert_eq!(DockerHost::parse("unix:///var/run/docker.sock").unwrap(), DockerHost::Unix("/var/run/docker.sock".into()));
+        assert_eq!(
+            DockerHost::parse("unix:///var/run/docker.sock").unwrap(),
+            DockerHost::Unix("/var/run/docker.sock".into())
+        );
         assert_eq!(DockerHost::parse("/tmp/d.sock").unwrap(), DockerHost::Unix("/tmp/d.sock".into()));
         assert!(matches!(DockerHost::parse("tcp://10.0.0.2:2375").unwrap(), DockerHost::Remote(_)));
         assert!(matches!(DockerHost::parse("ssh://me@box").unwrap(), DockerHost::Remote(_)));

@@ -136,7 +136,10 @@ pub struct SandboxShell {
 
 impl std::fmt::Debug for SandboxShell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SandboxShell").field("cwd", &self.root.root()).field("inherit", &self.inherit).finish_non_exhaustive()
+        f.debug_struct("SandboxShell")
+            .field("cwd", &self.root.root())
+            .field("inherit", &self.inherit)
+            .finish_non_exhaustive()
     }
 }
 
@@ -150,7 +153,10 @@ impl SandboxShell {
     ) -> Result<Self> {
         let cwd = cwd.as_ref();
         if !cwd.is_absolute() {
-            return Err(Error::config(format!("SandboxShell: cwd must be an absolute path, not \"{}\"", cwd.display())));
+            return Err(Error::config(format!(
+                "SandboxShell: cwd must be an absolute path, not \"{}\"",
+                cwd.display()
+            )));
         }
         let real = std::fs::canonicalize(cwd)
             .map_err(|e| Error::config(format!("SandboxShell: cwd \"{}\" cannot be used: {e}", cwd.display())))?;

@@ -118,11 +118,9 @@ impl SubprocessSandbox {
         };
         let network_name = match network_name {
             Some(name) if valid_network_name(&name) => name,
-            Some(name) => {
-                return Err(Error::config(format!(
-                    "SubprocessSandbox: networkName \"{name}\" is not a Docker network name ([a-zA-Z0-9][a-zA-Z0-9_.-]*)"
-                )))
-            }
+            Some(name) => return Err(Error::config(format!(
+                "SubprocessSandbox: networkName \"{name}\" is not a Docker network name ([a-zA-Z0-9][a-zA-Z0-9_.-]*)"
+            ))),
             None => format!("lousho-egress-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff),
         };
         let host = DockerHost::resolve(docker_host.as_deref())?;
@@ -130,7 +128,15 @@ impl SubprocessSandbox {
             DockerHost::Unix(path) => Some(Arc::new(DockerClient::new(path.clone()))),
             DockerHost::Remote(_) => None,
         };
-        Ok(SubprocessSandbox { image, network, broker, network_name, host, client, egress: tokio::sync::Mutex::new(None) })
+        Ok(SubprocessSandbox {
+            image,
+            network,
+            broker,
+            network_name,
+            host,
+            client,
+            egress: tokio::sync::Mutex::new(None),
+        })
     }
 
     /// The network policy, with `Allow` hosts validated and normalised (`sandbox.network`).
@@ -189,10 +195,9 @@ impl SubprocessSandbox {
                 "Docker Desktop runs containers in a VM, so the host has no address on an internal network",
             ));
         }
-        let rootless = info
-            .get("SecurityOptions")
-            .and_then(Value::as_array)
-            .is_some_and(|opts| opts.iter().filter_map(Value::as_str).any(|o| o.split(',').any(|p| p == "name=rootless")));
+        let rootless = info.get("SecurityOptions").and_then(Value::as_array).is_some_and(|opts| {
+            opts.iter().filter_map(Value::as_str).any(|o| o.split(',').any(|p| p == "name=rootless"))
+        });
         if rootless {
             return Err(unsupported("rootless Docker keeps its bridge in its own network namespace"));
         }
@@ -270,7 +275,10 @@ impl SubprocessSandbox {
             }
             // Made meanwhile by someone else: look again.
             if made.status != http::StatusCode::CONFLICT {
-                return Err(Error::new(Code::Io, format!("Docker Engine: creating network {name}: {}", made.message())));
+                return Err(Error::new(
+                    Code::Io,
+                    format!("Docker Engine: creating network {name}: {}", made.message()),
+                ));
             }
         }
         Err(Error::new(Code::Io, format!("Docker Engine: network {name} could not be created or found")))
@@ -411,8 +419,8 @@ impl SandboxAdapter for SubprocessSandbox {
         if cancel.is_cancelled() {
             return Ok(ExecResult { aborted: true, ..Default::default() });
         }
-        let deadline = (req.timeout_ms > 0)
-            .then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
+        let deadline =
+            (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
         // Egress is checked (and refused) before any container exists.
         let (network_mode, proxy_env) = self.network_plan().await?;
         let client = self.client()?.clone();
@@ -445,9 +453,10 @@ impl SandboxAdapter for SubprocessSandbox {
                 "PidsLimit": PIDS_LIMIT,
             },
         });
-        let created = client.json(Method::POST, "/containers/create", Some(&body)).await.map_err(|e| {
-            Error::new(e.code, format!("Could not start the command: {}", e.message))
-        })?;
+        let created = client
+            .json(Method::POST, "/containers/create", Some(&body))
+            .await
+            .map_err(|e| Error::new(e.code, format!("Could not start the command: {}", e.message)))?;
         let id = created
             .get("Id")
             .and_then(Value::as_str)
@@ -461,9 +470,11 @@ impl SandboxAdapter for SubprocessSandbox {
         let mut reader: Option<tokio::task::JoinHandle<()>> = None;
         let work = async {
             let attached = client.attach(&id, with_stdin).await?;
-            reader = Some(tokio::spawn(read_attached(attached, req.stdin.clone(), out.clone(), err.clone(), done.clone())));
+            reader =
+                Some(tokio::spawn(read_attached(attached, req.stdin.clone(), out.clone(), err.clone(), done.clone())));
             client.json(Method::POST, &format!("/containers/{id}/start"), None).await?;
-            let waited = client.json(Method::POST, &format!("/containers/{id}/wait?condition=not-running"), None).await?;
+            let waited =
+                client.json(Method::POST, &format!("/containers/{id}/wait?condition=not-running"), None).await?;
             if let Some(msg) = waited.get("Error").and_then(|e| e.get("Message")).and_then(Value::as_str) {
                 if !msg.is_empty() {
                     return Err(Error::new(Code::Io, format!("Docker Engine: wait: {msg}")));

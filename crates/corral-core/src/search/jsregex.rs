@@ -141,51 +141,36 @@ impl JsRegex {
             )
         };
         let unsupported = |why: String| {
-            Error::new(
-                Code::InvalidPattern,
-                format!("Unsupported regular expression {}: {why}", show(pattern, flags)),
-            )
+            Error::new(Code::InvalidPattern, format!("Unsupported regular expression {}: {why}", show(pattern, flags)))
         };
         let engine = if backtracking {
-            let re = fancy_regex::RegexBuilder::new(&translated)
-                .backtrack_limit(BACKTRACK_LIMIT)
-                .build()
-                .map_err(|e| match e {
-                    fancy_regex::Error::CompileError(ref c)
-                        if matches!(**c, fancy_regex::CompileError::PatternTooComplex)
-                            || c.to_string().contains("size limit") =>
-                    {
-                        too_big("size limit")
+            let re =
+                fancy_regex::RegexBuilder::new(&translated).backtrack_limit(BACKTRACK_LIMIT).build().map_err(|e| {
+                    match e {
+                        fancy_regex::Error::CompileError(ref c)
+                            if matches!(**c, fancy_regex::CompileError::PatternTooComplex)
+                                || c.to_string().contains("size limit") =>
+                        {
+                            too_big("size limit")
+                        }
+                        other => unsupported(other.to_string()),
                     }
-                    other => unsupported(other.to_string()),
                 })?;
             Engine::Backtracking(re)
         } else {
-            let re = regex::RegexBuilder::new(&translated).nest_limit(1000).build().map_err(
-                |e| match e {
-                    regex::Error::CompiledTooBig(_) => too_big("size limit"),
-                    other => unsupported(other.to_string()),
-                },
-            )?;
+            let re = regex::RegexBuilder::new(&translated).nest_limit(1000).build().map_err(|e| match e {
+                regex::Error::CompiledTooBig(_) => too_big("size limit"),
+                other => unsupported(other.to_string()),
+            })?;
             Engine::Linear(re)
         };
 
-        let mut pem =
-            Emitter { f, utf16, backtracking: false, prefilter: true, out: String::new() };
+        let mut pem = Emitter { f, utf16, backtracking: false, prefilter: true, out: String::new() };
         pem.node(&ast.root, true, true);
-        let prefilter = regex::bytes::RegexBuilder::new(&pem.out)
-            .nest_limit(1000)
-            .build()
-            .ok()
-            .filter(|re| !re.is_match(b""));
+        let prefilter =
+            regex::bytes::RegexBuilder::new(&pem.out).nest_limit(1000).build().ok().filter(|re| !re.is_match(b""));
 
-        Ok(JsRegex {
-            source: pattern.to_string(),
-            flags: flags.to_string(),
-            engine,
-            utf16,
-            prefilter,
-        })
+        Ok(JsRegex { source: pattern.to_string(), flags: flags.to_string(), engine, utf16, prefilter })
     }
 
     /// Tests one piece of text (a line, or a whole command line) with JavaScript semantics.
@@ -557,15 +542,10 @@ fn case_closure(s: &Set, f: Flags) -> Set {
         let scalars = s.difference(&Set::range(SURR_LO, SURR_HI));
         let surrogates = s.intersect(&Set::range(SURR_LO, SURR_HI));
         let mut cls = ClassUnicode::new(scalars.r.iter().map(|&(lo, hi)| {
-            ClassUnicodeRange::new(
-                char::from_u32(lo).expect("scalar value"),
-                char::from_u32(hi).expect("scalar value"),
-            )
+            ClassUnicodeRange::new(char::from_u32(lo).expect("scalar value"), char::from_u32(hi).expect("scalar value"))
         }));
         cls.case_fold_simple();
-        let folded = Set::from_ranges(
-            cls.ranges().iter().map(|r| (r.start() as u32, r.end() as u32)).collect(),
-        );
+        let folded = Set::from_ranges(cls.ranges().iter().map(|r| (r.start() as u32, r.end() as u32)).collect());
         folded.union(&surrogates)
     } else {
         let table = legacy_fold();
@@ -624,9 +604,7 @@ struct Ast {
 
 fn children(n: &Node) -> &[Node] {
     match n {
-        Node::Look { node, .. } | Node::Group(node, _) | Node::Repeat { node, .. } => {
-            std::slice::from_ref(node)
-        }
+        Node::Look { node, .. } | Node::Group(node, _) | Node::Repeat { node, .. } => std::slice::from_ref(node),
         Node::Concat(v) | Node::Alt(v) => v,
         _ => &[],
     }
@@ -669,10 +647,9 @@ fn needs_backtracking(n: &Node, lead: bool, trail: bool, f: Flags) -> bool {
         Node::Look { .. } | Node::Backref(_) => true,
         Node::Group(node, _) => needs_backtracking(node, lead, trail, f),
         Node::Alt(v) => v.iter().any(|c| needs_backtracking(c, lead, trail, f)),
-        Node::Concat(v) => v
-            .iter()
-            .enumerate()
-            .any(|(k, c)| needs_backtracking(c, lead && k == 0, trail && k + 1 == v.len(), f)),
+        Node::Concat(v) => {
+            v.iter().enumerate().any(|(k, c)| needs_backtracking(c, lead && k == 0, trail && k + 1 == v.len(), f))
+        }
         Node::Repeat { node, .. } => needs_backtracking(node, false, false, f),
     }
 }
@@ -931,9 +908,7 @@ impl<'a> Parser<'a> {
     fn enter(&mut self) -> Result<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(
-                self.unsupported(&format!("groups and classes nest more than {MAX_DEPTH} deep"))
-            );
+            return Err(self.unsupported(&format!("groups and classes nest more than {MAX_DEPTH} deep")));
         }
         Ok(())
     }
@@ -1040,12 +1015,8 @@ impl<'a> Parser<'a> {
     /// A quantifier right after an assertion is "nothing to repeat".
     fn no_quantifier(&self) -> Result<()> {
         match self.peek() {
-            Some(c) if c == ch('*') || c == ch('+') || c == ch('?') => {
-                Err(self.err("nothing to repeat"))
-            }
-            Some(c) if c == ch('{') && self.braced().is_some() => {
-                Err(self.err("nothing to repeat"))
-            }
+            Some(c) if c == ch('*') || c == ch('+') || c == ch('?') => Err(self.err("nothing to repeat")),
+            Some(c) if c == ch('{') && self.braced().is_some() => Err(self.err("nothing to repeat")),
             _ => Ok(()),
         }
     }
@@ -1327,9 +1298,7 @@ impl<'a> Parser<'a> {
                     self.i += 2;
                     Ok(l % 32)
                 }
-                _ if u => {
-                    Err(self.err("invalid unicode escape (\\c must be followed by a letter)"))
-                }
+                _ if u => Err(self.err("invalid unicode escape (\\c must be followed by a letter)")),
                 _ => Ok(ch('\\')),
             },
             Some('0') if !is_digit(self.peek_at(1)) => {
@@ -1338,11 +1307,7 @@ impl<'a> Parser<'a> {
             }
             Some('0'..='9') => {
                 if u {
-                    return Err(self.err(if in_class {
-                        "invalid class escape"
-                    } else {
-                        "invalid decimal escape"
-                    }));
+                    return Err(self.err(if in_class { "invalid class escape" } else { "invalid decimal escape" }));
                 }
                 Ok(self.legacy_octal_or_digit())
             }
@@ -1424,8 +1389,7 @@ impl<'a> Parser<'a> {
             if c == ch('}') {
                 break;
             }
-            let ok = char::from_u32(c)
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=');
+            let ok = char::from_u32(c).is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '=');
             if !ok {
                 return Err(self.err("invalid property name"));
             }
@@ -1434,13 +1398,9 @@ impl<'a> Parser<'a> {
         if !self.eat('}') || self.i - 1 == start {
             return Err(self.err("invalid property name"));
         }
-        let name: String =
-            self.s[start..self.i - 1].iter().map(|&c| char::from_u32(c).expect("ascii")).collect();
+        let name: String = self.s[start..self.i - 1].iter().map(|&c| char::from_u32(c).expect("ascii")).collect();
         if let Some((key, _)) = name.split_once('=') {
-            if !matches!(
-                key,
-                "General_Category" | "gc" | "Script" | "sc" | "Script_Extensions" | "scx"
-            ) {
+            if !matches!(key, "General_Category" | "gc" | "Script" | "sc" | "Script_Extensions" | "scx") {
                 return Err(self.err(&format!("invalid property name {name}")));
             }
         }
@@ -1460,8 +1420,7 @@ impl<'a> Parser<'a> {
                 self.err(&format!("invalid property name {name}"))
             });
         }
-        let set = property_set(&name)
-            .ok_or_else(|| self.err(&format!("invalid property name {name}")))?;
+        let set = property_set(&name).ok_or_else(|| self.err(&format!("invalid property name {name}")))?;
         // With `v` and `i`, the property is folded before it is complemented.
         let set = if self.f.v && self.f.i { case_closure(&set, self.f) } else { set };
         Ok(if negate { set.complement(MAX_CP) } else { set })
@@ -1767,9 +1726,7 @@ impl<'a> Parser<'a> {
                 char::from_u32(c).unwrap_or('?')
             )));
         }
-        if char::from_u32(c).is_some_and(|c| "&!#$%*+,.:;<=>?@^`~".contains(c))
-            && self.peek_at(1) == Some(c)
-        {
+        if char::from_u32(c).is_some_and(|c| "&!#$%*+,.:;<=>?@^`~".contains(c)) && self.peek_at(1) == Some(c) {
             return Err(self.err("invalid set operation in character class"));
         }
         self.i += 1;
@@ -1811,13 +1768,12 @@ fn property_set(name: &str) -> Option<Set> {
     }
     let hir = regex_syntax::ParserBuilder::new().build().parse(&format!("\\p{{{name}}}")).ok();
     let set = hir.and_then(|hir| match hir.kind() {
-        HirKind::Class(Class::Unicode(cls)) => Some(Set::from_ranges(
-            cls.ranges().iter().map(|r| (r.start() as u32, r.end() as u32)).collect(),
-        )),
-        HirKind::Literal(lit) => std::str::from_utf8(&lit.0)
-            .ok()
-            .and_then(|s| s.chars().next())
-            .map(|c| Set::single(c as u32)),
+        HirKind::Class(Class::Unicode(cls)) => {
+            Some(Set::from_ranges(cls.ranges().iter().map(|r| (r.start() as u32, r.end() as u32)).collect()))
+        }
+        HirKind::Literal(lit) => {
+            std::str::from_utf8(&lit.0).ok().and_then(|s| s.chars().next()).map(|c| Set::single(c as u32))
+        }
         _ => None,
     });
     if let Ok(mut c) = cache.lock() {
@@ -1860,11 +1816,8 @@ fn set_atom(s: &Set) -> String {
     }
     // Write whichever of the set and its complement (over scalar values) is shorter.
     let scalars_complement = s.union(&Set::range(SURR_LO, SURR_HI)).complement(MAX_CP);
-    let (negate, ranges) = if scalars_complement.r.len() < s.r.len() {
-        (true, &scalars_complement.r)
-    } else {
-        (false, &s.r)
-    };
+    let (negate, ranges) =
+        if scalars_complement.r.len() < s.r.len() { (true, &scalars_complement.r) } else { (false, &s.r) };
     if negate && ranges.is_empty() {
         out.push_str(r"[\u{0}-\u{10FFFF}]");
         return out;
@@ -1891,22 +1844,14 @@ fn to_text_chars(s: &Set, utf16: bool) -> Set {
     if !utf16 {
         return base;
     }
-    let mapped: Vec<(u32, u32)> = s
-        .intersect(&surrogates)
-        .r
-        .iter()
-        .map(|&(lo, hi)| (lo + SURR_BASE, hi + SURR_BASE))
-        .collect();
+    let mapped: Vec<(u32, u32)> =
+        s.intersect(&surrogates).r.iter().map(|&(lo, hi)| (lo + SURR_BASE, hi + SURR_BASE)).collect();
     base.union(&Set::from_ranges(mapped))
 }
 
 impl Emitter {
     fn word_class(&self) -> String {
-        let w = if self.f.unicode() && self.f.i {
-            case_closure(&word_set(), self.f)
-        } else {
-            word_set()
-        };
+        let w = if self.f.unicode() && self.f.i { case_closure(&word_set(), self.f) } else { word_set() };
         set_atom(&w)
     }
 
@@ -2340,8 +2285,7 @@ mod tests {
         for &(p, f, t, want) in JS {
             let got = run(p, f, t);
             if got != want {
-                let how =
-                    JsRegex::new(p, f).map(|r| format!("{r:?}")).unwrap_or_else(|e| e.message);
+                let how = JsRegex::new(p, f).map(|r| format!("{r:?}")).unwrap_or_else(|e| e.message);
                 wrong.push(format!("/{p}/{f} on {t:?}: want {want:?}, got {got:?} ({how})"));
             }
         }
@@ -2417,14 +2361,8 @@ mod tests {
         assert_eq!(msg("a**", ""), "Invalid regular expression /a**/: nothing to repeat");
         assert_eq!(msg("{1}", ""), "Invalid regular expression /{1}/: nothing to repeat");
         assert_eq!(msg("^*", ""), "Invalid regular expression /^*/: nothing to repeat");
-        assert_eq!(
-            msg("a{2,1}", ""),
-            "Invalid regular expression /a{2,1}/: numbers out of order in {} quantifier"
-        );
-        assert_eq!(
-            msg("[z-a]", ""),
-            "Invalid regular expression /[z-a]/: range out of order in character class"
-        );
+        assert_eq!(msg("a{2,1}", ""), "Invalid regular expression /a{2,1}/: numbers out of order in {} quantifier");
+        assert_eq!(msg("[z-a]", ""), "Invalid regular expression /[z-a]/: range out of order in character class");
         assert_eq!(msg("\\", ""), "Invalid regular expression /\\/: \\ at end of pattern");
         assert_eq!(msg("a{", "u"), "Invalid regular expression /a{/u: incomplete quantifier");
         assert_eq!(msg("}", "u"), "Invalid regular expression /}/u: lone quantifier brackets");
@@ -2464,8 +2402,7 @@ mod tests {
         let e = JsRegex::new(r"(?:a{1000}){1000}", "").expect_err("too big");
         assert_eq!(e.code, Code::InvalidPattern);
         assert!(
-            e.message
-                .starts_with("Refused regular expression /(?:a{1000}){1000}/: it is too large"),
+            e.message.starts_with("Refused regular expression /(?:a{1000}){1000}/: it is too large"),
             "{}",
             e.message
         );
@@ -2493,9 +2430,7 @@ mod tests {
 
     #[test]
     fn prefilter_presence() {
-        let pf = |p: &str, f: &str| {
-            JsRegex::new(p, f).unwrap().prefilter().map(|r| r.as_str().to_string())
-        };
+        let pf = |p: &str, f: &str| JsRegex::new(p, f).unwrap().prefilter().map(|r| r.as_str().to_string());
         assert!(pf("foo", "").is_some());
         assert!(pf(r"\bfoo\b", "i").is_some());
         assert!(pf(r"foo$", "").is_some());
@@ -2587,8 +2522,7 @@ mod tests {
             b"\xE2\x82",
             b"\x80",
         ];
-        proptest::collection::vec(proptest::sample::select(atoms), 0..12)
-            .prop_map(|parts| parts.concat())
+        proptest::collection::vec(proptest::sample::select(atoms), 0..12).prop_map(|parts| parts.concat())
     }
 
     /// Cuts a line as grep does: at most `n` characters.
@@ -2658,8 +2592,7 @@ mod tests {
         let mut skipped = 0;
         for line in data.lines().filter(|l| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let (p, f, t) =
-                (v[0].as_str().unwrap(), v[1].as_str().unwrap(), v[2].as_str().unwrap());
+            let (p, f, t) = (v[0].as_str().unwrap(), v[1].as_str().unwrap(), v[2].as_str().unwrap());
             let want = match &v[3] {
                 serde_json::Value::Bool(true) => T,
                 serde_json::Value::Bool(false) => F,
@@ -2680,22 +2613,15 @@ mod tests {
                         continue;
                     }
                 },
-                Err(e)
-                    if e.message.starts_with("Refused") || e.message.starts_with("Unsupported") =>
-                {
+                Err(e) if e.message.starts_with("Refused") || e.message.starts_with("Unsupported") => {
                     skipped += 1;
                     continue;
                 }
                 Err(_) => E,
             };
             if got != want {
-                let how = JsRegex::new(p, f)
-                    .map(|r| r.translated().to_string())
-                    .unwrap_or_else(|e| e.message);
-                wrong.push(format!(
-                    "{}  want {want:?} got {got:?}  {how}",
-                    serde_json::json!([p, f, t])
-                ));
+                let how = JsRegex::new(p, f).map(|r| r.translated().to_string()).unwrap_or_else(|e| e.message);
+                wrong.push(format!("{}  want {want:?} got {got:?}  {how}", serde_json::json!([p, f, t])));
             }
         }
         eprintln!("{n} cases, {skipped} refused, unsupported or slow");

@@ -49,8 +49,12 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     let _writer = lock_path(fs, &path).await;
     match fs.stat(&path).await? {
         None => return Err(Error::not_found(&path)),
-        Some(s) if s.kind == EntryType::Directory => return Err(Error::new(Code::IsADirectory, format!("{path} is a directory."))),
-        Some(s) if s.kind == EntryType::Other => return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file."))),
+        Some(s) if s.kind == EntryType::Directory => {
+            return Err(Error::new(Code::IsADirectory, format!("{path} is a directory.")))
+        }
+        Some(s) if s.kind == EntryType::Other => {
+            return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file.")))
+        }
         Some(_) => {}
     }
     let (text, bom) = read_text(fs, &path).await?;
@@ -66,7 +70,9 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         }
         let mut msg = format!("old_string was not found in {path}. Read the file and copy the exact text, including whitespace and indentation.");
         if text.contains("\r\n") && old.contains('\n') && !old.contains("\r\n") {
-            msg.push_str(" The file has CRLF (\\r\\n) line endings but old_string uses \\n: match the file's line endings.");
+            msg.push_str(
+                " The file has CRLF (\\r\\n) line endings but old_string uses \\n: match the file's line endings.",
+            );
             if text.contains(&old.replace('\n', "\r\n")) {
                 msg.push_str(" With \\r\\n line endings, old_string would match.");
             }

@@ -91,10 +91,11 @@ impl Ctx {
         };
         let turn = match v.get("turn") {
             None | Some(Value::Null) => 0,
-            Some(t) => t
-                .as_f64()
-                .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64)
-                .ok_or_else(|| bad("turn must be a non-negative integer (the 0-based index of the user message)."))? as u32,
+            Some(t) => {
+                t.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64).ok_or_else(|| {
+                    bad("turn must be a non-negative integer (the 0-based index of the user message).")
+                })? as u32
+            }
         };
         Ok(Ctx { session_id, turn, cancel })
     }
@@ -327,7 +328,13 @@ pub(crate) async fn lock_path(fs: &dyn FsProvider, path: &str) -> tokio::sync::O
 
 /// Writes through the provider; with checkpoints, the old content is stored first (crash safety)
 /// and the written content's hash after.
-pub(crate) async fn hooked_write(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &Ctx, path: &str, bytes: &[u8]) -> Result<()> {
+pub(crate) async fn hooked_write(
+    fs: &dyn FsProvider,
+    o: &FsToolOptions,
+    ctx: &Ctx,
+    path: &str,
+    bytes: &[u8],
+) -> Result<()> {
     if let Some(c) = &o.checkpoints {
         c.before_write(fs, &ctx.session_id, ctx.turn, path, bytes).await?;
     }

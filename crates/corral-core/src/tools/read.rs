@@ -12,7 +12,10 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
     match fs.stat(&path).await? {
         None => return Err(Error::not_found(&path)),
         Some(s) if s.kind == EntryType::Directory => {
-            return Err(Error::new(Code::IsADirectory, format!("{path} is a directory; use list_dir to see its entries.")))
+            return Err(Error::new(
+                Code::IsADirectory,
+                format!("{path} is a directory; use list_dir to see its entries."),
+            ))
         }
         Some(s) if s.size > MAX_READ_BYTES => {
             return Err(Error::new(
@@ -25,13 +28,17 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
             ))
         }
         Some(s) if s.kind == EntryType::Other => {
-            return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file (a pipe, socket or device); read_file reads files only.")))
+            return Err(Error::new(
+                Code::NotAFile,
+                format!("{path} is not a regular file (a pipe, socket or device); read_file reads files only."),
+            ))
         }
         _ => {}
     }
     let content = fs.read_file(&path).await?;
     let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(1) as usize;
-    let limit = args.get("limit").and_then(Value::as_u64).map(|l| l as usize).unwrap_or(o.max_read_lines).min(o.max_read_lines);
+    let limit =
+        args.get("limit").and_then(Value::as_u64).map(|l| l as usize).unwrap_or(o.max_read_lines).min(o.max_read_lines);
     Ok(format_lines(&path, &content, offset, limit, o.max_output_chars))
 }
 

@@ -10,7 +10,10 @@ use std::time::Instant;
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::Value;
 
-use super::{checked_path, fmt_count, format_bytes, kind_of, push_line, str_arg, Ctx, FsToolOptions, GREP_LINE_CHARS, MAX_GREP_FILE_BYTES};
+use super::{
+    checked_path, fmt_count, format_bytes, kind_of, push_line, str_arg, Ctx, FsToolOptions, GREP_LINE_CHARS,
+    MAX_GREP_FILE_BYTES,
+};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
@@ -252,7 +255,11 @@ pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
     if total == 0 {
         out.push_str("No files matched.\n");
     } else if shown < total {
-        out.push_str(&format!("(Showing the first {} of {} matching files. Narrow the pattern or path.)\n", fmt_count(shown), fmt_count(total)));
+        out.push_str(&format!(
+            "(Showing the first {} of {} matching files. Narrow the pattern or path.)\n",
+            fmt_count(shown),
+            fmt_count(total)
+        ));
     }
     if let Some(n) = limit_note(&stats, o) {
         out.push_str(&n);
@@ -365,7 +372,8 @@ impl Grep {
         // A final newline ends the last line; it does not start another.
         let body = text.strip_suffix('\n').unwrap_or(&text);
         for (i, line) in body.split('\n').enumerate() {
-            if i % 1024 == 1023 && (self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos) {
+            if i % 1024 == 1023 && (self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos)
+            {
                 self.slow.store(!self.cancel.as_ref().is_some_and(|c| c.is_cancelled()), Ordering::Relaxed);
                 self.stop.store(true, Ordering::Relaxed);
                 return None;
@@ -404,7 +412,11 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         re,
         // Matching time is summed over the files; a parallel walk matches on several threads
         // at once, so its budget is the time limit on each of them.
-        budget_nanos: o.grep_timeout_ms.saturating_mul(1_000_000).saturating_mul(if fs.as_local().is_some() { walk_threads() as u64 } else { 1 }),
+        budget_nanos: o.grep_timeout_ms.saturating_mul(1_000_000).saturating_mul(if fs.as_local().is_some() {
+            walk_threads() as u64
+        } else {
+            1
+        }),
         spent_nanos: AtomicU64::new(0),
         scanned: AtomicUsize::new(0),
         slow: AtomicBool::new(false),
@@ -553,7 +565,11 @@ fn format_hits(mut results: Collected, o: &FsToolOptions, stats: &WalkStats, too
         ));
     }
     if too_large > 0 {
-        out.push_str(&format!("({} files over {} were skipped.)\n", fmt_count(too_large), format_bytes(MAX_GREP_FILE_BYTES)));
+        out.push_str(&format!(
+            "({} files over {} were skipped.)\n",
+            fmt_count(too_large),
+            format_bytes(MAX_GREP_FILE_BYTES)
+        ));
     }
     if let Some(n) = limit_note(stats, o) {
         out.push_str(&n);
@@ -562,4 +578,3 @@ fn format_hits(mut results: Collected, o: &FsToolOptions, stats: &WalkStats, too
     out.pop();
     out
 }
-

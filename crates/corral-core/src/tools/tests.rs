@@ -47,10 +47,13 @@ async fn edit_rules() {
     assert_eq!(fs.snapshot()["a.txt"], "1 two two\n");
     let again = run(&fs, "edit_file", json!({"path": "a.txt", "old_string": "one", "new_string": "1"})).await.unwrap();
     assert!(again.contains("already applied"), "{again}");
-    let e = run(&fs, "edit_file", json!({"path": "crlf.txt", "old_string": "a\nb", "new_string": "x"})).await.unwrap_err();
+    let e =
+        run(&fs, "edit_file", json!({"path": "crlf.txt", "old_string": "a\nb", "new_string": "x"})).await.unwrap_err();
     assert_eq!(e.code, Code::NoMatch);
     assert!(e.message.contains("CRLF"), "{}", e.message);
-    run(&fs, "edit_file", json!({"path": "a.txt", "old_string": "two", "new_string": "2", "replace_all": true})).await.unwrap();
+    run(&fs, "edit_file", json!({"path": "a.txt", "old_string": "two", "new_string": "2", "replace_all": true}))
+        .await
+        .unwrap();
     assert_eq!(fs.snapshot()["a.txt"], "1 2 2\n");
 }
 
@@ -109,8 +112,14 @@ async fn glob_and_grep() {
         run(&fs, "grep", json!({"pattern": "^export"})).await.unwrap(),
         "src/a.ts:1: export const a = 1;\nsrc/c.js:1: export default 3;\nsrc/lib/b.ts:1: export const b = 2;"
     );
-    assert_eq!(run(&fs, "grep", json!({"pattern": "const b", "glob": "*.ts"})).await.unwrap(), "src/a.ts:2: const b = 2;\nsrc/lib/b.ts:1: export const b = 2;");
-    assert_eq!(run(&fs, "grep", json!({"pattern": "EXPORT D", "ignore_case": true})).await.unwrap(), "src/c.js:1: export default 3;");
+    assert_eq!(
+        run(&fs, "grep", json!({"pattern": "const b", "glob": "*.ts"})).await.unwrap(),
+        "src/a.ts:2: const b = 2;\nsrc/lib/b.ts:1: export const b = 2;"
+    );
+    assert_eq!(
+        run(&fs, "grep", json!({"pattern": "EXPORT D", "ignore_case": true})).await.unwrap(),
+        "src/c.js:1: export default 3;"
+    );
     assert_eq!(run(&fs, "grep", json!({"pattern": "nothing here"})).await.unwrap(), "No matches found.");
     // The newline that ends a file's last line does not start another line.
     assert_eq!(run(&fs, "grep", json!({"pattern": "^$", "path": "src/c.js"})).await.unwrap(), "No matches found.");

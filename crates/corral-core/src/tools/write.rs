@@ -14,7 +14,9 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         Some(s) if s.kind == EntryType::Directory => {
             return Err(Error::new(Code::IsADirectory, format!("{path} is a directory; give a file path.")))
         }
-        Some(s) if s.kind != EntryType::File => return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file."))),
+        Some(s) if s.kind != EntryType::File => {
+            return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file.")))
+        }
         Some(_) => true,
         None => false,
     };

@@ -80,11 +80,7 @@ impl Drop for FakeEngine {
 
 fn reply(status: u16, body: Value) -> Response<Full<Bytes>> {
     let bytes = if body.is_null() { Bytes::new() } else { Bytes::from(body.to_string()) };
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(bytes))
-        .unwrap()
+    Response::builder().status(status).header("content-type", "application/json").body(Full::new(bytes)).unwrap()
 }
 
 fn frames(parts: &[(u8, &[u8])]) -> Bytes {
@@ -220,10 +216,7 @@ impl FakeEngine {
 
     /// The calls whose unversioned path starts with `prefix`.
     pub fn calls_to(&self, method: &str, prefix: &str) -> Vec<Call> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.method == method && unversioned(&c.path).starts_with(prefix))
-            .collect()
+        self.calls().into_iter().filter(|c| c.method == method && unversioned(&c.path).starts_with(prefix)).collect()
     }
 
     pub fn network_names(&self) -> Vec<String> {
@@ -238,7 +231,12 @@ fn unversioned(path: &str) -> &str {
     }
 }
 
-fn sandbox(engine: &FakeEngine, network: Network, broker: Option<Arc<RecordingBroker>>, name: Option<&str>) -> SubprocessSandbox {
+fn sandbox(
+    engine: &FakeEngine,
+    network: Network,
+    broker: Option<Arc<RecordingBroker>>,
+    name: Option<&str>,
+) -> SubprocessSandbox {
     SubprocessSandbox::new(SubprocessSandboxOptions {
         image: "node:20-alpine".into(),
         network,
@@ -276,7 +274,12 @@ fn env_of(create: &Call) -> BTreeMap<String, String> {
 async fn egress_on_a_new_engine_creates_an_internal_network_and_routes_through_the_broker() {
     let engine = FakeEngine::start(Config::default()).await;
     let broker = arc(RecordingBroker::default());
-    let sb = sandbox(&engine, Network::Allow(vec!["API.github.com".into(), "*.npmjs.org".into()]), Some(broker.clone()), None);
+    let sb = sandbox(
+        &engine,
+        Network::Allow(vec!["API.github.com".into(), "*.npmjs.org".into()]),
+        Some(broker.clone()),
+        None,
+    );
     assert_eq!(sb.network(), &Network::Allow(vec!["api.github.com".into(), "*.npmjs.org".into()]));
     assert!(sb.network_name().starts_with("lousho-egress-"), "{}", sb.network_name());
 
@@ -286,7 +289,11 @@ async fn egress_on_a_new_engine_creates_an_internal_network_and_routes_through_t
     assert_eq!(r.exit_code, Some(0));
 
     // API negotiated: the daemon offers 1.47, the client speaks at most 1.43.
-    assert!(engine.calls().iter().all(|c| c.path == "/_ping" || c.path.starts_with("/v1.43/")), "{:#?}", engine.calls());
+    assert!(
+        engine.calls().iter().all(|c| c.path == "/_ping" || c.path.starts_with("/v1.43/")),
+        "{:#?}",
+        engine.calls()
+    );
     assert_eq!(engine.calls_to("GET", "/_ping").len(), 1);
 
     // One internal network, made once with the documented options and label.
@@ -302,7 +309,11 @@ async fn egress_on_a_new_engine_creates_an_internal_network_and_routes_through_t
     // The broker listens once, on the gateway, serving only the subnet, with the allow list.
     assert_eq!(
         broker.listen_calls(),
-        vec![("172.30.0.1".to_string(), "172.30.0.0/16".to_string(), vec!["api.github.com".to_string(), "*.npmjs.org".to_string()])]
+        vec![(
+            "172.30.0.1".to_string(),
+            "172.30.0.0/16".to_string(),
+            vec!["api.github.com".to_string(), "*.npmjs.org".to_string()]
+        )]
     );
 
     // Containers join that network with the proxy variables merged over the request's env.
@@ -311,7 +322,10 @@ async fn egress_on_a_new_engine_creates_an_internal_network_and_routes_through_t
     let c = &creates[0].body;
     assert_eq!(c["HostConfig"]["NetworkMode"], json!(sb.network_name()));
     assert_eq!(c["HostConfig"]["AutoRemove"], json!(false));
-    assert_eq!(c["HostConfig"]["Mounts"], json!([{ "Type": "bind", "Source": "/work/project", "Target": "/work/project" }]));
+    assert_eq!(
+        c["HostConfig"]["Mounts"],
+        json!([{ "Type": "bind", "Source": "/work/project", "Target": "/work/project" }])
+    );
     assert_eq!(c["WorkingDir"], json!("/work/project"));
     assert_eq!(c["Image"], json!("node:20-alpine"));
     assert_eq!(c["Entrypoint"], json!(["sh", "-c"]));
@@ -347,7 +361,8 @@ async fn egress_on_a_new_engine_creates_an_internal_network_and_routes_through_t
 
 #[tokio::test]
 async fn an_existing_internal_network_is_reused_and_kept() {
-    let engine = FakeEngine::start(Config { networks: vec![("agents-egress".into(), true)], ..Config::default() }).await;
+    let engine =
+        FakeEngine::start(Config { networks: vec![("agents-egress".into(), true)], ..Config::default() }).await;
     let broker = arc(RecordingBroker::default());
     let sb = sandbox(&engine, Network::Allow(vec!["example.com".into()]), Some(broker.clone()), Some("agents-egress"));
     let r = sb.run(request("/p", "true"), None).await.unwrap();
@@ -368,8 +383,18 @@ async fn egress_is_refused_where_it_cannot_be_enforced_and_no_container_starts()
     let cases: Vec<(&str, Config, Option<&str>, Option<&str>)> = vec![
         ("Docker Desktop", Config { operating_system: "Docker Desktop".into(), ..Config::default() }, None, None),
         ("rootless", Config { rootless: true, ..Config::default() }, None, None),
-        ("Engine 25.0.4", Config { version: "25.0.4".into(), api_version: "1.44".into(), ..Config::default() }, None, None),
-        ("Engine 20.10", Config { version: "20.10.24+dfsg1".into(), api_version: "1.41".into(), ..Config::default() }, None, None),
+        (
+            "Engine 25.0.4",
+            Config { version: "25.0.4".into(), api_version: "1.44".into(), ..Config::default() },
+            None,
+            None,
+        ),
+        (
+            "Engine 20.10",
+            Config { version: "20.10.24+dfsg1".into(), api_version: "1.41".into(), ..Config::default() },
+            None,
+            None,
+        ),
         ("unknown version", Config { version: "dev".into(), ..Config::default() }, None, None),
         (
             "a reused network that is not internal",
@@ -409,7 +434,8 @@ async fn egress_is_refused_where_it_cannot_be_enforced_and_no_container_starts()
 
 #[tokio::test]
 async fn the_other_policies_need_no_network_setup() {
-    let engine = FakeEngine::start(Config { api_version: "1.41".into(), version: "20.10.24".into(), ..Config::default() }).await;
+    let engine =
+        FakeEngine::start(Config { api_version: "1.41".into(), version: "20.10.24".into(), ..Config::default() }).await;
     let broker = arc(RecordingBroker::default());
     for (network, broker, mode) in [
         (Network::None, None, "none"),
@@ -487,17 +513,26 @@ fn construction_checks_the_options() {
         ..Default::default()
     };
     for bad in ["https://api.github.com", "api.github.com:443", "not a host", "*"] {
-        let e = SubprocessSandbox::new(opts(Network::Allow(vec!["ok.com".into(), bad.into()]), None, "img")).unwrap_err();
+        let e =
+            SubprocessSandbox::new(opts(Network::Allow(vec!["ok.com".into(), bad.into()]), None, "img")).unwrap_err();
         assert_eq!(e.code, Code::Configuration, "{bad}");
         assert!(e.message.contains(bad), "{}", e.message);
     }
-    assert_eq!(SubprocessSandbox::new(opts(Network::None, Some("bad name"), "img")).unwrap_err().code, Code::Configuration);
+    assert_eq!(
+        SubprocessSandbox::new(opts(Network::None, Some("bad name"), "img")).unwrap_err().code,
+        Code::Configuration
+    );
     assert_eq!(SubprocessSandbox::new(opts(Network::None, Some("-x"), "img")).unwrap_err().code, Code::Configuration);
     assert_eq!(SubprocessSandbox::new(opts(Network::None, None, " ")).unwrap_err().code, Code::Configuration);
     let mut o = opts(Network::None, None, "img");
     o.docker_host = Some("docker.sock".into());
     assert_eq!(SubprocessSandbox::new(o).unwrap_err().code, Code::Configuration);
-    let sb = SubprocessSandbox::new(opts(Network::Allow(vec!["Example.COM".into(), "*.Npmjs.org".into()]), Some("mine"), "img")).unwrap();
+    let sb = SubprocessSandbox::new(opts(
+        Network::Allow(vec!["Example.COM".into(), "*.Npmjs.org".into()]),
+        Some("mine"),
+        "img",
+    ))
+    .unwrap();
     assert_eq!(sb.network(), &Network::Allow(vec!["example.com".into(), "*.npmjs.org".into()]));
     assert_eq!(sb.network_name(), "mine");
     let a = SubprocessSandbox::new(opts(Network::None, None, "img")).unwrap();
@@ -511,9 +546,18 @@ async fn sandbox_shell_over_the_fake_engine() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let real = std::fs::canonicalize(dir.path()).unwrap();
-    let shell = SandboxShell::new(arc(sandbox(&engine, Network::None, None, None)), dir.path(), env(&[("A", "1")]), Default::default()).unwrap();
+    let shell = SandboxShell::new(
+        arc(sandbox(&engine, Network::None, None, None)),
+        dir.path(),
+        env(&[("A", "1")]),
+        Default::default(),
+    )
+    .unwrap();
     let r = shell
-        .exec("pwd", crate::shell::ExecOptions { cwd: Some("sub".into()), timeout_ms: Some(5000), ..Default::default() })
+        .exec(
+            "pwd",
+            crate::shell::ExecOptions { cwd: Some("sub".into()), timeout_ms: Some(5000), ..Default::default() },
+        )
         .await
         .unwrap();
     assert_eq!(r.stdout, "fake-out\n");

@@ -130,7 +130,10 @@ async fn real_engine_exit_codes_output_and_stdin() {
     assert_eq!(r.exit_code, Some(127));
     assert!(r.stderr.contains("not found"), "{}", r.stderr);
     // stdin fed, then closed.
-    let r = shell.exec("cat; echo; echo done", ExecOptions { stdin: Some("hello\nworld".into()), ..opts(30_000) }).await.unwrap();
+    let r = shell
+        .exec("cat; echo; echo done", ExecOptions { stdin: Some("hello\nworld".into()), ..opts(30_000) })
+        .await
+        .unwrap();
     assert_eq!(r.stdout, "hello\nworld\ndone\n");
     // No stdin: closed, not inherited, so `cat` ends at once.
     let start = Instant::now();
@@ -138,7 +141,10 @@ async fn real_engine_exit_codes_output_and_stdin() {
     assert_eq!(r.stdout, "rc=0\n");
     assert!(!r.timed_out && start.elapsed() < Duration::from_secs(8));
     // Larger output, interleaved streams.
-    let r = shell.exec("i=0; while [ $i -lt 2000 ]; do echo line$i; echo e$i >&2; i=$((i+1)); done", opts(30_000)).await.unwrap();
+    let r = shell
+        .exec("i=0; while [ $i -lt 2000 ]; do echo line$i; echo e$i >&2; i=$((i+1)); done", opts(30_000))
+        .await
+        .unwrap();
     assert_eq!(r.stdout.lines().count(), 2000);
     assert_eq!(r.stderr.lines().last(), Some("e1999"));
     assert!(containers_for(&host, &dir).await.is_empty());
@@ -178,7 +184,10 @@ async fn real_engine_cancel_kills_and_removes_the_container() {
         c.cancel();
     });
     let start = Instant::now();
-    let r = shell.exec("touch running; sleep 30", ExecOptions { cancel: Some(cancel.clone()), ..opts(60_000) }).await.unwrap();
+    let r = shell
+        .exec("touch running; sleep 30", ExecOptions { cancel: Some(cancel.clone()), ..opts(60_000) })
+        .await
+        .unwrap();
     assert!(r.aborted && !r.timed_out, "{r:?}");
     assert_eq!(r.signal.as_deref(), Some("SIGKILL"));
     assert!(start.elapsed() < Duration::from_secs(12), "{:?}", start.elapsed());
@@ -214,7 +223,8 @@ async fn real_engine_dropping_the_run_removes_the_container() {
 
     // A run dropped with its runtime (the task is dropped at the runtime's shutdown).
     let (_d2, dir2) = workdir();
-    let shell = Arc::new(SandboxShell::new(sandbox(&host, Network::None, None), &dir2, env(&[]), InheritEnv::None).unwrap());
+    let shell =
+        Arc::new(SandboxShell::new(sandbox(&host, Network::None, None), &dir2, env(&[]), InheritEnv::None).unwrap());
     let marker = dir2.join("running");
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
@@ -281,9 +291,17 @@ async fn sandbox_overhead_bench() {
         v[v.len() / 2]
     };
     // Warm up both (API negotiation, page cache).
-    sb.run(SandboxRequest { command: "true".into(), cwd: dir.to_str().unwrap().into(), timeout_ms: 30_000, ..Default::default() }, None)
-        .await
-        .unwrap();
+    sb.run(
+        SandboxRequest {
+            command: "true".into(),
+            cwd: dir.to_str().unwrap().into(),
+            timeout_ms: 30_000,
+            ..Default::default()
+        },
+        None,
+    )
+    .await
+    .unwrap();
     let mut plain = Vec::new();
     let mut boxed = Vec::new();
     let env = env(&[("PATH", "/usr/bin:/bin")]);
@@ -294,7 +312,15 @@ async fn sandbox_overhead_bench() {
         assert_eq!(r.exit_code, Some(0));
         let t = Instant::now();
         let r = sb
-            .run(SandboxRequest { command: "true".into(), cwd: dir.to_str().unwrap().into(), timeout_ms: 30_000, ..Default::default() }, None)
+            .run(
+                SandboxRequest {
+                    command: "true".into(),
+                    cwd: dir.to_str().unwrap().into(),
+                    timeout_ms: 30_000,
+                    ..Default::default()
+                },
+                None,
+            )
             .await
             .unwrap();
         boxed.push(t.elapsed());

@@ -76,7 +76,9 @@ async fn noop_sandbox_gets_the_host_base_plus_the_given_variables() {
     assert!(lines(&out).contains(&"GIVEN=yes") && lines(&out).contains(&"CALL=c"), "{out}");
     assert!(!out.contains("n-secret") && !out.contains("CORRAL_SBX_LISTED_N"), "{out}");
 
-    let listed = SandboxShell::new(noop.clone(), dir.path(), env(&[]), InheritEnv::List(vec!["CORRAL_SBX_LISTED_N".into()])).unwrap();
+    let listed =
+        SandboxShell::new(noop.clone(), dir.path(), env(&[]), InheritEnv::List(vec!["CORRAL_SBX_LISTED_N".into()]))
+            .unwrap();
     let out = listed.exec("env", opts()).await.unwrap().stdout;
     assert!(lines(&out).contains(&"CORRAL_SBX_LISTED_N=listed") && !out.contains("n-secret"), "{out}");
 
@@ -134,21 +136,30 @@ async fn the_cwd_is_confined_to_the_shells_cwd() {
     o.cwd = Some("a/./b/..".into());
     shell.exec("pwd", o).await.unwrap();
     assert_eq!(adapter.last().cwd, real.join("a").to_str().unwrap());
-    for (cwd, code) in [("..", Code::OutsideWorkspace), ("/etc", Code::OutsideWorkspace), ("out", Code::OutsideWorkspace), ("nope", Code::NotFound)] {
+    for (cwd, code) in [
+        ("..", Code::OutsideWorkspace),
+        ("/etc", Code::OutsideWorkspace),
+        ("out", Code::OutsideWorkspace),
+        ("nope", Code::NotFound),
+    ] {
         let mut o = opts();
         o.cwd = Some(cwd.into());
         assert_eq!(shell.exec("pwd", o).await.unwrap_err().code, code, "{cwd}");
     }
     assert_eq!(adapter.requests.lock().unwrap().len(), 1);
     for bad in ["relative/dir".to_string(), dir.path().join("missing").display().to_string()] {
-        assert_eq!(SandboxShell::new(adapter.clone(), &bad, env(&[]), InheritEnv::None).unwrap_err().code, Code::Configuration);
+        assert_eq!(
+            SandboxShell::new(adapter.clone(), &bad, env(&[]), InheritEnv::None).unwrap_err().code,
+            Code::Configuration
+        );
     }
 }
 
 #[tokio::test]
 async fn the_cancel_reaches_the_adapter() {
     let dir = tempfile::tempdir().unwrap();
-    let adapter = arc(RecordingAdapter { sleep: Some(Duration::from_secs(30)), honour_cancel: true, ..Default::default() });
+    let adapter =
+        arc(RecordingAdapter { sleep: Some(Duration::from_secs(30)), honour_cancel: true, ..Default::default() });
     let shell = SandboxShell::new(adapter.clone(), dir.path(), env(&[]), InheritEnv::None).unwrap();
     let cancel = Cancel::new();
     let c = cancel.clone();
@@ -174,7 +185,8 @@ async fn the_cancel_reaches_the_adapter() {
 #[tokio::test]
 async fn an_adapter_that_ignores_the_cancel_is_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
-    let adapter = arc(RecordingAdapter { sleep: Some(Duration::from_secs(30)), honour_cancel: false, ..Default::default() });
+    let adapter =
+        arc(RecordingAdapter { sleep: Some(Duration::from_secs(30)), honour_cancel: false, ..Default::default() });
     let shell = SandboxShell::new(adapter.clone(), dir.path(), env(&[]), InheritEnv::None).unwrap();
     let cancel = Cancel::new();
     let c = cancel.clone();
@@ -205,6 +217,7 @@ async fn noop_sandbox_timeout_and_cancel_kill_the_command() {
     let r = shell.exec("sleep 30", ExecOptions { cancel: Some(cancel), ..opts() }).await.unwrap();
     assert!(r.aborted && !r.timed_out, "{r:?}");
     assert!(start.elapsed() < Duration::from_secs(5));
-    let r = shell.exec("printf %s \"$(cat)\"; exit 4", ExecOptions { stdin: Some("fed".into()), ..opts() }).await.unwrap();
+    let r =
+        shell.exec("printf %s \"$(cat)\"; exit 4", ExecOptions { stdin: Some("fed".into()), ..opts() }).await.unwrap();
     assert_eq!((r.stdout.as_str(), r.exit_code), ("fed", Some(4)));
 }
