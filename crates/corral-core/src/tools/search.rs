@@ -157,7 +157,7 @@ async fn list_files(
             }
             let p = join(&dir, &e.name);
             match e.kind {
-                EntryType::Directory if !o.ignore.iter().any(|i| *i == e.name) => queue.push_back(p),
+                EntryType::Directory if !o.ignore.contains(&e.name) => queue.push_back(p),
                 EntryType::File => {
                     if visited >= max {
                         stats.limit_hit.store(true, Ordering::Relaxed);
@@ -444,9 +444,8 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
             let hit = tokio::task::spawn_blocking(move || g.search(&b, &bytes))
                 .await
                 .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
-            results.files.extend(hit.map(|h| {
+            results.files.extend(hit.inspect(|h| {
                 results.total = h.count;
-                h
             }));
         }
     } else if kind != EntryType::Directory {
