@@ -444,9 +444,9 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
             let hit = tokio::task::spawn_blocking(move || g.search(&b, &bytes))
                 .await
                 .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
-            results.files.extend(hit.inspect(|h| {
-                results.total = h.count;
-            }));
+            if let Some(h) = hit {
+                results.add(h);
+            }
         }
     } else if kind != EntryType::Directory {
         return Err(Error::new(Code::NotAFile, format!("{base} is neither a file nor a directory.")));
