@@ -1,5 +1,5 @@
-//! A small Docker Engine API client: HTTP/1.1 with hyper over the daemon's unix socket, one
-//! connection per request, the API version negotiated with `GET /_ping`.
+//! A small Docker Engine API client: HTTP/1.1 with hyper over the daemon's unix socket (a named
+//! pipe on Windows), one connection per request, the API version negotiated with `GET /_ping`.
 
 use std::path::{Path, PathBuf};
 
@@ -20,16 +20,31 @@ pub(crate) const MIN_API_VERSION: (u32, u32) = (1, 30);
 /// What a daemon that names no version in `/_ping` is assumed to speak (the Docker CLI's rule).
 const FALLBACK_API_VERSION: (u32, u32) = (1, 24);
 
+#[cfg(not(windows))]
 pub(crate) const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
+#[cfg(windows)]
+pub(crate) const DEFAULT_DOCKER_HOST: &str = "npipe:////./pipe/docker_engine";
 
 /// Where the daemon is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum DockerHost {
     /// A local daemon's socket.
     Unix(PathBuf),
-    /// `tcp://`, `ssh://`, `http(s)://`, `npipe://`: not a unix socket, so (as far as egress is
-    /// concerned) a daemon on another machine; this client does not speak to it.
+    /// A local daemon's named pipe on Windows (`npipe:////./pipe/docker_engine`): Docker Desktop.
+    Pipe(String),
+    /// `tcp://`, `ssh://`, `http(s)://`: not a local socket, so (as far as egress is concerned) a
+    /// daemon on another machine; this client does not speak to it.
     Remote(String),
+}
+
+impl std::fmt::Display for DockerHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DockerHost::Unix(p) => write!(f, "unix://{}", p.display()),
+            DockerHost::Pipe(name) => write!(f, "npipe://{}", name.replace('\\', "/")),
+            DockerHost::Remote(h) => f.write_str(h),
+        }
+    }
 }
 
 impl DockerHost {
@@ -46,8 +61,18 @@ impl DockerHost {
         if s.starts_with('/') {
             return Ok(DockerHost::Unix(PathBuf::from(s)));
         }
+        if let Some(pipe) = s.strip_prefix("npipe://") {
+            // npipe:////./pipe/docker_engine names \\.\pipe\docker_engine.
+            let name = pipe.replace('/', "\\");
+            if name.starts_with("\\\\") {
+                return Ok(DockerHost::Pipe(name));
+            }
+            return Err(Error::config(format!(
+                "dockerHost \"{s}\": an npipe:// host names a pipe such as npipe:////./pipe/docker_engine"
+            )));
+        }
         if let Some((scheme, rest)) = s.split_once("://") {
-            if !rest.is_empty() && matches!(scheme, "tcp" | "ssh" | "http" | "https" | "npipe" | "fd") {
+            if !rest.is_empty() && matches!(scheme, "tcp" | "ssh" | "http" | "https" | "fd") {
                 return Ok(DockerHost::Remote(s.to_string()));
             }
         }
@@ -96,7 +121,8 @@ pub(crate) enum Attached {
 
 #[derive(Debug)]
 pub(crate) struct DockerClient {
-    socket: PathBuf,
+    /// A local endpoint: `Unix` or `Pipe`.
+    endpoint: DockerHost,
     version: OnceCell<String>,
 }
 
@@ -109,31 +135,53 @@ fn parse_api_version(s: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
+/// HTTP/1.1 over one connection to the daemon; upgrades (attach) stay possible.
+async fn handshake<T>(io: T) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| io_error("handshake", e))?;
+    tokio::spawn(async move {
+        let _ = conn.with_upgrades().await;
+    });
+    Ok(sender)
+}
+
 impl DockerClient {
-    pub(crate) fn new(socket: impl Into<PathBuf>) -> Self {
-        DockerClient { socket: socket.into(), version: OnceCell::new() }
+    /// A client for a local endpoint (a unix socket, or a named pipe on Windows).
+    pub(crate) fn at(endpoint: DockerHost) -> Self {
+        DockerClient { endpoint, version: OnceCell::new() }
     }
 
-    pub(crate) fn socket(&self) -> &Path {
-        &self.socket
+    /// The daemon's unix socket, when it is one.
+    pub(crate) fn socket(&self) -> Option<&Path> {
+        match &self.endpoint {
+            DockerHost::Unix(p) => Some(p),
+            _ => None,
+        }
     }
 
     async fn sender(&self) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
-        let stream = tokio::net::UnixStream::connect(&self.socket).await.map_err(|e| {
+        let unreachable = |e: std::io::Error| {
             Error::new(
                 Code::Io,
-                format!(
-                    "Cannot connect to the Docker daemon at unix://{}: {e}. Is the docker daemon running?",
-                    self.socket.display()
-                ),
+                format!("Cannot connect to the Docker daemon at {}: {e}. Is the docker daemon running?", self.endpoint),
             )
-        })?;
-        let (sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| io_error("handshake", e))?;
-        tokio::spawn(async move {
-            let _ = conn.with_upgrades().await;
-        });
-        Ok(sender)
+        };
+        match &self.endpoint {
+            #[cfg(unix)]
+            DockerHost::Unix(path) => {
+                handshake(tokio::net::UnixStream::connect(path).await.map_err(unreachable)?).await
+            }
+            #[cfg(windows)]
+            DockerHost::Pipe(name) => {
+                handshake(tokio::net::windows::named_pipe::ClientOptions::new().open(name).map_err(unreachable)?).await
+            }
+            other => {
+                Err(Error::new(Code::Io, format!("The Docker daemon at {other} cannot be reached from this platform.")))
+            }
+        }
     }
 
     fn request(method: Method, path: &str, body: Option<&Value>) -> Result<Request<Full<Bytes>>> {
@@ -288,6 +336,10 @@ mod tests {
         assert_eq!(DockerHost::parse("/tmp/d.sock").unwrap(), DockerHost::Unix("/tmp/d.sock".into()));
         assert!(matches!(DockerHost::parse("tcp://10.0.0.2:2375").unwrap(), DockerHost::Remote(_)));
         assert!(matches!(DockerHost::parse("ssh://me@box").unwrap(), DockerHost::Remote(_)));
+        assert_eq!(
+            DockerHost::parse("npipe:////./pipe/docker_engine").unwrap(),
+            DockerHost::Pipe(r"\\.\pipe\docker_engine".into())
+        );
         for bad in ["", "unix://relative", "docker.sock", "ftp://x"] {
             assert_eq!(DockerHost::parse(bad).unwrap_err().code, Code::Configuration, "{bad}");
         }

@@ -118,14 +118,16 @@ impl SubprocessSandbox {
         };
         let network_name = match network_name {
             Some(name) if valid_network_name(&name) => name,
-            Some(name) => return Err(Error::config(format!(
+            Some(name) => {
+                return Err(Error::config(format!(
                 "SubprocessSandbox: networkName \"{name}\" is not a Docker network name ([a-zA-Z0-9][a-zA-Z0-9_.-]*)"
-            ))),
+            )))
+            }
             None => format!("lousho-egress-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff),
         };
         let host = DockerHost::resolve(docker_host.as_deref())?;
         let client = match &host {
-            DockerHost::Unix(path) => Some(Arc::new(DockerClient::new(path.clone()))),
+            DockerHost::Unix(_) | DockerHost::Pipe(_) => Some(Arc::new(DockerClient::at(host.clone()))),
             DockerHost::Remote(_) => None,
         };
         Ok(SubprocessSandbox {
@@ -155,7 +157,7 @@ impl SubprocessSandbox {
 
     /// The daemon's socket, or `None` for a host this client does not speak to.
     pub fn docker_socket(&self) -> Option<&std::path::Path> {
-        self.client.as_deref().map(DockerClient::socket)
+        self.client.as_deref().and_then(DockerClient::socket)
     }
 
     fn egress_wanted(&self) -> Option<(&Arc<dyn EgressBroker>, &[String])> {
@@ -168,10 +170,9 @@ impl SubprocessSandbox {
     fn client(&self) -> Result<&Arc<DockerClient>> {
         match (&self.client, &self.host) {
             (Some(c), _) => Ok(c),
-            (None, DockerHost::Remote(h)) => Err(Error::config(format!(
-                "SubprocessSandbox speaks to a local Docker Engine over its unix socket only, not to \"{h}\"."
+            (None, h) => Err(Error::config(format!(
+                "SubprocessSandbox speaks to a local Docker Engine over its unix socket (or named pipe) only, not to \"{h}\"."
             ))),
-            (None, DockerHost::Unix(_)) => unreachable!(),
         }
     }
 
@@ -181,12 +182,19 @@ impl SubprocessSandbox {
         if let Some(e) = state.as_ref() {
             return Ok(e.clone());
         }
-        let DockerHost::Unix(_) = &self.host else {
-            let DockerHost::Remote(h) = &self.host else { unreachable!() };
-            return Err(unsupported(format!(
-                "the Docker daemon at {h} is not reached through a local unix socket, so it may run on another machine where the broker cannot listen on the network's gateway"
-            )));
-        };
+        match &self.host {
+            DockerHost::Unix(_) => {}
+            DockerHost::Pipe(_) => {
+                return Err(unsupported(
+                    "Docker on Windows (Docker Desktop) runs containers in a VM, so the host has no address on an internal network",
+                ))
+            }
+            DockerHost::Remote(h) => {
+                return Err(unsupported(format!(
+                    "the Docker daemon at {h} is not reached through a local unix socket, so it may run on another machine where the broker cannot listen on the network's gateway"
+                )))
+            }
+        }
         let client = self.client()?;
         let info = client.json(Method::GET, "/info", None).await?;
         let os = info.get("OperatingSystem").and_then(Value::as_str).unwrap_or("");

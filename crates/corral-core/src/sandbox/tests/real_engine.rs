@@ -42,8 +42,8 @@ fn sandbox(host: &str, network: Network, broker: Option<Arc<RecordingBroker>>) -
 
 fn client(host: &str) -> DockerClient {
     match DockerHost::parse(host).unwrap() {
-        DockerHost::Unix(p) => DockerClient::new(p),
-        DockerHost::Remote(h) => panic!("CORRAL_DOCKER_HOST must be unix://, not {h}"),
+        h @ DockerHost::Unix(_) => DockerClient::at(h),
+        other => panic!("CORRAL_DOCKER_HOST must be unix://, not {other}"),
     }
 }
 
