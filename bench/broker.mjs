@@ -10,8 +10,10 @@ const CONCURRENCY = 32;
 const upstream = http.createServer((req, res) => res.end(`ok ${req.headers.authorization ? 'auth' : 'none'}`));
 await new Promise((r) => upstream.listen(0, '127.0.0.2', r));
 const port = upstream.address().port;
-const broker = await createCredentialBroker({ rules: { '127.0.0.2': { authorization: () => 'Bearer bench-token' } }, allowPrivate: ['127.0.0.2'] });
-const proxy = new URL(broker.url);
+// The header as a JS function (called per request, through the event loop) or a fixed string.
+const fnBroker = await createCredentialBroker({ rules: { '127.0.0.2': { authorization: () => 'Bearer bench-token' } }, allowPrivate: ['127.0.0.2'] });
+const strBroker = await createCredentialBroker({ rules: { '127.0.0.2': { authorization: 'Bearer bench-token' } }, allowPrivate: ['127.0.0.2'] });
+let proxy = new URL(fnBroker.url);
 
 function get(agent, viaProxy) {
   return new Promise((resolve, reject) => {
@@ -54,10 +56,15 @@ async function throughput(viaProxy) {
 
 const us = (ms) => `${(ms * 1000).toFixed(0)} µs`;
 const direct = await latency(false);
-const brokered = await latency(true);
-console.log(`latency, keep-alive, sequential (${N} requests): direct p50 ${us(direct.p50)} p99 ${us(direct.p99)}; via broker p50 ${us(brokered.p50)} p99 ${us(brokered.p99)}; added p50 ${us(brokered.p50 - direct.p50)}`);
 const td = await throughput(false);
-const tb = await throughput(true);
-console.log(`throughput, ${CONCURRENCY} keep-alive clients: direct ${td.toFixed(0)} req/s; via broker ${tb.toFixed(0)} req/s (${((tb / td) * 100).toFixed(0)}% of direct; client, broker and upstream share this machine's cores)`);
-await broker.close();
+console.log(`direct: latency p50 ${us(direct.p50)} p99 ${us(direct.p99)} (keep-alive, sequential, ${N} requests); throughput ${td.toFixed(0)} req/s (${CONCURRENCY} keep-alive clients)`);
+for (const [label, broker] of [['header from a JS function', fnBroker], ['header as a string', strBroker]]) {
+  proxy = new URL(broker.url);
+  const b = await latency(true);
+  const tb = await throughput(true);
+  console.log(`via broker, ${label}: latency p50 ${us(b.p50)} p99 ${us(b.p99)}, added p50 ${us(b.p50 - direct.p50)}; throughput ${tb.toFixed(0)} req/s (${((tb / td) * 100).toFixed(0)}% of direct)`);
+}
+console.log('(client, broker and upstream share this machine\'s cores)');
+await fnBroker.close();
+await strBroker.close();
 upstream.close();
