@@ -33,31 +33,7 @@ pub(crate) fn to_napi(e: CoreError) -> napi::Error {
 }
 
 pub(crate) fn code_from(s: &str) -> Code {
-    use Code::*;
-    [
-        NotFound,
-        OutsideWorkspace,
-        Denied,
-        NotAFile,
-        IsADirectory,
-        TooLarge,
-        NotUtf8,
-        NoMatch,
-        Ambiguous,
-        InvalidPattern,
-        InvalidArguments,
-        Timeout,
-        Aborted,
-        CommandRefused,
-        ReadOnly,
-        Io,
-        Configuration,
-        EgressUnsupported,
-        Foreign,
-    ]
-    .into_iter()
-    .find(|c| c.as_str() == s)
-    .unwrap_or(Io)
+    Code::parse(s).unwrap_or(Code::Io)
 }
 
 pub(crate) type CoreResult<T> = corral_core::Result<T>;

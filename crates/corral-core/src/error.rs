@@ -33,6 +33,33 @@ pub enum Code {
 }
 
 impl Code {
+    pub const ALL: [Code; 19] = [
+        Code::NotFound,
+        Code::OutsideWorkspace,
+        Code::Denied,
+        Code::NotAFile,
+        Code::IsADirectory,
+        Code::TooLarge,
+        Code::NotUtf8,
+        Code::NoMatch,
+        Code::Ambiguous,
+        Code::InvalidPattern,
+        Code::InvalidArguments,
+        Code::Timeout,
+        Code::Aborted,
+        Code::CommandRefused,
+        Code::ReadOnly,
+        Code::Io,
+        Code::Configuration,
+        Code::EgressUnsupported,
+        Code::Foreign,
+    ];
+
+    /// The code a string names (`as_str`'s inverse).
+    pub fn parse(s: &str) -> Option<Code> {
+        Code::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Code::NotFound => "NotFound",

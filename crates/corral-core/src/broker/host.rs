@@ -21,7 +21,12 @@ impl HostPattern {
     /// Parses a pattern as given in `rules`, `allow`, `allowPrivate` or a sandbox's
     /// `network.allow`. A URL, a port, a path or a malformed name is a `ConfigurationError`.
     pub fn parse(s: &str) -> Result<HostPattern> {
-        let bad = |why: &str| Error::config(format!("Invalid host pattern \"{s}\": {why}"));
+        HostPattern::parse_named(s, "host pattern")
+    }
+
+    /// `parse`, with `what` naming the option in the error message ("host in network.allow").
+    pub fn parse_named(s: &str, what: &str) -> Result<HostPattern> {
+        let bad = |why: &str| Error::config(format!("Invalid {what} \"{s}\": {why}"));
         if s.is_empty() {
             return Err(bad("it is empty"));
         }

@@ -6,7 +6,6 @@
 //! Engine API over its unix socket.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,46 +81,7 @@ pub trait EgressBroker: Send + Sync {
 /// the normalised form (lower case, no trailing dot, IPv6 without brackets); a URL, a port, a
 /// path or a malformed name is a `ConfigurationError`.
 pub fn validate_host(s: &str) -> Result<String> {
-    let bad = |why: &str| Error::config(format!("Invalid host in network.allow \"{s}\": {why}"));
-    if s.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    if s.contains("://") {
-        return Err(bad("give a host name such as api.example.com, not a URL"));
-    }
-    if s.contains('/') {
-        return Err(bad("give a host name without a path"));
-    }
-    if s.contains('@') {
-        return Err(bad("give a host name without user information"));
-    }
-    if let Some(rest) = s.strip_prefix("*.") {
-        if rest.contains('*') {
-            return Err(bad("only one leading \"*.\" is allowed"));
-        }
-        return match dns_name(rest) {
-            Some(name) => Ok(format!("*.{name}")),
-            None => Err(bad("\"*.\" must be followed by a domain name")),
-        };
-    }
-    if s.contains('*') {
-        return Err(bad("a wildcard is only allowed as a leading \"*.\""));
-    }
-    let inner = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
-    if let Ok(ip) = inner.parse::<IpAddr>() {
-        if inner.len() < s.len() && ip.is_ipv4() {
-            return Err(bad("brackets are only for IPv6 addresses"));
-        }
-        return Ok(ip.to_string());
-    }
-    if s.contains(':') {
-        return Err(bad("give a host name without a port"));
-    }
-    dns_name(s).ok_or_else(|| bad("expected a host name (api.example.com), an IP address or *.suffix"))
-}
-
-fn dns_name(s: &str) -> Option<String> {
-    crate::broker::host::normalize_dns_name(s)
+    crate::broker::HostPattern::parse_named(s, "host in network.allow").map(|p| p.to_string())
 }
 
 /// A [`ShellProvider`] over a [`SandboxAdapter`] (spec: `SandboxShell(adapter, { cwd, env?,
