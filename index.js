@@ -468,6 +468,4 @@ module.exports = {
   FileWorkspaceCheckpointStore,
   defineTool,
   normalizeWorkspacePath,
-  // internal plumbing shared by the other entry points
-  __internal: { native, lift, liftError, withSignal, nativeFs, nativeShell, brokerOf, callback, errorRecord, ConfigurationError, plainOptions },
 };
