@@ -110,15 +110,7 @@ function nativeFs(fs) {
     chmod: (c) => fs.chmod(c.path, c.mode),
     realPath: (c) => fs.realPath(c.path),
   };
-  const dispatch = async (call) => {
-    try {
-      const value = await ops[call.op](call);
-      return { ok: value === undefined ? null : value };
-    } catch (e) {
-      return errorRecord(e);
-    }
-  };
-  const handle = native.NativeFs.fromJs(dispatch, {
+  const handle = native.NativeFs.fromJs(callback((call) => ops[call.op](call)), {
     readBytes: typeof fs.readFileBytes === 'function',
     mode: typeof fs.getMode === 'function' && typeof fs.chmod === 'function',
     realPath: typeof fs.realPath === 'function',
@@ -145,20 +137,31 @@ const shellOf = new WeakMap();
 function nativeShell(shell) {
   if (shell && shellOf.has(shell)) return shellOf.get(shell);
   if (!shell || typeof shell.exec !== 'function') throw new ConfigurationError('Expected a ShellProvider: an object with an exec(command, options) method.');
-  const running = new Map();
-  const dispatch = callback(async (c) => {
-    if (c.op === 'abort') { running.get(c.id)?.abort(); return null; }
-    const controller = new AbortController();
-    running.set(c.id, controller);
-    try {
-      return await shell.exec(c.command, { ...c.options, signal: controller.signal });
-    } finally {
-      running.delete(c.id);
-    }
-  });
+  const runs = abortableRuns();
+  const dispatch = callback((c) => (c.op === 'abort' ? runs.abort(c.id) : runs.run(c.id, (signal) => shell.exec(c.command, { ...c.options, signal }))));
   const handle = native.NativeShell.fromJs(dispatch, typeof shell.shell === 'string' ? shell.shell : undefined);
   shellOf.set(shell, handle);
   return handle;
+}
+
+/** The runs of a JS shell or adapter, each with an AbortController the core fires by id. */
+function abortableRuns() {
+  const running = new Map();
+  return {
+    abort(id) {
+      running.get(id)?.abort();
+      return null;
+    },
+    async run(id, fn) {
+      const controller = new AbortController();
+      running.set(id, controller);
+      try {
+        return await fn(controller.signal);
+      } finally {
+        running.delete(id);
+      }
+    },
+  };
 }
 
 function execMethod(cls) {
@@ -296,19 +299,11 @@ const adapterOf = new WeakMap();
 function nativeAdapter(adapter) {
   if (adapter && adapterOf.has(adapter)) return adapterOf.get(adapter);
   if (!adapter || typeof adapter.run !== 'function') throw new ConfigurationError('Expected a SandboxAdapter: an object with run(request, { signal }).');
-  const running = new Map();
+  const runs = abortableRuns();
   const ops = {
-    abort: (c) => { running.get(c.id)?.abort(); return null; },
+    abort: (c) => runs.abort(c.id),
     close: () => (typeof adapter.close === 'function' ? adapter.close() : null),
-    run: async (c) => {
-      const controller = new AbortController();
-      running.set(c.id, controller);
-      try {
-        return await adapter.run(c.request, { signal: controller.signal });
-      } finally {
-        running.delete(c.id);
-      }
-    },
+    run: (c) => runs.run(c.id, (signal) => adapter.run(c.request, { signal })),
   };
   const handle = native.NativeSandbox.fromJs(callback((c) => ops[c.op](c)));
   adapterOf.set(adapter, handle);
