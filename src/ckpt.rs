@@ -100,16 +100,7 @@ impl NativeCheckpoints {
     #[napi(constructor)]
     pub fn new(fs: &NativeFs, options: Value, store: Option<&NativeStore>) -> Result<Self> {
         let d = CheckpointOptions::default();
-        let num = |k: &str, dflt: u64| -> CoreResult<u64> {
-            match options.get(k) {
-                None | Some(Value::Null) => Ok(dflt),
-                Some(v) => {
-                    v.as_f64().filter(|f| *f >= 1.0 && f.fract() == 0.0).map(|f| f as u64).ok_or_else(|| {
-                        CoreError::config(format!("WorkspaceCheckpoints: {k} must be a positive integer."))
-                    })
-                }
-            }
-        };
+        let num = |k: &str, dflt: u64| crate::positive_int(&options, k, dflt, "WorkspaceCheckpoints");
         let o = CheckpointOptions {
             max_turns: num("maxTurns", d.max_turns as u64).napi()? as usize,
             max_file_bytes: num("maxFileBytes", d.max_file_bytes).napi()?,

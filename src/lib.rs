@@ -265,15 +265,20 @@ pub fn normalize_workspace_path(path: String, flavor: Option<String>) -> Result<
     normalize(&path, f).napi()
 }
 
-fn opt_usize(o: &Value, key: &str, default: usize) -> CoreResult<usize> {
+/// An optional positive-integer option of `who` (`createFsTools`, `WorkspaceCheckpoints`).
+pub(crate) fn positive_int(o: &Value, key: &str, default: u64, who: &str) -> CoreResult<u64> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => v
             .as_f64()
             .filter(|f| *f >= 1.0 && f.fract() == 0.0)
-            .map(|f| f as usize)
-            .ok_or_else(|| CoreError::config(format!("createFsTools: {key} must be a positive integer."))),
+            .map(|f| f as u64)
+            .ok_or_else(|| CoreError::config(format!("{who}: {key} must be a positive integer."))),
     }
+}
+
+fn opt_usize(o: &Value, key: &str, default: usize) -> CoreResult<usize> {
+    positive_int(o, key, default as u64, "createFsTools").map(|n| n as usize)
 }
 
 fn opt_names(o: &Value, key: &str, default: Vec<String>) -> CoreResult<Vec<String>> {

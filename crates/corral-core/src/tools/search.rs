@@ -51,8 +51,14 @@ fn join(base: &str, rel: &str) -> String {
 /// a denied one.
 fn excluded(rel: &str, o: &FsToolOptions) -> bool {
     let segs: Vec<&str> = rel.split('/').collect();
-    let (dirs, _) = segs.split_at(segs.len().saturating_sub(1));
-    dirs.iter().any(|d| o.ignore.iter().any(|i| i == d)) || segs.iter().any(|s| name_is_denied(s, &o.deny))
+    let last = segs.len() - 1;
+    segs.iter().enumerate().any(|(i, s)| skipped(s, i < last, &o.ignore, &o.deny))
+}
+
+/// Whether a walk leaves out an entry: a denied name, or a directory named in `ignore`. The one
+/// rule of every walk (on disk, in memory, through a provider).
+fn skipped(name: &str, is_dir: bool, ignore: &[String], deny: &[String]) -> bool {
+    name_is_denied(name, deny) || (is_dir && ignore.iter().any(|i| i == name))
 }
 
 /// What a walk reports besides its files.
@@ -152,12 +158,12 @@ async fn list_files(
     'walk: while let Some(dir) = queue.pop_front() {
         ctx.check_cancel()?;
         for e in fs.readdir(&dir).await? {
-            if name_is_denied(&e.name, &o.deny) {
+            if skipped(&e.name, e.kind == EntryType::Directory, &o.ignore, &o.deny) {
                 continue;
             }
             let p = join(&dir, &e.name);
             match e.kind {
-                EntryType::Directory if !o.ignore.contains(&e.name) => queue.push_back(p),
+                EntryType::Directory => queue.push_back(p),
                 EntryType::File => {
                     if visited >= max {
                         stats.limit_hit.store(true, Ordering::Relaxed);
@@ -197,11 +203,7 @@ fn walk_local(host: &std::path::Path, o: &FsToolOptions, visit: impl Fn(&str, &i
             if e.depth() == 0 {
                 return true;
             }
-            let name = e.file_name().to_string_lossy();
-            if name_is_denied(&name, &deny) {
-                return false;
-            }
-            !(e.file_type().is_some_and(|t| t.is_dir()) && ignore.iter().any(|i| **i == *name))
+            !skipped(&e.file_name().to_string_lossy(), e.file_type().is_some_and(|t| t.is_dir()), &ignore, &deny)
         })
         .build_parallel();
     let visit = &visit;
