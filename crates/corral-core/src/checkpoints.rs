@@ -490,7 +490,7 @@ impl Checkpoints {
         };
         let record = WriteRecord { from, to: sha256(new_content), done: false };
         let mode = match &observed {
-            Observed::File(_) if fs.caps().mode => Some(fs.get_mode(path).await?),
+            Observed::File(_) if fs.caps().mode => Some(fs.get_mode(path).await? & 0o777),
             _ => None,
         };
 
@@ -613,6 +613,28 @@ impl Checkpoints {
             }
         }
 
+        // The store may have been edited (a file store lives where the agent can write): every
+        // path must be one the file tools could write, and on disk the writes are refused where
+        // they would really lead into `.git`, as the tools' are.
+        let deny = crate::path::default_deny();
+        for &path in per_path.keys() {
+            let norm = crate::path::normalize(path, crate::path::Flavor::native())?;
+            if norm != path {
+                return Err(Error::new(
+                    Code::InvalidArguments,
+                    format!("The checkpoint store holds a path that is not a workspace path: {}", shown(path)),
+                ));
+            }
+            crate::path::check_denied(path, &deny)?;
+        }
+        let guarded;
+        let fs: &dyn FsProvider = match fs.as_local() {
+            Some(local) => {
+                guarded = local.denying(&deny);
+                &guarded
+            }
+            None => fs,
+        };
         let caps = fs.caps();
         let mut report = RewindReport { dry_run, ..RewindReport::default() };
         let mut actions: Vec<(String, Action)> = Vec::new();
@@ -672,7 +694,9 @@ impl Checkpoints {
                         ));
                     }
                     report.restored.push(path.to_string());
-                    actions.push((path.to_string(), Action::Write { bytes, mode: mode.filter(|_| caps.mode) }));
+                    // Permission bits only: a stored setuid or sticky bit is never put back.
+                    let mode = mode.filter(|_| caps.mode).map(|m| m & 0o777);
+                    actions.push((path.to_string(), Action::Write { bytes, mode }));
                 }
                 Before::TooLarge { .. } => unreachable!("skipped above"),
             }

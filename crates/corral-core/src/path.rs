@@ -63,8 +63,30 @@ fn is_reserved_device(seg: &str) -> bool {
     false
 }
 
+/// The longest path accepted, in bytes (Linux's PATH_MAX).
+pub const MAX_PATH_BYTES: usize = 4096;
+/// The longest segment accepted, in bytes (the common NAME_MAX).
+pub const MAX_SEGMENT_BYTES: usize = 255;
+/// The most segments a path may have.
+pub const MAX_DEPTH: usize = 256;
+
+fn too_long(path: &str, why: String) -> Error {
+    let head: String = shown(path).chars().take(60).collect();
+    Error::new(Code::InvalidArguments, format!("Path is refused: {head}… ({why})"))
+}
+
 /// Normalizes a workspace path, or explains why it is refused.
 pub fn normalize(path: &str, flavor: Flavor) -> Result<String> {
+    // Bounds first, before any work that grows with the path.
+    if path.len() > MAX_PATH_BYTES {
+        return Err(too_long(path, format!("it is {} bytes long; the limit is {MAX_PATH_BYTES}", path.len())));
+    }
+    if let Some(seg) = path.split(['/', '\\']).find(|s| s.len() > MAX_SEGMENT_BYTES) {
+        return Err(too_long(path, format!("a segment is {} bytes long; the limit is {MAX_SEGMENT_BYTES}", seg.len())));
+    }
+    if path.split(['/', '\\']).filter(|s| !s.is_empty() && *s != ".").count() > MAX_DEPTH {
+        return Err(too_long(path, format!("it has more than {MAX_DEPTH} segments")));
+    }
     if path.contains('\0') {
         return Err(outside(path, "it contains a NUL byte"));
     }
@@ -119,15 +141,6 @@ pub fn normalize(path: &str, flavor: Flavor) -> Result<String> {
         return Err(outside(path, "drive letters are not allowed"));
     }
     Ok(out.join("/"))
-}
-
-/// Joins a normalized base and a relative path, then normalizes the result.
-pub fn join(base: &str, rel: &str, flavor: Flavor) -> Result<String> {
-    if base == "." {
-        normalize(rel, flavor)
-    } else {
-        normalize(&format!("{base}/{rel}"), flavor)
-    }
 }
 
 /// The name as Windows compares it: trailing dots and spaces dropped, case folded.
@@ -269,6 +282,17 @@ mod tests {
         assert!(check_denied("app/.env", &more).is_err());
         assert!(check_denied("config/Secrets/key", &more).is_err());
         assert!(check_denied("app/.env.example", &more).is_ok());
+    }
+
+    #[test]
+    fn paths_too_long_too_deep_or_with_a_segment_over_255_bytes_are_invalid_arguments() {
+        for p in ["y/".repeat(60_000) + "g", "a".repeat(4097), format!("d/{}", "n".repeat(256)), "a/".repeat(257)] {
+            for f in [Flavor::Posix, Flavor::Win32, Flavor::Both] {
+                assert_eq!(bad(&p, f).code, Code::InvalidArguments, "{}", &p[..20]);
+            }
+        }
+        assert_eq!(ok(&"a/".repeat(256), Flavor::Posix).len(), 511);
+        assert_eq!(ok(&"n".repeat(255), Flavor::Posix).len(), 255);
     }
 
     mod prop {

@@ -127,14 +127,23 @@ pub(crate) async fn serve_connection(listener: Arc<Listener>, stream: TcpStream)
     }
 }
 
+/// The methods the broker forwards, in the standard's spelling.
+const FORWARDED_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
 async fn handle(client: Arc<Client>, req: Request<Incoming>) -> Response<ProxyBody> {
     let listener = &client.listener;
     if req.method() == Method::CONNECT {
         return tunnel(listener, req).await;
     }
-    // TRACE echoes the request, injected credentials included, back to the command.
-    if req.method() == Method::TRACE || req.method().as_str().eq_ignore_ascii_case("TRACK") {
-        return refuse(StatusCode::METHOD_NOT_ALLOWED, "TRACE and TRACK are not proxied");
+    // Only methods whose meaning is known are forwarded, spelled exactly as the standard does:
+    // TRACE echoes the request, injected credentials included, back to the command, and servers
+    // that compare methods case-insensitively (or know an alias such as TRACK or DEBUG) would do
+    // the same for `trace` or `Track`.
+    if !FORWARDED_METHODS.contains(&req.method().as_str()) {
+        return refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("the broker forwards only {} (and CONNECT)", FORWARDED_METHODS.join(", ")),
+        );
     }
     let uri = req.uri().clone();
     let Some(scheme) = uri.scheme_str() else {

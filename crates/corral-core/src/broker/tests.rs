@@ -1102,3 +1102,28 @@ async fn broker_bench() {
     }
     broker.close().await;
 }
+
+#[tokio::test]
+async fn broker_refuses_trace_in_any_spelling_and_every_method_it_does_not_know() {
+    let up = upstream(None).await;
+    let broker = Broker::start(BrokerConfig {
+        rules: auth_rule("127.0.0.1"),
+        allow_private: strings(&["127.0.0.1"]),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let url = format!("http://127.0.0.1:{}/echo", up.port());
+    for method in ["TRACE", "trace", "Trace", "TRACK", "track", "get", "PROPFIND", "BREW", "DEBUG"] {
+        let req = Request::builder().method(method).uri(&url).body(Full::default()).unwrap();
+        let answer = send(broker.local_addr(), req).await;
+        assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
+        assert!(!answer.text().contains(SECRET), "{method}");
+    }
+    assert!(up.seen().is_empty(), "no refused method reached the upstream: {:?}", up.seen());
+    for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
+        let req = Request::builder().method(method).uri(&url).body(Full::default()).unwrap();
+        assert_eq!(send(broker.local_addr(), req).await.status, StatusCode::OK, "{method}");
+    }
+    broker.close().await;
+}

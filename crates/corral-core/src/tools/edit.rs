@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{checked_path, hooked_write, lock_path, str_arg, Ctx, FsToolOptions};
+use super::{check_write_size, checked_path, fmt_count, format_bytes, MAX_READ_BYTES, hooked_write, lock_path, str_arg, Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
@@ -55,9 +55,20 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         Some(s) if s.kind == EntryType::Other => {
             return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file.")))
         }
+        Some(s) if s.size > MAX_READ_BYTES => {
+            return Err(Error::new(
+                Code::TooLarge,
+                format!(
+                    "{path} is too large to edit ({}; the limit is {}).",
+                    format_bytes(s.size),
+                    format_bytes(MAX_READ_BYTES)
+                ),
+            ))
+        }
         Some(_) => {}
     }
     let (text, bom) = read_text(fs, &path).await?;
+    check_write_size(&path, text.len() as u64, "the file to edit")?;
     if old == new && text.contains(old) {
         return Ok(format!("old_string and new_string are the same: {path} is left as it is. Nothing was written."));
     }
@@ -87,6 +98,12 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
             format!("old_string appears {count} times in {path}. Include more surrounding lines to make it unique, or pass replace_all: true to replace every occurrence."),
         ));
     }
+    // The result's size, computed before anything is allocated: a short old_string replaced
+    // everywhere by a long new_string must not grow the file past the limit.
+    let replacements = if replace_all { count } else { 1 } as u64;
+    let size = (bom as u64 * 3 + text.len() as u64 - replacements * old.len() as u64)
+        .saturating_add(replacements.saturating_mul(new.len() as u64));
+    check_write_size(&path, size, "the edited file")?;
     let replaced = if replace_all { text.replace(old, new) } else { text.replacen(old, new, 1) };
     let mut out = String::with_capacity(replaced.len() + 3);
     if bom {
@@ -97,6 +114,6 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     Ok(if count == 1 {
         format!("Edited {path}: replaced 1 occurrence.")
     } else {
-        format!("Edited {path}: replaced {count} occurrences.")
+        format!("Edited {path}: replaced {} occurrences.", fmt_count(count))
     })
 }

@@ -27,6 +27,9 @@ pub const MAX_FILES_SCANNED: usize = 20_000;
 pub const GREP_TIMEOUT_MS: u64 = 10_000;
 /// Files over this size are refused by `read_file`.
 pub const MAX_READ_BYTES: u64 = 10 * 1024 * 1024;
+/// The largest file `write_file` and `edit_file` produce: what the tools could not read back is
+/// never written, and an edit's result size is computed before anything is allocated.
+pub const MAX_WRITE_BYTES: u64 = MAX_READ_BYTES;
 /// Files over this size are skipped by `grep`.
 pub const MAX_GREP_FILE_BYTES: u64 = 2 * 1024 * 1024;
 /// `grep` tests each line on its first this-many characters.
@@ -285,6 +288,15 @@ pub(crate) async fn checked_path(fs: &dyn FsProvider, o: &FsToolOptions, raw: &s
 
 /// Runs one tool. `args` must be a JSON object.
 pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<String> {
+    match fs.as_local() {
+        // On disk the deny list is also checked where each operation really goes, at the moment
+        // it runs: a directory swapped for a link to `.git` after the path was checked is refused.
+        Some(local) if !o.deny.is_empty() => call_on(&local.denying(&o.deny), o, name, args, ctx).await,
+        _ => call_on(fs, o, name, args, ctx).await,
+    }
+}
+
+async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<String> {
     validate(name, args)?;
     ctx.check_cancel()?;
     let writes = matches!(name, "write_file" | "edit_file");
@@ -310,7 +322,11 @@ pub(crate) async fn lock_path(fs: &dyn FsProvider, path: &str) -> tokio::sync::O
     use std::sync::{Mutex, Weak};
     type Locks = Mutex<HashMap<(usize, String), Weak<tokio::sync::Mutex<()>>>>;
     static LOCKS: OnceLock<Locks> = OnceLock::new();
-    let key = (fs as *const dyn FsProvider as *const () as usize, path.to_string());
+    let provider = match fs.as_local() {
+        Some(local) => local.identity(),
+        None => fs as *const dyn FsProvider as *const () as usize,
+    };
+    let key = (provider, path.to_string());
     let lock = {
         let mut map = LOCKS.get_or_init(Default::default).lock().unwrap();
         map.retain(|_, w| w.strong_count() > 0);
@@ -380,6 +396,30 @@ pub(crate) fn push_line(out: &mut String, chars: &mut usize, line: &str, max_cha
     out.push_str(line);
     out.push('\n');
     true
+}
+
+/// Refuses a file (to edit) or a result (to write) over `MAX_WRITE_BYTES`.
+pub(crate) fn check_write_size(path: &str, size: u64, what: &str) -> Result<()> {
+    if size > MAX_WRITE_BYTES {
+        return Err(Error::new(
+            Code::TooLarge,
+            format!(
+                "{path}: {what} would be {} (the limit is {}); nothing was written. Write smaller files, or change this one with a command.",
+                format_bytes(size),
+                format_bytes(MAX_WRITE_BYTES)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `1 line`, `2 lines`, `1,000 lines`.
+pub(crate) fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", fmt_num(n as u64))
+    }
 }
 
 pub(crate) fn fmt_count(n: usize) -> String {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{checked_path, fmt_count, format_bytes, str_arg, FsToolOptions, MAX_READ_BYTES};
+use super::{checked_path, fmt_count, format_bytes, plural, str_arg, FsToolOptions, MAX_READ_BYTES};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
@@ -52,7 +52,7 @@ pub fn format_lines(path: &str, content: &str, offset: usize, limit: usize, max_
     let lines: Vec<&str> = body.split('\n').collect();
     let total = lines.len();
     if offset > total {
-        return format!("({path} has {} lines; offset {offset} is past the end.)", fmt_count(total));
+        return format!("({path} has {}; offset {offset} is past the end.)", plural(total, "line"));
     }
     let start = offset - 1;
     let end = (start + limit).min(total);
@@ -63,7 +63,7 @@ pub fn format_lines(path: &str, content: &str, offset: usize, limit: usize, max_
     for (i, line) in lines[start..end].iter().enumerate() {
         let n = start + i + 1;
         let line = line.strip_suffix('\r').unwrap_or(line);
-        let entry = format!("{n:>width$}\t{line}\n");
+        let entry = format!(" {n:>width$}\t{line}\n");
         let len = entry.chars().count();
         if chars + len > max_chars {
             if i == 0 {

@@ -28,13 +28,22 @@ fn compile_glob(pattern: &str) -> Result<GlobMatcher> {
             format!("Glob pattern is outside the workspace: {pattern} (use a pattern relative to path, without '..' or a leading '/')"),
         ));
     }
+    if pattern.len() > MAX_GLOB_BYTES {
+        return Err(Error::new(
+            Code::InvalidPattern,
+            format!("Invalid glob pattern: it is {} bytes long; the limit is {}.", pattern.len(), MAX_GLOB_BYTES),
+        ));
+    }
     let unified = unified.trim_start_matches("./").to_string();
-    GlobBuilder::new(&unified)
-        .literal_separator(true)
-        .build()
-        .map(|g| g.compile_matcher())
-        .map_err(|e| Error::new(Code::InvalidPattern, format!("Invalid glob pattern {pattern}: {}", e.kind())))
+    let invalid = |why: String| Error::new(Code::InvalidPattern, format!("Invalid glob pattern {pattern}: {why}"));
+    // globset panics on a glob whose regex outgrows its size limit: that is a bad pattern too.
+    std::panic::catch_unwind(|| GlobBuilder::new(&unified).literal_separator(true).build().map(|g| g.compile_matcher()))
+        .map_err(|_| invalid("it is too complex".to_string()))?
+        .map_err(|e| invalid(e.kind().to_string()))
 }
+
+/// The longest glob accepted (`glob`'s pattern, grep's `glob`).
+pub const MAX_GLOB_BYTES: usize = 1024;
 
 /// A workspace path for a file found `rel` below the search base.
 fn join(base: &str, rel: &str) -> String {
@@ -95,7 +104,7 @@ async fn list_files(
 ) -> Result<Vec<(String, u64)>> {
     let max = o.max_files_scanned;
     if let Some(local) = fs.as_local() {
-        let host = local.resolve(base)?.1;
+        let host = local.walk_root(base)?.0;
         let o2 = o.clone();
         let cancel = ctx.cancel.clone();
         let found = Arc::new(Mutex::new(Vec::new()));
@@ -150,26 +159,47 @@ async fn list_files(
         stats.visited.store(visited, Ordering::Relaxed);
         return Ok(out);
     }
-    // Any other provider: breadth-first through readdir, links never followed.
+    // Any other provider: breadth-first through readdir, links never followed. Directories count
+    // toward maxFilesScanned like files, and the walk itself has the time budget, so a provider
+    // that invents directories forever is stopped.
     let mut out = Vec::new();
     let mut visited = 0usize;
     let strip = if base == "." { 0 } else { base.len() + 1 };
+    let deadline = Instant::now() + std::time::Duration::from_millis(o.grep_timeout_ms);
     let mut queue = std::collections::VecDeque::from([base.to_string()]);
     'walk: while let Some(dir) = queue.pop_front() {
         ctx.check_cancel()?;
+        if Instant::now() > deadline {
+            return Err(Error::new(
+                Code::Timeout,
+                format!(
+                    "The walk stopped: listing the directories took longer than {} ms ({} entries visited). Narrow path.",
+                    fmt_count(o.grep_timeout_ms as usize),
+                    fmt_count(visited)
+                ),
+            ));
+        }
         for e in fs.readdir(&dir).await? {
+            if e.name.is_empty() || e.name == "." || e.name == ".." || e.name.contains(['/', '\\', '\0']) {
+                return Err(Error::new(
+                    Code::Io,
+                    format!("The provider's readdir({dir}) returned the entry name {:?}, which is not a name.", e.name),
+                ));
+            }
             if skipped(&e.name, e.kind == EntryType::Directory, &o.ignore, &o.deny) {
                 continue;
             }
             let p = join(&dir, &e.name);
+            if matches!(e.kind, EntryType::Directory | EntryType::File) {
+                if visited >= max {
+                    stats.limit_hit.store(true, Ordering::Relaxed);
+                    break 'walk;
+                }
+                visited += 1;
+            }
             match e.kind {
                 EntryType::Directory => queue.push_back(p),
                 EntryType::File => {
-                    if visited >= max {
-                        stats.limit_hit.store(true, Ordering::Relaxed);
-                        break 'walk;
-                    }
-                    visited += 1;
                     if keep(&p[strip..]) {
                         let size = if sizes { fs.stat(&p).await?.map(|s| s.size).unwrap_or(0) } else { 0 };
                         out.push((p, size));
@@ -245,6 +275,20 @@ pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
     let files = list_files(fs, o, &base, ctx, &stats, Arc::new(move |rel| matcher.is_match(rel)), false).await?;
     let mut hits: Vec<String> = files.into_iter().map(|(p, _)| p).collect();
     hits.sort();
+    if let Some(local) = fs.as_local() {
+        // What is shown must still be there below the root, reached without a link: a directory
+        // swapped for a link while the walker listed it would otherwise show outside names.
+        let real_base = local.walk_root(&base)?.1;
+        let strip = if base == "." { 0 } else { base.len() + 1 };
+        let mut checked = 0;
+        hits.retain(|h| {
+            if checked >= o.max_results {
+                return true;
+            }
+            checked += 1;
+            local.open_walked_file(&join(&real_base, &h[strip..])).is_ok()
+        });
+    }
     let total = hits.len();
     let mut out = String::new();
     let (mut shown, mut chars) = (0, 0);
@@ -278,6 +322,8 @@ struct Grep {
     spent_nanos: AtomicU64,
     scanned: AtomicUsize,
     slow: AtomicBool,
+    /// A line needed more backtracking steps than the engine allows (backreferences, lookaround).
+    step_limit: AtomicBool,
     stop: AtomicBool,
     cancel: Option<Cancel>,
     keep: usize,
@@ -374,8 +420,9 @@ impl Grep {
         // A final newline ends the last line; it does not start another.
         let body = text.strip_suffix('\n').unwrap_or(&text);
         for (i, line) in body.split('\n').enumerate() {
-            if i % 1024 == 1023 && (self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos)
-            {
+            // Time and cancellation are checked before every line: one line of a slow pattern can
+            // take milliseconds, and a budget checked every thousand lines ran seconds over.
+            if self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos {
                 self.slow.store(!self.cancel.as_ref().is_some_and(|c| c.is_cancelled()), Ordering::Relaxed);
                 self.stop.store(true, Ordering::Relaxed);
                 return None;
@@ -391,7 +438,7 @@ impl Grep {
                 }
                 Ok(false) => {}
                 Err(_) => {
-                    self.slow.store(true, Ordering::Relaxed);
+                    self.step_limit.store(true, Ordering::Relaxed);
                     self.stop.store(true, Ordering::Relaxed);
                     return None;
                 }
@@ -422,6 +469,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         spent_nanos: AtomicU64::new(0),
         scanned: AtomicUsize::new(0),
         slow: AtomicBool::new(false),
+        step_limit: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         cancel: ctx.cancel.clone(),
         keep: o.max_results,
@@ -454,7 +502,10 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         return Err(Error::new(Code::NotAFile, format!("{base} is neither a file nor a directory.")));
     } else if let Some(local) = fs.as_local() {
         // Walk and match in the same parallel pass: each thread reads and searches its files.
-        let host = local.resolve(&base)?.1;
+        // Each file is opened below the root entering no link, by its resolved path: a directory
+        // swapped for a link since the walker listed it is not entered.
+        let (host, real_base) = local.walk_root(&base)?;
+        let local = local.clone();
         let o2 = o.clone();
         let g = grep.clone();
         let found = Arc::new(Mutex::new(Collected::new(o.max_results)));
@@ -485,7 +536,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                     big2.fetch_add(1, Ordering::Relaxed);
                     return true;
                 }
-                let Ok(bytes) = std::fs::read(host.join(rel)) else { return true };
+                let Ok(bytes) = read_walked(&local, &join(&real_base, rel)) else { return true };
                 if let Some(h) = g.search(&path, &bytes) {
                     f2.lock().unwrap().add(h);
                 }
@@ -511,12 +562,27 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 continue;
             }
             let bytes = read_bytes(fs, &path).await?;
-            if let Some(h) = grep.search(&path, &bytes) {
+            // Matching runs on the blocking pool, never on the async threads the shell and the
+            // broker also need.
+            let g = grep.clone();
+            let hit = tokio::task::spawn_blocking(move || g.search(&path, &bytes))
+                .await
+                .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+            if let Some(h) = hit {
                 results.add(h);
             }
         }
     }
     ctx.check_cancel()?;
+    if grep.step_limit.load(Ordering::Relaxed) {
+        return Err(Error::new(
+            Code::Timeout,
+            format!(
+                "grep stopped: the pattern needed more backtracking steps on one line than the limit allows ({} files scanned). Backreferences and lookaround backtrack; use a simpler pattern.",
+                fmt_count(grep.scanned.load(Ordering::Relaxed))
+            ),
+        ));
+    }
     if grep.slow.load(Ordering::Relaxed) {
         return Err(Error::new(
             Code::Timeout,
@@ -528,6 +594,19 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         ));
     }
     Ok(format_hits(results, o, &stats, too_large.load(Ordering::Relaxed)))
+}
+
+/// Reads a regular file a walk found on disk (never a FIFO or device that took its place).
+fn read_walked(local: &crate::fs::local::LocalFs, real: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = local.open_walked_file(real)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_GREP_FILE_BYTES + 1).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
@@ -566,11 +645,11 @@ fn format_hits(mut results: Collected, o: &FsToolOptions, stats: &WalkStats, too
         ));
     }
     if too_large > 0 {
-        out.push_str(&format!(
-            "({} files over {} were skipped.)\n",
-            fmt_count(too_large),
-            format_bytes(MAX_GREP_FILE_BYTES)
-        ));
+        out.push_str(&if too_large == 1 {
+            format!("(1 file over {} was skipped.)\n", format_bytes(MAX_GREP_FILE_BYTES))
+        } else {
+            format!("({} files over {} were skipped.)\n", fmt_count(too_large), format_bytes(MAX_GREP_FILE_BYTES))
+        });
     }
     if let Some(n) = limit_note(stats, o) {
         out.push_str(&n);

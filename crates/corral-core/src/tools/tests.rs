@@ -18,11 +18,11 @@ async fn read_file_numbers_lines_and_says_how_to_continue() {
     let o = FsToolOptions { max_read_lines: 10, ..Default::default() };
     let out = call(&fs, &o, "read_file", &json!({"path": "a.txt"}), &Ctx::default()).await.unwrap();
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], " 1\tline 1");
-    assert_eq!(lines[9], "10\tline 10");
+    assert_eq!(lines[0], "  1\tline 1");
+    assert_eq!(lines[9], " 10\tline 10");
     assert_eq!(lines[10], "(Showing lines 1-10 of 30. Use offset 11 to continue.)");
     let out = run(&fs, "read_file", json!({"path": "a.txt", "offset": 29})).await.unwrap();
-    assert_eq!(out, "29\tline 29\n30\tline 30");
+    assert_eq!(out, " 29\tline 29\n 30\tline 30");
 }
 
 #[tokio::test]
@@ -123,4 +123,46 @@ async fn glob_and_grep() {
     assert_eq!(run(&fs, "grep", json!({"pattern": "nothing here"})).await.unwrap(), "No matches found.");
     // The newline that ends a file's last line does not start another line.
     assert_eq!(run(&fs, "grep", json!({"pattern": "^$", "path": "src/c.js"})).await.unwrap(), "No matches found.");
+}
+
+#[tokio::test]
+async fn read_file_numbers_lines_as_the_reference_does_a_space_the_number_right_aligned_and_a_tab() {
+    let fs = mem(&[("one.txt", "hello\n"), ("twelve.txt", &"x\n".repeat(12))]);
+    assert_eq!(run(&fs, "read_file", json!({"path": "one.txt"})).await.unwrap(), " 1\thello");
+    let out = run(&fs, "read_file", json!({"path": "twelve.txt"})).await.unwrap();
+    assert_eq!(out.lines().next().unwrap(), "  1\tx");
+    assert_eq!(out.lines().last().unwrap(), " 12\tx");
+}
+
+#[tokio::test]
+async fn edit_file_refuses_a_replace_all_whose_result_would_pass_the_limit_before_allocating_it() {
+    // 200,000 quotes, each to become 100 characters: a 20 MB result from a 400 KB file.
+    let fs = mem(&[("q.txt", &"\"\n".repeat(200_000))]);
+    let before = fs.snapshot()["q.txt"].clone();
+    let e = run(&fs, "edit_file", json!({"path": "q.txt", "old_string": "\"", "new_string": "x".repeat(100), "replace_all": true}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::TooLarge, "{}", e.message);
+    assert_eq!(fs.snapshot()["q.txt"], before, "a refused edit leaves the file as it was");
+    // The same edit that stays under the limit goes through.
+    run(&fs, "edit_file", json!({"path": "q.txt", "old_string": "\"", "new_string": "ab", "replace_all": true}))
+        .await
+        .unwrap();
+    assert_eq!(fs.snapshot()["q.txt"].len(), 600_000);
+}
+
+#[tokio::test]
+async fn write_file_refuses_content_over_the_limit() {
+    let fs = mem(&[]);
+    let big = "y".repeat(MAX_WRITE_BYTES as usize + 1);
+    let e = run(&fs, "write_file", json!({"path": "big.txt", "content": big})).await.unwrap_err();
+    assert_eq!(e.code, Code::TooLarge);
+    assert!(fs.snapshot().get("big.txt").is_none());
+}
+
+#[tokio::test]
+async fn edit_file_refuses_a_file_over_the_read_limit() {
+    let fs = mem(&[("huge.txt", &"z".repeat(MAX_READ_BYTES as usize + 1))]);
+    let e = run(&fs, "edit_file", json!({"path": "huge.txt", "old_string": "z", "new_string": "q"})).await.unwrap_err();
+    assert_eq!(e.code, Code::TooLarge);
 }

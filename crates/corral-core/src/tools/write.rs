@@ -2,13 +2,14 @@
 
 use serde_json::Value;
 
-use super::{checked_path, hooked_write, lock_path, str_arg, Ctx, FsToolOptions};
+use super::{check_write_size, checked_path, plural, hooked_write, lock_path, str_arg, Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
     let content = str_arg(args, "content").unwrap_or_default();
+    check_write_size(&path, content.len() as u64, "the content")?;
     let _writer = lock_path(fs, &path).await;
     let existed = match fs.stat(&path).await? {
         Some(s) if s.kind == EntryType::Directory => {
@@ -31,10 +32,6 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         }
     }
     hooked_write(fs, o, ctx, &path, content.as_bytes()).await?;
-    let lines = content.lines().count();
-    Ok(if existed {
-        format!("Overwrote {path} ({} bytes, {lines} lines).", content.len())
-    } else {
-        format!("Created {path} ({} bytes, {lines} lines).", content.len())
-    })
+    let size = format!("{}, {}", plural(content.len(), "byte"), plural(content.lines().count(), "line"));
+    Ok(if existed { format!("Overwrote {path} ({size}).") } else { format!("Created {path} ({size}).") })
 }

@@ -1,0 +1,308 @@
+//! A directory on disk, confined to its root.
+//!
+//! Every path is normalized first (`crate::path`), then resolved below the root. On unix that is
+//! done one component at a time relative to directory descriptors (`beneath`), and the operation
+//! acts on the descriptor of the directory it found, so a directory swapped for a link while a
+//! tool runs cannot lead it outside the root or, with a deny list (`denying`), into `.git`.
+//! Elsewhere paths are resolved with realpath (`portable`). A link may lead anywhere inside the
+//! root; a link whose target does not exist is never followed. Writes go to a temp file in the
+//! same directory, are flushed and renamed over the target, keeping the old file's permission
+//! bits; a read-only file is refused by its mode bits (so a process running as root is refused
+//! too). A FIFO, socket or device is never opened for reading or writing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{Caps, DirEntry, EntryType, FsProvider, Stat};
+use crate::error::{Code, Error, Result};
+use crate::path::Flavor;
+
+#[cfg(unix)]
+mod beneath;
+#[cfg(not(unix))]
+mod portable;
+#[cfg(unix)]
+mod unix;
+
+#[derive(Debug)]
+struct Root {
+    /// The real, absolute root.
+    path: PathBuf,
+    /// The root, held open: every path is resolved below this descriptor.
+    #[cfg(unix)]
+    fd: std::os::fd::OwnedFd,
+}
+
+#[derive(Debug, Clone)]
+pub struct LocalFs {
+    inner: Arc<Root>,
+    flavor: Flavor,
+    /// Names no resolved path may go through (the file tools' `deny`); empty for the provider
+    /// itself.
+    deny: Arc<[String]>,
+}
+
+#[allow(dead_code)]
+fn entry_type(ft: std::fs::FileType) -> EntryType {
+    if ft.is_symlink() {
+        EntryType::Symlink
+    } else if ft.is_dir() {
+        EntryType::Directory
+    } else if ft.is_file() {
+        EntryType::File
+    } else {
+        EntryType::Other
+    }
+}
+
+fn escape(path: &str) -> Error {
+    Error::new(
+        Code::OutsideWorkspace,
+        format!("Path is outside the workspace: {path} (it leads through a link to a place outside the root)"),
+    )
+}
+
+fn dangling(path: &str) -> Error {
+    Error::new(
+        Code::OutsideWorkspace,
+        format!("Path is refused: {path} (it goes through a link whose target does not exist; such links are never followed)"),
+    )
+}
+
+impl LocalFs {
+    /// `root` must name an existing directory; it is resolved with realpath and never created.
+    pub fn new(root: &str) -> Result<LocalFs> {
+        if root.trim().is_empty() {
+            return Err(Error::config("NodeWorkspace: root must be a non-empty path to an existing directory."));
+        }
+        let real = std::fs::canonicalize(root).map_err(|e| {
+            Error::config(format!(
+                "NodeWorkspace: root '{root}' cannot be resolved ({}); it must be an existing directory.",
+                e.kind()
+            ))
+        })?;
+        if !real.is_dir() {
+            return Err(Error::config(format!("NodeWorkspace: root '{root}' is not a directory.")));
+        }
+        #[cfg(unix)]
+        let fd = beneath::open_root(&real)
+            .map_err(|e| Error::config(format!("NodeWorkspace: root '{root}' cannot be opened ({}).", e.kind())))?;
+        Ok(LocalFs {
+            inner: Arc::new(Root {
+                path: real,
+                #[cfg(unix)]
+                fd,
+            }),
+            flavor: Flavor::native(),
+            deny: Arc::from(Vec::new()),
+        })
+    }
+
+    /// The same directory, refusing every path that really leads through one of `deny`'s names
+    /// (checked on the resolved components, at the moment of the operation).
+    pub fn denying(&self, deny: &[String]) -> LocalFs {
+        LocalFs { inner: self.inner.clone(), flavor: self.flavor, deny: Arc::from(deny.to_vec()) }
+    }
+
+    /// One value for this directory and every `denying` view of it.
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
+    /// The real, absolute root.
+    pub fn root(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// Workspace-relative real path of a path (for links: where they lead).
+    pub fn real_relative(&self, path: &str) -> Result<String> {
+        self.real_relative_sync(path)
+    }
+
+    /// A directory to walk: its host path and its resolved workspace path.
+    pub fn walk_root(&self, path: &str) -> Result<(PathBuf, String)> {
+        #[cfg(unix)]
+        {
+            self.host_dir(path)
+        }
+        #[cfg(not(unix))]
+        {
+            let host = self.host_dir(path)?;
+            let real = self.real_relative_sync(path)?;
+            Ok((host, real))
+        }
+    }
+
+    /// Opens a file a walk found, by its resolved workspace path, entering no link on the way.
+    pub fn open_walked_file(&self, real: &str) -> std::io::Result<std::fs::File> {
+        #[cfg(unix)]
+        {
+            self.open_walked(real)
+        }
+        #[cfg(not(unix))]
+        {
+            std::fs::File::open(self.inner.path.join(real))
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn is_read_only(meta: &std::fs::Metadata) -> bool {
+    meta.permissions().readonly()
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(_) => tokio::task::spawn_blocking(f)
+            .await
+            .unwrap_or_else(|e| Err(Error::new(Code::Io, format!("internal error: {e}")))),
+        Err(_) => f(),
+    }
+}
+
+#[async_trait]
+impl FsProvider for LocalFs {
+    async fn read_file(&self, path: &str) -> Result<String> {
+        let bytes = self.read_file_bytes(path).await?;
+        Ok(match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
+    }
+
+    async fn write_file(&self, path: &str, content: &str) -> Result<()> {
+        self.write_file_bytes(path, content.as_bytes()).await
+    }
+
+    async fn stat(&self, path: &str) -> Result<Option<Stat>> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.stat_sync(&path)).await
+    }
+
+    async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.readdir_sync(&path)).await
+    }
+
+    async fn mkdir(&self, path: &str) -> Result<()> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.mkdir_sync(&path)).await
+    }
+
+    async fn rm(&self, path: &str, recursive: bool) -> Result<()> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.rm_sync(&path, recursive)).await
+    }
+
+    fn caps(&self) -> Caps {
+        Caps { read_bytes: true, write_bytes: true, mode: cfg!(unix), real_path: true }
+    }
+
+    async fn read_file_bytes(&self, path: &str) -> Result<Vec<u8>> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.read_bytes_sync(&path)).await
+    }
+
+    async fn write_file_bytes(&self, path: &str, content: &[u8]) -> Result<()> {
+        let (this, path, content) = (self.clone(), path.to_string(), content.to_vec());
+        blocking(move || this.write_bytes_sync(&path, &content)).await
+    }
+
+    #[cfg(unix)]
+    async fn get_mode(&self, path: &str) -> Result<u32> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.get_mode_sync(&path)).await
+    }
+
+    #[cfg(unix)]
+    async fn chmod(&self, path: &str, mode: u32) -> Result<()> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.chmod_sync(&path, mode)).await
+    }
+
+    async fn real_path(&self, path: &str) -> Result<String> {
+        let (this, path) = (self.clone(), path.to_string());
+        blocking(move || this.real_relative_sync(&path)).await
+    }
+
+    fn as_local(&self) -> Option<&LocalFs> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, LocalFs) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("root/src")).unwrap();
+        std::fs::write(dir.path().join("root/src/a.txt"), "hello").unwrap();
+        std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();
+        let fs = LocalFs::new(dir.path().join("root").to_str().unwrap()).unwrap();
+        (dir, fs)
+    }
+
+    #[tokio::test]
+    async fn reads_and_writes_inside() {
+        let (_d, fs) = setup();
+        assert_eq!(fs.read_file("src/a.txt").await.unwrap(), "hello");
+        fs.write_file("new/deep/b.txt", "b").await.unwrap();
+        assert_eq!(fs.read_file("new/deep/b.txt").await.unwrap(), "b");
+        assert_eq!(fs.read_file("../secret.txt").await.unwrap_err().code, Code::OutsideWorkspace);
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn links_cannot_escape() {
+        let (d, fs) = setup();
+        let root = d.path().join("root");
+        std::os::unix::fs::symlink(d.path(), root.join("escape")).unwrap();
+        std::os::unix::fs::symlink(d.path().join("nope"), root.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("src/a.txt", root.join("inside")).unwrap();
+        assert_eq!(fs.read_file("escape/secret.txt").await.unwrap_err().code, Code::OutsideWorkspace);
+        assert_eq!(fs.write_file("escape/new.txt", "x").await.unwrap_err().code, Code::OutsideWorkspace);
+        assert!(!d.path().join("new.txt").exists());
+        assert_eq!(fs.write_file("dangling", "x").await.unwrap_err().code, Code::OutsideWorkspace);
+        assert_eq!(fs.stat("dangling").await.unwrap().unwrap().kind, EntryType::Symlink);
+        assert_eq!(fs.stat("escape").await.unwrap().unwrap().kind, EntryType::Symlink);
+        assert!(!d.path().join("nope").exists());
+        assert_eq!(fs.read_file("inside").await.unwrap(), "hello");
+        assert_eq!(fs.real_path("inside").await.unwrap(), "src/a.txt");
+        fs.rm("escape", false).await.unwrap();
+        assert!(d.path().join("secret.txt").exists());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn keeps_mode_and_refuses_read_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let (d, fs) = setup();
+        let p = d.path().join("root/src/a.txt");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o751)).unwrap();
+        fs.write_file("src/a.txt", "new").await.unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o751);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+        assert_eq!(fs.write_file("src/a.txt", "nope").await.unwrap_err().code, Code::ReadOnly);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        let leftovers: Vec<_> = std::fs::read_dir(d.path().join("root/src")).unwrap().collect();
+        assert_eq!(leftovers.len(), 1);
+    }
+
+    #[test]
+    fn bad_roots_are_configuration_errors() {
+        assert_eq!(LocalFs::new("").unwrap_err().code, Code::Configuration);
+        assert_eq!(LocalFs::new("/definitely/not/here").unwrap_err().code, Code::Configuration);
+        let f = tempfile::NamedTempFile::new().unwrap();
+        assert_eq!(LocalFs::new(f.path().to_str().unwrap()).unwrap_err().code, Code::Configuration);
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod race_tests;

@@ -1,0 +1,335 @@
+//! The unix implementation: every operation resolves its path with `beneath` and acts on the
+//! descriptor of the directory it found, so a component swapped for a link while it runs cannot
+//! take it outside the root or into a denied directory.
+
+use std::ffi::CStr;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+
+use super::beneath::{self, cstr, fstatat, kind, openat, Found, Last, Refused};
+use super::{dangling, escape, LocalFs};
+use crate::error::{Code, Error, Result};
+use crate::fs::{DirEntry, EntryType, Stat};
+use crate::path::{check_denied, normalize};
+
+/// How often an operation starts over when its last component changed under it.
+const MAX_ATTEMPTS: usize = 64;
+
+fn type_of(mode: libc::mode_t) -> EntryType {
+    match mode & libc::S_IFMT {
+        libc::S_IFLNK => EntryType::Symlink,
+        libc::S_IFDIR => EntryType::Directory,
+        libc::S_IFREG => EntryType::File,
+        _ => EntryType::Other,
+    }
+}
+
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+/// An operation that found its last component changed (`ELOOP`: it became a link) starts over.
+fn changed(e: &io::Error) -> bool {
+    errno(e) == libc::ELOOP
+}
+
+fn not_a_file(rel: &str) -> Error {
+    Error::new(Code::NotAFile, format!("Not a regular file: {rel} (a pipe, socket or device)"))
+}
+
+fn is_a_directory(rel: &str) -> Error {
+    Error::new(Code::IsADirectory, format!("Is a directory: {rel}"))
+}
+
+impl LocalFs {
+    fn root_fd(&self) -> BorrowedFd<'_> {
+        self.inner.fd.as_fd()
+    }
+
+    fn refused(&self, rel: &str, r: Refused) -> Error {
+        match r {
+            Refused::Escape => escape(rel),
+            Refused::Dangling => dangling(rel),
+            Refused::Loop => Error::new(Code::Io, format!("Too many levels of links: {rel}")),
+            Refused::Denied(real) if real == rel => {
+                check_denied(&real, &self.deny).err().unwrap_or_else(|| Error::new(Code::Denied, "Access denied"))
+            }
+            Refused::Denied(real) => Error::new(
+                Code::Denied,
+                format!("Access denied: {rel} (it leads to {real}, which holds a denied name)"),
+            ),
+            Refused::Io(e) => Error::io(rel, &e),
+        }
+    }
+
+    /// Normalizes and resolves a path; errors name the workspace path.
+    fn found(&self, path: &str, last: Last) -> Result<(String, Found)> {
+        let rel = normalize(path, self.flavor)?;
+        let found = beneath::resolve(self.root_fd(), &self.inner.path, &rel, last, &self.deny)
+            .map_err(|r| self.refused(&rel, r))?;
+        Ok((rel, found))
+    }
+
+    /// Runs `op` on the resolved path, starting over (a bounded number of times) while the last
+    /// component keeps changing under it.
+    fn attempt<T>(&self, path: &str, last: Last, op: impl Fn(&str, &Found) -> io::Result<T>) -> Result<T> {
+        for _ in 0..MAX_ATTEMPTS {
+            let (rel, found) = self.found(path, last)?;
+            match op(&rel, &found) {
+                Err(e) if changed(&e) => continue,
+                r => return r.map_err(|e| Error::io(&rel, &e)),
+            }
+        }
+        Err(Error::new(Code::Io, format!("The path kept changing while it was used: {path}")))
+    }
+
+    pub(super) fn read_bytes_sync(&self, path: &str) -> Result<Vec<u8>> {
+        let file = self.attempt(path, Last::Follow, |_, f| {
+            let Some(name) = &f.name else { return Err(io::Error::from_raw_os_error(libc::EISDIR)) };
+            // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+            openat(f.dir.as_fd(), name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0)
+        })?;
+        let rel = normalize(path, self.flavor)?;
+        read_regular(&rel, file)
+    }
+
+    pub(super) fn write_bytes_sync(&self, path: &str, content: &[u8]) -> Result<()> {
+        let rel = normalize(path, self.flavor)?;
+        if rel == "." {
+            return Err(Error::new(Code::IsADirectory, "Is a directory: . (the workspace root)"));
+        }
+        for _ in 0..MAX_ATTEMPTS {
+            let (rel, found) = self.found(path, Last::CreateParents)?;
+            let Some(name) = &found.name else { return Err(is_a_directory(&rel)) };
+            let mode = match fstatat(found.dir.as_fd(), Some(name)) {
+                Ok(st) => match kind(&st) {
+                    libc::S_IFDIR => return Err(is_a_directory(&rel)),
+                    libc::S_IFLNK => continue,
+                    libc::S_IFREG if st.st_mode & 0o222 == 0 => {
+                        return Err(Error::new(Code::ReadOnly, format!("File is read-only: {rel}")))
+                    }
+                    libc::S_IFREG => Some(st.st_mode & 0o7777),
+                    _ => return Err(not_a_file(&rel)),
+                },
+                Err(e) if errno(&e) == libc::ENOENT => None,
+                Err(e) => return Err(Error::io(&rel, &e)),
+            };
+            return replace_at(found.dir.as_fd(), name, content, mode).map_err(|e| Error::io(&rel, &e));
+        }
+        Err(Error::new(Code::Io, format!("The path kept changing while it was written: {rel}")))
+    }
+
+    pub(super) fn stat_sync(&self, path: &str) -> Result<Option<Stat>> {
+        let (rel, found) = match self.found(path, Last::Follow) {
+            Ok(f) => f,
+            Err(e) if e.code == Code::OutsideWorkspace => {
+                // A link that dangles or leads out of the root is reported as the link it is.
+                if let Ok((_, own)) = self.found(path, Last::NoFollow) {
+                    if let Ok(st) = fstatat(own.dir.as_fd(), own.name.as_deref()) {
+                        if kind(&st) == libc::S_IFLNK {
+                            return Ok(Some(Stat { kind: EntryType::Symlink, size: st.st_size as u64 }));
+                        }
+                    }
+                }
+                return Err(e);
+            }
+            Err(e) if e.code == Code::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match fstatat(found.dir.as_fd(), found.name.as_deref()) {
+            Ok(st) => Ok(Some(Stat { kind: type_of(st.st_mode), size: st.st_size as u64 })),
+            Err(e) if matches!(errno(&e), libc::ENOENT | libc::ENOTDIR) => Ok(None),
+            Err(e) => Err(Error::io(&rel, &e)),
+        }
+    }
+
+    pub(super) fn readdir_sync(&self, path: &str) -> Result<Vec<DirEntry>> {
+        let dir = self.attempt(path, Last::Follow, |_, f| open_dir(f))?;
+        let rel = normalize(path, self.flavor)?;
+        list_dir(dir).map_err(|e| Error::io(&rel, &e))
+    }
+
+    pub(super) fn mkdir_sync(&self, path: &str) -> Result<()> {
+        let (rel, found) = self.found(path, Last::CreateDirs)?;
+        if found.name.is_some() {
+            return Err(Error::new(Code::NotAFile, format!("{rel} exists and is not a directory.")));
+        }
+        Ok(())
+    }
+
+    pub(super) fn rm_sync(&self, path: &str, recursive: bool) -> Result<()> {
+        let (rel, found) = self.found(path, Last::NoFollow)?;
+        let Some(name) = &found.name else {
+            return Err(Error::new(Code::Denied, "Refused: the workspace root itself cannot be removed."));
+        };
+        let dir = found.dir.as_fd();
+        let st = fstatat(dir, Some(name)).map_err(|e| Error::io(&rel, &e))?;
+        let r = if kind(&st) == libc::S_IFDIR {
+            if recursive {
+                remove_tree(dir, name).and_then(|_| unlinkat(dir, name, libc::AT_REMOVEDIR))
+            } else {
+                unlinkat(dir, name, libc::AT_REMOVEDIR)
+            }
+        } else {
+            // A link is removed itself; its target is left alone.
+            unlinkat(dir, name, 0)
+        };
+        r.map_err(|e| Error::io(&rel, &e))
+    }
+
+    pub(super) fn get_mode_sync(&self, path: &str) -> Result<u32> {
+        let st = self.attempt(path, Last::Follow, |_, f| {
+            let st = fstatat(f.dir.as_fd(), f.name.as_deref())?;
+            if kind(&st) == libc::S_IFLNK {
+                return Err(io::Error::from_raw_os_error(libc::ELOOP));
+            }
+            Ok(st)
+        })?;
+        Ok(st.st_mode & 0o7777)
+    }
+
+    pub(super) fn chmod_sync(&self, path: &str, mode: u32) -> Result<()> {
+        self.attempt(path, Last::Follow, |_, f| {
+            let fd = match &f.name {
+                Some(name) => openat(f.dir.as_fd(), name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0)?,
+                None => openat(f.dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?,
+            };
+            // SAFETY: a valid descriptor.
+            let r = unsafe { libc::fchmod(fd.as_raw_fd(), (mode & 0o7777) as libc::mode_t) };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+
+    pub(super) fn real_relative_sync(&self, path: &str) -> Result<String> {
+        Ok(self.found(path, Last::Follow)?.1.real())
+    }
+
+    /// The host path of a directory to walk, and its resolved workspace path.
+    pub(super) fn host_dir(&self, path: &str) -> Result<(PathBuf, String)> {
+        let (_, found) = self.found(path, Last::Follow)?;
+        let real = found.real();
+        let host = if real == "." { self.inner.path.clone() } else { self.inner.path.join(&real) };
+        Ok((host, real))
+    }
+
+    /// Opens a file found by a walk (`real` is its resolved workspace path), following no link:
+    /// a directory swapped for a link since the walk listed it is not entered.
+    pub(super) fn open_walked(&self, real: &str) -> io::Result<std::fs::File> {
+        let fd = beneath::open_no_links(self.root_fd(), real, libc::O_RDONLY | libc::O_NONBLOCK)?;
+        Ok(std::fs::File::from(fd))
+    }
+}
+
+/// Reads a regular file from its descriptor; anything else is refused without reading.
+fn read_regular(rel: &str, fd: OwnedFd) -> Result<Vec<u8>> {
+    let mut file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| Error::io(rel, &e))?;
+    if meta.is_dir() {
+        return Err(is_a_directory(rel));
+    }
+    if !meta.is_file() {
+        return Err(not_a_file(rel));
+    }
+    let mut out = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut out).map_err(|e| Error::io(rel, &e))?;
+    Ok(out)
+}
+
+/// Opens the found directory for listing.
+fn open_dir(f: &Found) -> io::Result<OwnedFd> {
+    match &f.name {
+        Some(name) => openat(f.dir.as_fd(), name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0),
+        None => openat(f.dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0),
+    }
+}
+
+fn list_dir(fd: OwnedFd) -> io::Result<Vec<DirEntry>> {
+    let dir_fd = fd.try_clone()?;
+    let mut dir = nix::dir::Dir::from_fd(fd).map_err(io::Error::from)?;
+    let mut out = Vec::new();
+    for entry in dir.iter() {
+        let entry = entry.map_err(io::Error::from)?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            Some(nix::dir::Type::Directory) => EntryType::Directory,
+            Some(nix::dir::Type::File) => EntryType::File,
+            Some(nix::dir::Type::Symlink) => EntryType::Symlink,
+            Some(_) => EntryType::Other,
+            None => fstatat(dir_fd.as_fd(), Some(name)).map(|st| type_of(st.st_mode)).unwrap_or(EntryType::Other),
+        };
+        out.push(DirEntry { name: name.to_string_lossy().into_owned(), kind });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: a valid descriptor and a NUL-terminated name.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Empties the directory `name` in `dir`, entering no link.
+fn remove_tree(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let sub = openat(dir, name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)?;
+    for entry in list_dir(sub.try_clone()?)? {
+        let child = cstr(&entry.name)?;
+        if entry.kind == EntryType::Directory {
+            remove_tree(sub.as_fd(), &child)?;
+            unlinkat(sub.as_fd(), &child, libc::AT_REMOVEDIR)?;
+        } else {
+            unlinkat(sub.as_fd(), &child, 0)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `content` to a new temp file in `dir`, flushes it, gives it `mode` (the old file's) and
+/// renames it over `name`: readers see the old content or the new, never a mix.
+fn replace_at(dir: BorrowedFd<'_>, name: &CStr, content: &[u8], mode: Option<libc::mode_t>) -> io::Result<()> {
+    use rand::Rng;
+    let mut made = None;
+    for _ in 0..16 {
+        let suffix: u64 = rand::thread_rng().gen();
+        // A fixed-length name: a target whose own name is near the 255-byte limit still works.
+        let tmp = cstr(&format!(".corral-{suffix:016x}.tmp"))?;
+        match openat(dir, &tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW, 0o666) {
+            Ok(fd) => {
+                made = Some((tmp, fd));
+                break;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let (tmp, fd) = made.ok_or_else(|| io::Error::new(io::ErrorKind::AlreadyExists, "cannot create a temp file"))?;
+    let mut file = std::fs::File::from(fd);
+    let result = (|| -> io::Result<()> {
+        file.write_all(content)?;
+        if let Some(mode) = mode {
+            // SAFETY: a valid descriptor.
+            if unsafe { libc::fchmod(file.as_raw_fd(), mode) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        file.sync_all()?;
+        // SAFETY: a valid descriptor and NUL-terminated names, both relative to it.
+        if unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = unlinkat(dir, &tmp, 0);
+    }
+    result
+}
