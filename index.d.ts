@@ -152,6 +152,8 @@ export declare class MemoryWorkspace implements FsProvider, ShellProvider {
 }
 
 export declare function normalizeWorkspacePath(path: string, flavor?: 'posix' | 'win32'): string;
+/** A shell-tool needsApproval predicate: no approval only for a line that starts with one of `commands` and has no operator, substitution, redirection, expansion or path outside the workspace. */
+export declare function readOnlyCommands(commands: string[]): (command: string) => boolean;
 
 export type FsToolName = 'read_file' | 'write_file' | 'edit_file' | 'list_dir' | 'glob' | 'grep';
 

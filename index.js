@@ -438,10 +438,23 @@ class MemoryWorkspace {
   }
   /** Every command exec() received: { command, cwd, env, timeoutMs }. */
   get commands() { return shellOf.get(this).commands(); }
-  snapshot() { return { ...nativeOf.get(this).snapshot() }; }
+  snapshot() { return Object.fromEntries(nativeOf.get(this).snapshot()); }
 }
 fsMethods(MemoryWorkspace);
 execMethod(MemoryWorkspace);
+
+/**
+ * A needsApproval predicate for the shell tool: a command line needs no approval only when it
+ * starts with one of `commands` and has no operator, substitution, redirection, expansion or
+ * argument outside the working directory.
+ */
+function readOnlyCommands(commands) {
+  if (!Array.isArray(commands) || commands.some((c) => typeof c !== 'string')) {
+    throw new ConfigurationError('readOnlyCommands: commands must be an array of strings.');
+  }
+  const ro = lift(() => new native.NativeReadOnlyCommands(commands));
+  return (command) => typeof command !== 'string' || ro.needsApproval(command);
+}
 
 function normalizeWorkspacePath(path, flavor) {
   if (typeof path !== 'string') throw new WorkspaceError(`normalizeWorkspacePath: path must be a string, got ${typeof path}.`, 'InvalidArguments');
@@ -463,4 +476,5 @@ module.exports = {
   FileWorkspaceCheckpointStore,
   defineTool,
   normalizeWorkspacePath,
+  readOnlyCommands,
 };

@@ -28,7 +28,7 @@ describe('the corral CLI', () => {
   it('a tool run prints its result and exits 0', () => {
     const read = corral('read_file', '{"path":"notes.md"}', '--root', t.root);
     expect(read.status).toBe(0);
-    expect(read.stdout).toBe('1\t# Notes\n2\talpha line\n');
+    expect(read.stdout).toBe(' 1\t# Notes\n 2\talpha line\n');
     const edit = corral('edit_file', JSON.stringify({ path: 'src/a.ts', old_string: '= 1', new_string: '= 2' }), `--root=${t.root}`);
     expect(edit.status).toBe(0);
     expect(edit.stdout).toMatch(/^Edited src\/a\.ts/);

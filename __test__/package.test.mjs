@@ -81,7 +81,7 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
     const { stdout } = await run(process.execPath, ['-e', script], { cwd: project });
     const out = JSON.parse(stdout);
     expect(out.names).toEqual(['read_file', 'write_file', 'edit_file', 'list_dir', 'glob', 'grep']);
-    expect(out.read).toBe('1\thello x world\n2\tnothing here');
+    expect(out.read).toBe(' 1\thello x world\n 2\tnothing here');
     expect(out.refused).toMatchObject({ error: 'WorkspaceError', toolName: 'read_file' });
     expect(out.refused.message).toMatch(/outside the workspace/);
     expect(out.isClass).toBe(true);

@@ -69,7 +69,7 @@ describe('the file tools keep out of .git', () => {
 
   it('.gitignore and .github are not affected', async () => {
     const tools = createFsTools(ws());
-    expect(await tool(tools, 'read_file').execute({ path: '.gitignore' })).toBe('1\tdist');
+    expect(await tool(tools, 'read_file').execute({ path: '.gitignore' })).toBe(' 1\tdist');
     expect(await tool(tools, 'list_dir').execute({})).toBe('.github/\n.gitignore\nsrc/\nsub/');
   });
 
@@ -87,6 +87,6 @@ describe('the file tools keep out of .git', () => {
     await expect(tool(strict, 'read_file').execute({ path: '.env' })).rejects.toMatchObject({ code: 'Denied' });
     await expect(tool(strict, 'read_file').execute({ path: 'app/secrets/k' })).rejects.toMatchObject({ code: 'Denied' });
     const open = createFsTools(w, { deny: [] });
-    expect(await tool(open, 'read_file').execute({ path: '.git/config' })).toBe('1\tc');
+    expect(await tool(open, 'read_file').execute({ path: '.git/config' })).toBe(' 1\tc');
   });
 });

@@ -12,6 +12,7 @@ import {
   WorkspaceCheckpoints,
   FileWorkspaceCheckpointStore,
   WorkspaceError,
+  readOnlyCommands,
   normalizeWorkspacePath,
   type Tool,
   type ToolContext,
@@ -28,8 +29,13 @@ export async function runAgent(root: string, calls: ToolCall[]): Promise<unknown
   const tools: Tool[] = [
     ...createFsTools(workspace, { checkpoints, deny: ['.git', '.env'], needsApproval: { write_file: true, edit_file: ({ path }: { path: string }) => !path.startsWith('src/') } }),
     createShellTool(workspace, {
-      needsApproval: (command) => !/^(ls|cat|git (status|diff|log))\b/.test(command),
-      allow: [{ command: 'npm test' }, { command: 'node --test', args: (rest) => /^([\w./-]+\.test\.js\s*)*$/.test(rest) }, /^npm (test|run lint)$/, 'git status'],
+      needsApproval: readOnlyCommands(['ls', 'cat', 'git status', 'git diff', 'git log']),
+      allow: [
+        { command: 'npm test' },
+        { command: 'node --test', args: (rest: string) => rest === '' || rest.split(' ').every((f) => /^[\w-]+(\/[\w-]+)*\.test\.js$/.test(f)) },
+        /^npm (test|run lint)$/,
+        'git status',
+      ],
       deny: ['rm -rf', /\bsudo\b/],
       defaultTimeoutMs: 60_000,
     }),

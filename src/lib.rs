@@ -186,9 +186,11 @@ impl NativeFs {
         self.root.clone()
     }
 
-    #[napi]
-    pub fn snapshot(&self) -> HashMap<String, String> {
-        self.memory.as_ref().map(|m| m.snapshot().into_iter().collect()).unwrap_or_default()
+    /// `[path, content]` pairs: the facade builds the record with `Object.fromEntries`, so a file
+    /// named `__proto__` is an own property like any other.
+    #[napi(ts_return_type = "Array<[string, string]>")]
+    pub fn snapshot(&self) -> Vec<Vec<String>> {
+        self.memory.as_ref().map(|m| m.snapshot().into_iter().map(|(p, c)| vec![p, c]).collect()).unwrap_or_default()
     }
 
     #[napi(ts_return_type = "Promise<string>")]
@@ -357,5 +359,24 @@ impl NativeFsTools {
         let opts = self.opts.clone();
         let ctx = Ctx::from_json(&ctx, cancel.map(|c| c.inner.clone())).napi()?;
         env.spawn_future(async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await.napi() })
+    }
+}
+
+/// `readOnlyCommands(commands)`: the core's predicate over a command line.
+#[napi]
+pub struct NativeReadOnlyCommands {
+    inner: corral_core::rules::ReadOnlyCommands,
+}
+
+#[napi]
+impl NativeReadOnlyCommands {
+    #[napi(constructor)]
+    pub fn new(commands: Vec<String>) -> Result<Self> {
+        Ok(NativeReadOnlyCommands { inner: corral_core::rules::ReadOnlyCommands::new(commands).napi()? })
+    }
+
+    #[napi]
+    pub fn needs_approval(&self, command: String) -> bool {
+        self.inner.needs_approval(&command)
     }
 }

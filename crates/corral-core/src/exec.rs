@@ -177,6 +177,10 @@ impl ShellProvider for LocalShell {
         Some(SHELL_NAME.to_string())
     }
 
+    fn host_dir(&self, cwd: Option<&str>) -> Option<PathBuf> {
+        self.resolve_cwd(cwd).ok()
+    }
+
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
         let cwd = self.resolve_cwd(options.cwd.as_deref())?;
         let env = self.command_env(&options.env);
@@ -390,6 +394,18 @@ pub async fn run_shell_command(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // Its own control group where one can be made: a timeout or an abort then kills every process
+    // it started, also those that left its process group.
+    #[cfg(target_os = "linux")]
+    let cgroup = crate::cgroup::Cgroup::create();
+    #[cfg(target_os = "linux")]
+    if let Some(group) = &cgroup {
+        let procs = group.procs_path();
+        // SAFETY: the closure only makes async-signal-safe calls (open, write, close).
+        unsafe {
+            cmd.pre_exec(move || crate::cgroup::join_in_child(&procs));
+        }
+    }
     let mut child = cmd.spawn().map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
     let pid = child.id();
     let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new() };
@@ -447,6 +463,13 @@ pub async fn run_shell_command(
             result.timed_out = matches!(outcome, Outcome::TimedOut);
             result.aborted = matches!(outcome, Outcome::Aborted);
             kill_tree(pid, &mut child).await;
+            #[cfg(target_os = "linux")]
+            {
+                result.every_process_killed = match &cgroup {
+                    Some(group) => group.kill_all().await,
+                    None => false,
+                };
+            }
             let status = tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await.ok().and_then(|s| s.ok());
             // A process that left the group may still hold the pipes: do not wait for it forever.
             let _ = tokio::time::timeout(DRAIN_AFTER_KILL, async {
@@ -655,6 +678,28 @@ mod tests {
         assert_eq!(r.signal.as_deref(), Some("SIGKILL"));
         assert_eq!(r.stdout, "started\n");
         assert_no_markers(&shell).await;
+    }
+
+    /// Processes that leave the group (`setsid`, a new process group) write a marker after 1 s.
+    const LEAVERS: &str =
+        "setsid sh -c 'sleep 1; touch escaped1' & perl -e 'setpgrp(0,0); sleep 1; open(F, \">escaped2\")' & sleep 30";
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_timeout_kills_processes_that_left_the_group_where_a_control_group_can_be_made() {
+        if crate::cgroup::Cgroup::create().is_none() {
+            eprintln!("skipped: no writable cgroup hierarchy on this machine");
+            return;
+        }
+        let (_d, shell) = root();
+        let mut o = opts();
+        o.timeout_ms = Some(300);
+        let r = shell.exec(LEAVERS, o).await.unwrap();
+        assert!(r.timed_out);
+        assert!(r.every_process_killed, "the control group was emptied");
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        assert!(!shell.root().join("escaped1").exists(), "a setsid process survived the timeout");
+        assert!(!shell.root().join("escaped2").exists(), "a setpgrp process survived the timeout");
     }
 
     #[tokio::test]

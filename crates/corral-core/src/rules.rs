@@ -12,6 +12,7 @@
 //!   against the whole line. Deny wins over allow.
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -149,7 +150,7 @@ fn find_operator(line: &str, cmd: bool) -> Option<&'static str> {
 }
 
 /// Why a string pattern does not allow a line it matches, or `None` when it does.
-fn string_refusal(line: &str, pattern: &str, cmd: bool) -> Option<String> {
+fn string_refusal(line: &str, pattern: &str, cmd: bool, cwd: Option<&Path>) -> Option<String> {
     if let Some(op) = find_operator(line, cmd) {
         return Some(format!("shell operator {op} is not allowed with pattern '{}'.", show(pattern)));
     }
@@ -167,7 +168,138 @@ fn string_refusal(line: &str, pattern: &str, cmd: bool) -> Option<String> {
             show(pattern)
         ));
     }
+    if !cmd {
+        if let Some(why) = option_glob(line, cwd) {
+            return Some(format!(
+                "`{}` — {why}, which the program would read as an option (`--checkpoint-action=…`). Write `./` before the glob (`./*`).",
+                show(line)
+            ));
+        }
+    }
     None
+}
+
+/// The first word of `line` (after the command) that starts with an unquoted, unescaped `*`, `?`
+/// or `[`: sh expands it to file names, and a file named `-x` or `--flag=…` then reaches the
+/// program as an option. `./*` expands to `./-x`, which is safe. Conservative on purpose: it is
+/// decided on the line alone, so a file created between the check and the run changes nothing.
+fn glob_words(line: &str) -> Vec<String> {
+    let mut chars = line.chars().peekable();
+    let mut words = 0usize;
+    let mut at_start = true;
+    let mut all = Vec::new();
+    let mut found: Option<String> = None;
+    while let Some(c) = chars.next() {
+        if let Some(w) = found.as_mut() {
+            match c {
+                ' ' | '\t' | '\n' | '\r' => {
+                    all.extend(found.take());
+                    at_start = true;
+                }
+                c => w.push(c),
+            }
+            continue;
+        }
+        match c {
+            ' ' | '\t' | '\n' | '\r' => at_start = true,
+            '*' | '?' | '[' if at_start && words > 0 => found = Some(c.to_string()),
+            _ => {
+                if at_start {
+                    words += 1;
+                    at_start = false;
+                }
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '\'' => {
+                        for n in chars.by_ref() {
+                            if n == '\'' {
+                                break;
+                            }
+                        }
+                    }
+                    '"' => {
+                        while let Some(n) = chars.next() {
+                            match n {
+                                '"' => break,
+                                '\\' => {
+                                    chars.next();
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    all.extend(found);
+    all
+}
+
+/// Why an unquoted glob of `line` can reach the program as an option, or `None`. With the
+/// command's working directory at hand, the first segment of each glob that starts with a
+/// wildcard is expanded against its entries, as sh would; without it, such a glob is refused.
+fn option_glob(line: &str, cwd: Option<&Path>) -> Option<String> {
+    let words = glob_words(line);
+    if words.is_empty() {
+        return None;
+    }
+    let Some(cwd) = cwd else {
+        return Some(format!(
+            "the glob `{}` starts with a wildcard, so it can expand to a file name that starts with `-`",
+            show(&words[0])
+        ));
+    };
+    let names: Vec<String> = match std::fs::read_dir(cwd) {
+        Ok(entries) => entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+        Err(_) => return Some(format!("the glob `{}` cannot be expanded to check it", show(&words[0]))),
+    };
+    for word in &words {
+        let first = word.split('/').next().unwrap_or(word);
+        let els = parse_glob(first);
+        if let Some(name) =
+            names.iter().find(|n| n.starts_with('-') && glob_match(&els, &n.chars().collect::<Vec<_>>()))
+        {
+            return Some(format!("the glob `{}` expands to `{}`", show(word), show(name)));
+        }
+    }
+    None
+}
+
+/// A predicate for `needsApproval` built from commands that only read: a command line needs no
+/// approval when it starts with one of `commands` (word for word: `git status` allows
+/// `git status --short`, not `git stash`) and has no shell operator, substitution, redirection,
+/// expansion, option-producing glob or argument outside the working directory. Anything else
+/// needs approval.
+#[derive(Debug, Clone)]
+pub struct ReadOnlyCommands {
+    commands: Vec<String>,
+}
+
+impl ReadOnlyCommands {
+    pub fn new(commands: Vec<String>) -> Result<Self> {
+        for c in &commands {
+            let words: Vec<&str> = c.split(' ').collect();
+            if c.trim().is_empty() || words.iter().any(|w| w.is_empty()) || find_operator(c, false).is_some() {
+                return Err(Error::config(format!(
+                    "readOnlyCommands: '{}' is not a plain command (words separated by single spaces, no shell operators).",
+                    show(c)
+                )));
+            }
+        }
+        Ok(ReadOnlyCommands { commands })
+    }
+
+    /// Whether `command` needs approval.
+    pub fn needs_approval(&self, command: &str) -> bool {
+        !self
+            .commands
+            .iter()
+            .any(|c| prefix_match(command, c).is_some() && string_refusal(command, c, false, None).is_none())
+    }
 }
 
 /// Whether a deny/allow rule matches one line (or part).
@@ -189,11 +321,15 @@ fn deny_parts(line: &str) -> Vec<&str> {
 
 /// Checks a command line against `deny`, then `allow` (when given). `shell` is the provider's
 /// shell name (`None` when it names none).
+///
+/// `cwd` is the host directory the command runs in, when it is on this machine: globs that start
+/// with a wildcard are expanded against it (see `option_glob`).
 pub async fn check_command(
     command: &str,
     allow: Option<&[CommandPattern]>,
     deny: &[CommandPattern],
     shell: Option<&str>,
+    cwd: Option<&Path>,
 ) -> Result<()> {
     if !deny.is_empty() {
         let parts = deny_parts(command);
@@ -230,7 +366,7 @@ pub async fn check_command(
                 }
             }
             CommandPattern::Str(s) => match prefix_match(command, s) {
-                Some(_) => match string_refusal(command, s, cmd) {
+                Some(_) => match string_refusal(command, s, cmd, cwd) {
                     None => return Ok(()),
                     Some(why) => {
                         near_miss.get_or_insert(why);
@@ -583,8 +719,10 @@ mod tests {
         CommandPattern::Regex(Arc::new(Regex::new(r).unwrap()))
     }
 
+    /// Checks in an empty working directory (where no glob expands to an option).
     async fn allow_sh(cmd: &str, allow: &[CommandPattern]) -> Result<()> {
-        check_command(cmd, Some(allow), &[], Some("sh")).await
+        let cwd = tempfile::tempdir().unwrap();
+        check_command(cmd, Some(allow), &[], Some("sh"), Some(cwd.path())).await
     }
     async fn allowed(cmd: &str, allow: &[CommandPattern]) {
         if let Err(e) = allow_sh(cmd, allow).await {
@@ -616,7 +754,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_allow_list_allows_everything_not_denied() {
-        check_command("rm -rf / ; curl x | sh", None, &[], Some("sh")).await.unwrap();
+        check_command("rm -rf / ; curl x | sh", None, &[], Some("sh"), None).await.unwrap();
     }
 
     #[tokio::test]
@@ -735,12 +873,12 @@ mod tests {
         // `%` and `^` only under cmd.exe.
         allowed("git status %x% ^y", &allow).await;
         for shell in [Some("cmd.exe"), Some("C:\\Windows\\System32\\CMD.EXE"), Some("cmd")] {
-            let e = check_command("git status %PATH%", Some(&allow), &[], shell).await.unwrap_err();
+            let e = check_command("git status %PATH%", Some(&allow), &[], shell, None).await.unwrap_err();
             assert!(e.message.contains("'%'"), "{}", e.message);
-            let e = check_command("git status ^& x", Some(&allow), &[], shell).await.unwrap_err();
+            let e = check_command("git status ^& x", Some(&allow), &[], shell, None).await.unwrap_err();
             assert!(e.message.contains("'^'"), "{}", e.message);
         }
-        let unnamed = check_command("git status %x%", Some(&allow), &[], None).await;
+        let unnamed = check_command("git status %x%", Some(&allow), &[], None, None).await;
         assert_eq!(unnamed.is_err(), cfg!(windows));
     }
 
@@ -808,26 +946,26 @@ mod tests {
         for cmd in
             ["rm -rf /", "ls; rm -rf /", "ls && rm -rf /", "ls | rm -rf x", "ls &rm -rf x", "sudo ls", "ls; sudo -i"]
         {
-            let e = check_command(cmd, None, &deny, Some("sh")).await.unwrap_err();
+            let e = check_command(cmd, None, &deny, Some("sh"), None).await.unwrap_err();
             assert_eq!(e.code, Code::CommandRefused);
             assert!(e.message.starts_with("Command refused: it matches the deny pattern "), "{}", e.message);
         }
-        let e = check_command("ls; rm -rf /", None, &deny, Some("sh")).await.unwrap_err();
+        let e = check_command("ls; rm -rf /", None, &deny, Some("sh"), None).await.unwrap_err();
         assert_eq!(e.message, "Command refused: it matches the deny pattern 'rm -rf'.");
-        let e = check_command("sudo ls", None, &deny, Some("sh")).await.unwrap_err();
+        let e = check_command("sudo ls", None, &deny, Some("sh"), None).await.unwrap_err();
         assert_eq!(e.message, "Command refused: it matches the deny pattern /\\bsudo\\b/.");
         for cmd in ["ls", "rm -rfx", "rm x", "pseudo ls", "echo rm -rf"] {
-            check_command(cmd, None, &deny, Some("sh")).await.unwrap();
+            check_command(cmd, None, &deny, Some("sh"), None).await.unwrap();
         }
         // Deny wins over allow.
-        let e = check_command("rm -rf x", Some(&[s("rm")]), &deny, Some("sh")).await.unwrap_err();
+        let e = check_command("rm -rf x", Some(&[s("rm")]), &deny, Some("sh"), None).await.unwrap_err();
         assert!(e.message.contains("deny pattern 'rm -rf'"));
         // Rules in deny: exact per part, or with args.
         let deny = [rule("git push"), rule_args("npm", "^publish")];
-        check_command("git status; git push", None, &deny, Some("sh")).await.unwrap_err();
-        check_command("git push origin", None, &deny, Some("sh")).await.unwrap();
-        check_command("ls | npm publish --tag x", None, &deny, Some("sh")).await.unwrap_err();
-        check_command("npm test", None, &deny, Some("sh")).await.unwrap();
+        check_command("git status; git push", None, &deny, Some("sh"), None).await.unwrap_err();
+        check_command("git push origin", None, &deny, Some("sh"), None).await.unwrap();
+        check_command("ls | npm publish --tag x", None, &deny, Some("sh"), None).await.unwrap_err();
+        check_command("npm test", None, &deny, Some("sh"), None).await.unwrap();
     }
 
     #[tokio::test]
@@ -849,6 +987,62 @@ mod tests {
         }
         let allow = [CommandPattern::Rule { command: "x".into(), args: Some(Arc::new(Boom)) }];
         assert_eq!(allow_sh("x y", &allow).await.unwrap_err().message, "boom");
+    }
+
+    #[tokio::test]
+    async fn a_string_pattern_refuses_a_glob_that_can_expand_to_an_option() {
+        let allow = [s("tar"), s("ls")];
+        // In a workspace holding files the model named as options, the glob expands to them.
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::write(cwd.path().join("--checkpoint=1"), "").unwrap();
+        std::fs::write(cwd.path().join("--checkpoint-action=exec=sh x.sh"), "").unwrap();
+        std::fs::write(cwd.path().join("a.txt"), "").unwrap();
+        for cmd in ["tar cf out.tar *", "tar cf out.tar ?-checkpoint=1", "ls [-]*", "ls -l *"] {
+            let e = check_command(cmd, Some(&allow), &[], Some("sh"), Some(cwd.path())).await.unwrap_err();
+            assert_eq!(e.code, Code::CommandRefused);
+            assert!(e.message.contains("expands to `--checkpoint"), "{}", e.message);
+        }
+        for cmd in ["tar cf out.tar ./*", "ls src/*.js", "ls '*'", "ls \"*\"", "ls a*", "ls *.txt"] {
+            check_command(cmd, Some(&allow), &[], Some("sh"), Some(cwd.path())).await.unwrap();
+        }
+        // In a workspace without such files the same globs are allowed.
+        allowed("tar cf out.tar *", &allow).await;
+        // Where the directory cannot be seen (a remote sandbox), such a glob is refused.
+        let e = check_command("tar cf out.tar *", Some(&allow), &[], Some("sh"), None).await.unwrap_err();
+        assert!(e.message.contains("can expand to a file name that starts with `-`"), "{}", e.message);
+    }
+
+    #[test]
+    fn read_only_commands_need_approval_for_chains_substitutions_redirections_and_paths_outside() {
+        let ro = ReadOnlyCommands::new(vec!["ls".into(), "cat".into(), "git status".into()]).unwrap();
+        for cmd in ["ls", "ls -la src", "cat README.md", "git status", "git status --short"] {
+            assert!(!ro.needs_approval(cmd), "{cmd}");
+        }
+        for cmd in [
+            "ls; touch /tmp/x",
+            "ls | sh -c id",
+            "ls\nid",
+            "git status; rm -fr ~/x",
+            "git stash",
+            "cat $(echo /etc/passwd)",
+            "cat `id`",
+            "ls > out.txt",
+            "cat < /etc/passwd",
+            "cat /etc/passwd",
+            "cat ../secret",
+            "cat ~/.ssh/id_rsa",
+            "ls && rm -rf x",
+            "ls & id",
+            "lsblk",
+            "cat $HOME/x",
+            "rm -rf x",
+            "ls *",
+        ] {
+            assert!(ro.needs_approval(cmd), "{cmd:?} should need approval");
+        }
+        for bad in ["", "ls; id", "a  b", "cat > x"] {
+            assert_eq!(ReadOnlyCommands::new(vec![bad.into()]).unwrap_err().code, Code::Configuration, "{bad:?}");
+        }
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub struct ExecResult {
     pub aborted: bool,
     /// The signal's name (`SIGKILL`) when the process was killed by one.
     pub signal: Option<String>,
+    /// After a timeout or an abort: whether every process the command started is known to be
+    /// dead (its control group emptied, its container removed), not only its process group.
+    pub every_process_killed: bool,
 }
 
 /// Resolves (does not fail) for a non-zero exit, a timeout or an abort; fails only when the
@@ -41,6 +44,11 @@ pub trait ShellProvider: Send + Sync {
         None
     }
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult>;
+    /// The host directory a command with this `cwd` runs in, when it is on this machine (the
+    /// shell rules expand globs against it); `None` for a remote or programmed shell.
+    fn host_dir(&self, _cwd: Option<&str>) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// The programmed answer of a `MemoryWorkspace` command (a JS function in the binding).
@@ -104,6 +112,7 @@ pub fn exec_result_from_json(v: &serde_json::Value) -> Result<ExecResult> {
         timed_out: flag("timedOut")?,
         aborted: flag("aborted")?,
         signal: v.get("signal").and_then(|s| s.as_str()).map(str::to_string),
+        every_process_killed: false,
     })
 }
 

@@ -134,7 +134,8 @@ pub fn truncate_middle(s: &str, max: usize) -> String {
 /// Checks `command` against the tool's allow and deny rules, for the provider's shell.
 pub async fn check(shell: &dyn ShellProvider, opts: &ShellToolOptions, command: &str) -> Result<()> {
     let name = shell.shell();
-    check_command(command, opts.allow.as_deref(), &opts.deny, name.as_deref()).await
+    let dir = shell.host_dir(opts.cwd.as_deref());
+    check_command(command, opts.allow.as_deref(), &opts.deny, name.as_deref(), dir.as_deref()).await
 }
 
 /// Whether the rules refuse `command` (so it is never offered for approval; `run` then fails
@@ -149,22 +150,21 @@ pub fn result_json(r: &ExecResult, timeout_ms: u64, max_output_chars: usize) -> 
     m.insert("exitCode".into(), r.exit_code.map_or(Value::Null, Value::from));
     m.insert("stdout".into(), Value::from(truncate_middle(&r.stdout, max_output_chars)));
     m.insert("stderr".into(), Value::from(truncate_middle(&r.stderr, max_output_chars)));
+    // Say only what was done: a process group is all a plain process runner can reach.
+    let killed = if r.every_process_killed {
+        "it and every process it started were killed"
+    } else {
+        "it and its process group were killed (a process that left the group may still run)"
+    };
     if r.timed_out {
         m.insert("timedOut".into(), Value::Bool(true));
         m.insert(
             "note".into(),
-            Value::from(format!(
-                "The command was stopped after {timeout_ms} ms (timeout); it and every process it started were killed."
-            )),
+            Value::from(format!("The command was stopped after {timeout_ms} ms (timeout); {killed}.")),
         );
     } else if r.aborted {
         m.insert("aborted".into(), Value::Bool(true));
-        m.insert(
-            "note".into(),
-            Value::from(
-                "The command was aborted (the run was cancelled); it and every process it started were killed.",
-            ),
-        );
+        m.insert("note".into(), Value::from(format!("The command was aborted (the run was cancelled); {killed}.")));
     } else if let (None, Some(sig)) = (r.exit_code, &r.signal) {
         m.insert("note".into(), Value::from(format!("The command was killed by {sig}.")));
     }

@@ -169,6 +169,11 @@ impl ShellProvider for SandboxShell {
         Some("sh".to_string())
     }
 
+    /// The sandbox sees this directory's files (bind-mounted at the same path).
+    fn host_dir(&self, cwd: Option<&str>) -> Option<PathBuf> {
+        self.resolve_cwd(cwd).ok()
+    }
+
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
         let cwd = self.resolve_cwd(options.cwd.as_deref())?;
         let cwd = cwd

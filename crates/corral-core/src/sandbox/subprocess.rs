@@ -520,6 +520,8 @@ impl SandboxAdapter for SubprocessSandbox {
             Outcome::TimedOut | Outcome::Aborted => {
                 result.timed_out = matches!(outcome, Outcome::TimedOut);
                 result.aborted = matches!(outcome, Outcome::Aborted);
+                // The container is removed with every process in it.
+                result.every_process_killed = true;
                 result.signal = Some("SIGKILL".to_string());
                 let _ = client.call(Method::POST, &format!("/containers/{id}/kill?signal=SIGKILL"), None).await;
             }

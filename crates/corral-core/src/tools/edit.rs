@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 
-use super::{check_write_size, checked_path, fmt_count, format_bytes, MAX_READ_BYTES, hooked_write, lock_path, str_arg, Ctx, FsToolOptions};
+use super::{
+    check_read_size, check_write_size, checked_path, fmt_count, hooked_write, lock_path, str_arg, Ctx, FsToolOptions,
+};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
@@ -55,17 +57,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         Some(s) if s.kind == EntryType::Other => {
             return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file.")))
         }
-        Some(s) if s.size > MAX_READ_BYTES => {
-            return Err(Error::new(
-                Code::TooLarge,
-                format!(
-                    "{path} is too large to edit ({}; the limit is {}).",
-                    format_bytes(s.size),
-                    format_bytes(MAX_READ_BYTES)
-                ),
-            ))
-        }
-        Some(_) => {}
+        Some(s) => check_read_size(&path, s.size, "edit", "")?,
     }
     let (text, bom) = read_text(fs, &path).await?;
     check_write_size(&path, text.len() as u64, "the file to edit")?;

@@ -398,6 +398,21 @@ pub(crate) fn push_line(out: &mut String, chars: &mut usize, line: &str, max_cha
     true
 }
 
+/// Refuses a file over `MAX_READ_BYTES` for `what` ("read", "edit").
+pub(crate) fn check_read_size(path: &str, size: u64, what: &str, hint: &str) -> Result<()> {
+    if size > MAX_READ_BYTES {
+        return Err(Error::new(
+            Code::TooLarge,
+            format!(
+                "{path} is too large to {what} ({}; the limit is {}).{hint}",
+                format_bytes(size),
+                format_bytes(MAX_READ_BYTES)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a file (to edit) or a result (to write) over `MAX_WRITE_BYTES`.
 pub(crate) fn check_write_size(path: &str, size: u64, what: &str) -> Result<()> {
     if size > MAX_WRITE_BYTES {

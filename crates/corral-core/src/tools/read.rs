@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{checked_path, fmt_count, format_bytes, plural, str_arg, FsToolOptions, MAX_READ_BYTES};
+use super::{check_read_size, checked_path, fmt_count, plural, str_arg, FsToolOptions, MAX_READ_BYTES};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
@@ -18,14 +18,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
             ))
         }
         Some(s) if s.size > MAX_READ_BYTES => {
-            return Err(Error::new(
-                Code::TooLarge,
-                format!(
-                    "{path} is too large to read ({}; the limit is {}). Use grep to find the lines you need.",
-                    format_bytes(s.size),
-                    format_bytes(MAX_READ_BYTES)
-                ),
-            ))
+            check_read_size(&path, s.size, "read", " Use grep to find the lines you need.")?
         }
         Some(s) if s.kind == EntryType::Other => {
             return Err(Error::new(

@@ -173,7 +173,7 @@ async fn list_files(
             return Err(Error::new(
                 Code::Timeout,
                 format!(
-                    "The walk stopped: listing the directories took longer than {} ms ({} entries visited). Narrow path.",
+                    "The search stopped: listing the directories took longer than {} ms ({} files scanned). Narrow path.",
                     fmt_count(o.grep_timeout_ms as usize),
                     fmt_count(visited)
                 ),

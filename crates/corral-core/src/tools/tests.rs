@@ -139,9 +139,13 @@ async fn edit_file_refuses_a_replace_all_whose_result_would_pass_the_limit_befor
     // 200,000 quotes, each to become 100 characters: a 20 MB result from a 400 KB file.
     let fs = mem(&[("q.txt", &"\"\n".repeat(200_000))]);
     let before = fs.snapshot()["q.txt"].clone();
-    let e = run(&fs, "edit_file", json!({"path": "q.txt", "old_string": "\"", "new_string": "x".repeat(100), "replace_all": true}))
-        .await
-        .unwrap_err();
+    let e = run(
+        &fs,
+        "edit_file",
+        json!({"path": "q.txt", "old_string": "\"", "new_string": "x".repeat(100), "replace_all": true}),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code, Code::TooLarge, "{}", e.message);
     assert_eq!(fs.snapshot()["q.txt"], before, "a refused edit leaves the file as it was");
     // The same edit that stays under the limit goes through.

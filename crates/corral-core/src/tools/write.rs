@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{check_write_size, checked_path, plural, hooked_write, lock_path, str_arg, Ctx, FsToolOptions};
+use super::{check_write_size, checked_path, hooked_write, lock_path, plural, str_arg, Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 

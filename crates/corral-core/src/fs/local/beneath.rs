@@ -232,21 +232,12 @@ pub(super) fn resolve(
                     todo.push_front(part);
                 }
             }
-            Ok(st) if kind(&st) == libc::S_IFDIR && !is_last => match openat(cur, &name, DIR_FLAGS, 0) {
-                Ok(fd) => stack.push((fd, c)),
-                Err(e) if matches!(raw_errno(&e), libc::ELOOP | libc::ENOTDIR | libc::ENOENT) => {
-                    retry(&mut retries)?;
-                    todo.push_front(c);
-                    if !from_link {
-                        own_left += 1;
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            },
-            Ok(st) if kind(&st) == libc::S_IFDIR && last == Last::CreateDirs => {
-                // The last component, a directory: hand it over whole.
+            Ok(st) if kind(&st) == libc::S_IFDIR && (!is_last || last == Last::CreateDirs) => {
                 match openat(cur, &name, DIR_FLAGS, 0) {
-                    Ok(fd) => return Ok(Found { dir: fd, name: None, comps: comps() }),
+                    // The last component of a mkdir, a directory: handed over whole.
+                    Ok(fd) if is_last => return Ok(Found { dir: fd, name: None, comps: comps() }),
+                    Ok(fd) => stack.push((fd, c)),
+                    // It changed between the look and the open (now a link, or gone): look again.
                     Err(e) if matches!(raw_errno(&e), libc::ELOOP | libc::ENOTDIR | libc::ENOENT) => {
                         retry(&mut retries)?;
                         todo.push_front(c);

@@ -135,8 +135,6 @@ impl LocalFs {
         tmp.0 = PathBuf::new();
         Ok(())
     }
-}
-
 
     pub(super) fn stat_sync(&self, path: &str) -> Result<Option<Stat>> {
         let host = match self.resolve(path) {
@@ -236,4 +234,3 @@ fn tempfile_in(dir: &Path) -> std::io::Result<TempFile> {
     }
     Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "cannot create a temp file"))
 }
-

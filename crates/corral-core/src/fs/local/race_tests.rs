@@ -70,7 +70,8 @@ async fn a_directory_swapped_with_a_link_never_lets_the_file_tools_out_of_the_ro
             call(&fs, &o, "write_file", &json!({"path": "d/w.txt", "content": format!("w{calls}")}), &ctx).await,
             call(&fs, &o, "write_file", &json!({"path": "e/pre-commit", "content": "#!/bin/sh\nid\n"}), &ctx).await,
             call(&fs, &o, "edit_file", &json!({"path": "d/f.txt", "old_string": "A", "new_string": "A"}), &ctx).await,
-            call(&fs, &o, "edit_file", &json!({"path": "d/f.txt", "old_string": "secret", "new_string": "S"}), &ctx).await,
+            call(&fs, &o, "edit_file", &json!({"path": "d/f.txt", "old_string": "secret", "new_string": "S"}), &ctx)
+                .await,
             call(&fs, &o, "list_dir", &json!({"path": "d"}), &ctx).await,
             call(&fs, &o, "grep", &json!({"pattern": "OUTSIDE"}), &ctx).await,
             call(&fs, &o, "glob", &json!({"pattern": "**/outside-only.txt"}), &ctx).await,
@@ -88,5 +89,9 @@ async fn a_directory_swapped_with_a_link_never_lets_the_file_tools_out_of_the_ro
     assert!(leaks.is_empty(), "{} results showed outside content, e.g. {:?}", leaks.len(), leaks.first());
     assert_eq!(names(&outside), outside_before, "nothing written or left outside");
     assert_eq!(std::fs::read_to_string(outside.join("f.txt")).unwrap(), "OUTSIDE secret\n");
-    assert!(names(&root.join(".git/hooks")).is_empty(), "nothing written into .git: {:?}", names(&root.join(".git/hooks")));
+    assert!(
+        names(&root.join(".git/hooks")).is_empty(),
+        "nothing written into .git: {:?}",
+        names(&root.join(".git/hooks"))
+    );
 }

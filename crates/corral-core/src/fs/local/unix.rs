@@ -204,8 +204,27 @@ impl LocalFs {
         })
     }
 
+    /// Where a path really leads; the parts that do not exist yet are appended as they are (a
+    /// file about to be written in a directory about to be made).
     pub(super) fn real_relative_sync(&self, path: &str) -> Result<String> {
-        Ok(self.found(path, Last::Follow)?.1.real())
+        let rel = normalize(path, self.flavor)?;
+        let mut missing: Vec<&str> = Vec::new();
+        let mut prefix = rel.as_str();
+        loop {
+            match self.found(prefix, Last::Follow) {
+                Ok((_, f)) => {
+                    let mut real = f.comps;
+                    real.extend(missing.iter().rev().map(|m| m.to_string()));
+                    return Ok(if real.is_empty() { ".".to_string() } else { real.join("/") });
+                }
+                Err(e) if e.code == Code::NotFound && prefix != "." => {
+                    let (parent, name) = prefix.rsplit_once('/').unwrap_or((".", prefix));
+                    missing.push(name);
+                    prefix = parent;
+                }
+                Err(e) => return Err(Error { message: e.message.replace(prefix, &rel), ..e }),
+            }
+        }
     }
 
     /// The host path of a directory to walk, and its resolved workspace path.

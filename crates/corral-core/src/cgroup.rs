@@ -1,0 +1,107 @@
+//! A command's own control group, so that a timeout or an abort kills every process it started,
+//! including those that left its process group (`setsid`, `setpgrp`, a daemonizing server).
+//!
+//! Where the cgroup v1 `pids` hierarchy (or a cgroup v2 directory with `cgroup.kill`) is writable
+//! — as root on most Linux machines — each command gets a fresh group: the child moves itself into
+//! it between fork and exec (one `write` of `0` to `cgroup.procs`, async-signal-safe), and its
+//! descendants inherit it. Killing then means: every pid listed in the group gets SIGKILL, until
+//! the group is empty. Elsewhere `create` returns `None` and only the process group is killed; the
+//! shell tool's note then says so.
+
+#[cfg(target_os = "linux")]
+mod imp {
+    use std::ffi::CString;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    /// The hierarchies tried, in order: where the pids controller (v1) or the unified tree is
+    /// mounted on this machine.
+    const PARENTS: [&str; 2] = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"];
+
+    pub struct Cgroup {
+        dir: PathBuf,
+        procs: CString,
+    }
+
+    impl Cgroup {
+        /// A new, empty group for one command, or `None` where none can be made.
+        pub fn create() -> Option<Cgroup> {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            for parent in PARENTS {
+                let base = PathBuf::from(parent);
+                if !base.join("cgroup.procs").exists() {
+                    continue;
+                }
+                let dir = base.join(format!("corral-{}-{n}", std::process::id()));
+                if std::fs::create_dir(&dir).is_err() {
+                    continue;
+                }
+                let procs = dir.join("cgroup.procs");
+                if let Ok(procs) = CString::new(procs.to_string_lossy().as_bytes()) {
+                    return Some(Cgroup { dir, procs });
+                }
+                let _ = std::fs::remove_dir(&dir);
+            }
+            None
+        }
+
+        /// The path the child writes `0` to, moving itself into the group before exec.
+        pub fn procs_path(&self) -> CString {
+            self.procs.clone()
+        }
+
+        fn pids(&self) -> Vec<i32> {
+            std::fs::read_to_string(self.dir.join("cgroup.procs"))
+                .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+                .unwrap_or_default()
+        }
+
+        /// Kills every process in the group, again until none is left (a fork may land between a
+        /// read of the list and the kills). True when the group ended up empty.
+        pub async fn kill_all(&self) -> bool {
+            for _ in 0..100 {
+                let pids = self.pids();
+                if pids.is_empty() {
+                    return true;
+                }
+                for pid in pids {
+                    // SAFETY: kill(2) with a pid read from the group.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            self.pids().is_empty()
+        }
+    }
+
+    impl Drop for Cgroup {
+        fn drop(&mut self) {
+            // Fails while processes remain (a normal exit leaves background processes running,
+            // as Node does); the empty directory is then left for the system.
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+
+    /// In the child, between fork and exec: moves the calling process into the group. Only
+    /// async-signal-safe calls (open, write, close).
+    pub fn join_in_child(procs: &CString) -> std::io::Result<()> {
+        // SAFETY: a NUL-terminated path; raw syscalls only.
+        unsafe {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let r = libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+            if r != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub use imp::{join_in_child, Cgroup};
