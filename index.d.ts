@@ -17,7 +17,7 @@ export interface Tool<A = any, R = any> {
   description: string;
   parameters: JSONSchema;
   inputSchema: JSONSchema;
-  needsApproval?: boolean | ((args: A, ctx: ToolContext) => boolean | Promise<boolean>);
+  needsApproval?: boolean | ((args: A, ctx?: ToolContext) => boolean | Promise<boolean>);
   execute(args: A, ctx?: ToolContext): Promise<R>;
 }
 
@@ -160,7 +160,7 @@ export type FsToolName = 'read_file' | 'write_file' | 'edit_file' | 'list_dir' |
 export interface FsToolsOptions {
   /** Only create read_file, list_dir, glob and grep. */
   readOnly?: boolean;
-  needsApproval?: Partial<Record<FsToolName, boolean | ((args: any, ctx: ToolContext) => boolean | Promise<boolean>)>>;
+  needsApproval?: Partial<Record<FsToolName, boolean | ((args: any, ctx?: ToolContext) => boolean | Promise<boolean>)>>;
   maxReadLines?: number;
   maxOutputChars?: number;
   maxResults?: number;
@@ -247,9 +247,10 @@ export interface RewindReport {
 
 export declare class WorkspaceCheckpoints {
   constructor(fs: FsProvider, options?: { store?: WorkspaceCheckpointStore; maxTurns?: number; maxFileBytes?: number });
-  list(options: { sessionId: string }): Promise<{ turn: number; paths: string[] }[]>;
-  rewind(toTurn: number, options: { sessionId: string; dryRun?: boolean; force?: boolean }): Promise<RewindReport>;
-  clear(options: { sessionId: string }): Promise<void>;
+  /** `sessionId` defaults to `'default'`, as the tools' context does. */
+  list(options?: { sessionId?: string }): Promise<{ turn: number; paths: string[] }[]>;
+  rewind(toTurn: number, options?: { sessionId?: string; dryRun?: boolean; force?: boolean }): Promise<RewindReport>;
+  clear(options?: { sessionId?: string }): Promise<void>;
 }
 
 export type HeaderValue = string | (() => string | Promise<string>);
@@ -295,15 +296,20 @@ export interface SandboxRequest {
   stdin?: string;
 }
 
+/** The second argument of `SandboxAdapter.run`. */
+export interface SandboxRunOptions {
+  signal?: AbortSignal;
+}
+
 export interface SandboxAdapter {
-  run(request: SandboxRequest, options?: { signal?: AbortSignal }): Promise<ExecResult>;
+  run(request: SandboxRequest, options?: SandboxRunOptions): Promise<ExecResult>;
   close?(): Promise<void>;
 }
 
 /** Runs commands on the host (no isolation), with NodeWorkspace's small base environment. */
 export declare class NoopSandbox implements SandboxAdapter {
   constructor();
-  run(request: SandboxRequest, options?: { signal?: AbortSignal }): Promise<ExecResult>;
+  run(request: SandboxRequest, options?: SandboxRunOptions): Promise<ExecResult>;
   close(): Promise<void>;
 }
 
@@ -327,7 +333,7 @@ export declare class SubprocessSandbox implements SandboxAdapter {
   /** The validated network policy. */
   readonly network: SandboxNetwork;
   readonly networkName: string;
-  run(request: SandboxRequest, options?: { signal?: AbortSignal }): Promise<ExecResult>;
+  run(request: SandboxRequest, options?: SandboxRunOptions): Promise<ExecResult>;
   /** Stops the egress listener and removes the network if this sandbox created it. */
   close(): Promise<void>;
 }

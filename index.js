@@ -185,7 +185,7 @@ async function withSignal(signal, fn) {
   }
 }
 
-const ctxData = (ctx) => ({ sessionId: ctx?.sessionId ?? 'default', turn: ctx?.turn ?? 0 });
+const ctxData = (ctx) => optionData({ sessionId: ctx?.sessionId, turn: ctx?.turn });
 
 /** A tool as a plain object: name, description, parameters (and inputSchema), needsApproval, execute. */
 function defineTool(spec) {
@@ -199,21 +199,36 @@ function defineTool(spec) {
   return tool;
 }
 
-function plainOptions(options, name) {
-  if (options === undefined || options === null) return {};
-  if (typeof options !== 'object') throw new ConfigurationError(`${name}: options must be an object.`);
-  return options;
+
+/**
+ * An options object as data the core can read: what JSON cannot hold is tagged (a function as
+ * { $js: 'function' }, any other object that is not plain data as { $js: 'object' }); undefined
+ * is dropped. The core decides what each option may be.
+ */
+function optionData(value, fns) {
+  if (typeof value === 'function') {
+    if (!fns) return { $js: 'function' };
+    fns.push(value);
+    return { $js: 'function', index: fns.length - 1 };
+  }
+  if (value instanceof RegExp) return { $js: 'regexp', source: value.source, flags: value.flags };
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value); // JSON has no Infinity or NaN
+  if (value === null || typeof value !== 'object') return typeof value === 'bigint' ? Number(value) : value;
+  if (Array.isArray(value)) return value.map((v) => (v === undefined ? null : optionData(v, fns)));
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return { $js: 'object' };
+  const out = {};
+  for (const [k, v] of Object.entries(value)) if (v !== undefined) out[k] = optionData(v, fns);
+  return out;
 }
 
+/** The functions optionData collected, called by the core as fns[index](...args). */
+const functionsCallback = (fns) => (fns.length ? callback(({ index, args }) => fns[index](...args)) : undefined);
+
 function createFsTools(fs, options) {
-  const opts = plainOptions(options, 'createFsTools');
-  const { needsApproval, checkpoints, ...data } = opts;
-  if (needsApproval !== undefined && (needsApproval === null || typeof needsApproval !== 'object')) {
-    throw new ConfigurationError('createFsTools: needsApproval must be an object keyed by tool name.');
-  }
   const handle = nativeFs(fs);
-  const ckpt = checkpoints === undefined ? undefined : nativeCheckpoints(checkpoints);
-  const tools = lift(() => new native.NativeFsTools(handle, data, ckpt));
+  const tools = lift(() => new native.NativeFsTools(handle, optionData(options ?? null), options?.checkpoints == null ? undefined : nativeCheckpoints(options.checkpoints)));
+  const needsApproval = options?.needsApproval;
   return tools.specs().map((spec) =>
     defineTool({
       ...spec,
@@ -223,40 +238,13 @@ function createFsTools(fs, options) {
   );
 }
 
-/** allow/deny entries as data: strings, { command, args? } rules (args as one callback), RegExps. */
-function patternData(list, which, argFns) {
-  if (list === undefined || list === null) return null;
-  if (!Array.isArray(list)) throw new ConfigurationError(`createShellTool: ${which} must be an array.`);
-  return list.map((p) => {
-    if (typeof p === 'string') return { kind: 'str', value: p };
-    if (p instanceof RegExp) return { kind: 'regex', source: p.source, flags: p.flags };
-    if (p && typeof p.command === 'string') {
-      if (p.args === undefined) return { kind: 'rule', command: p.command };
-      if (typeof p.args !== 'function') throw new ConfigurationError(`createShellTool: ${which} rule '${p.command}': args must be a function.`);
-      argFns.push(p.args);
-      return { kind: 'rule', command: p.command, index: argFns.length - 1 };
-    }
-    throw new ConfigurationError(`createShellTool: ${which} entries must be strings, { command, args? } rules or RegExps.`);
-  });
-}
-
 function createShellTool(shell, options) {
-  const { needsApproval = true, allow, deny, ...data } = plainOptions(options, 'createShellTool');
-  if (typeof needsApproval !== 'boolean' && typeof needsApproval !== 'function') {
-    throw new ConfigurationError('createShellTool: needsApproval must be true, false or a predicate over the command.');
-  }
-  const argFns = [];
-  const patterns = { ...data, allow: patternData(allow, 'allow', argFns), deny: patternData(deny, 'deny', argFns) };
-  const argsCallback = argFns.length ? callback(async ({ index, rest }) => Boolean(await argFns[index](rest))) : undefined;
-  const tool = lift(() => new native.NativeShellTool(nativeShell(shell), patterns, argsCallback));
-  const spec = tool.spec();
+  const fns = [];
+  const tool = lift(() => new native.NativeShellTool(nativeShell(shell), optionData(options ?? null, fns), functionsCallback(fns)));
   return defineTool({
-    ...spec,
+    ...tool.spec(),
     // A command allow/deny refuse is never offered to a human: execute() throws CommandRefused.
-    needsApproval: async (args) => {
-      if (typeof args?.command !== 'string' || (await tool.isRefused(args.command))) return false;
-      return typeof needsApproval === 'function' ? Boolean(await needsApproval(args.command)) : needsApproval;
-    },
+    needsApproval: (args) => lift(() => tool.needsApproval(args ?? null)),
     execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.call(args === undefined ? null : args, token)),
   });
 }
@@ -266,21 +254,8 @@ function createShellTool(shell, options) {
  * the proxy's address. Resolves to { url, env, baseUrl(host), listen({ host, clients, allow }), close() }.
  */
 async function createCredentialBroker(options) {
-  const { rules = {}, ...data } = plainOptions(options, 'createCredentialBroker');
-  if (typeof rules !== 'object' || rules === null) throw new ConfigurationError('createCredentialBroker: rules must be an object of host to headers.');
   const fns = [];
-  const ruleData = Object.entries(rules).map(([host, headers]) => {
-    if (typeof headers !== 'object' || headers === null) throw new ConfigurationError(`createCredentialBroker: rules['${host}'] must be an object of header name to value.`);
-    return {
-      host,
-      headers: Object.entries(headers).map(([name, value]) => {
-        if (typeof value === 'function') { fns.push(value); return { name, index: fns.length - 1 }; }
-        return { name, value };
-      }),
-    };
-  });
-  const headerCallback = fns.length ? callback(async ({ index }) => fns[index]()) : undefined;
-  const b = await lift(() => native.NativeBroker.start({ ...data, rules: ruleData }, headerCallback));
+  const b = await lift(() => native.NativeBroker.start(optionData(options ?? null, fns), functionsCallback(fns)));
   const broker = {
     url: b.url,
     env: b.env,
@@ -326,14 +301,9 @@ adapterMethods(NoopSandbox);
 /** Runs each command as `sh -c` in a new Docker container (Docker Engine API on its unix socket). */
 class SubprocessSandbox {
   constructor(options) {
-    const { broker, ...data } = plainOptions(options, 'SubprocessSandbox');
-    if (typeof data.image !== 'string' || !data.image) throw new ConfigurationError('SubprocessSandbox: image must be a non-empty string.');
-    let nb;
-    if (broker !== undefined) {
-      nb = brokerOf.get(broker);
-      if (!nb) throw new ConfigurationError('SubprocessSandbox: broker must come from createCredentialBroker().');
-    }
-    const handle = lift(() => native.NativeSandbox.subprocess(data, nb));
+    const broker = options?.broker;
+    if (broker != null && !brokerOf.has(broker)) throw new ConfigurationError('SubprocessSandbox: broker must come from createCredentialBroker().');
+    const handle = lift(() => native.NativeSandbox.subprocess(optionData(options ?? null), broker == null ? undefined : brokerOf.get(broker)));
     adapterOf.set(this, handle);
     Object.defineProperty(this, 'network', { value: Object.freeze(handle.network), enumerable: true });
   }
@@ -345,9 +315,7 @@ adapterMethods(SubprocessSandbox);
 /** A ShellProvider over any SandboxAdapter. */
 class SandboxShell {
   constructor(adapter, options) {
-    const o = plainOptions(options, 'SandboxShell');
-    if (typeof o.cwd !== 'string') throw new ConfigurationError('SandboxShell: cwd must be an absolute path.');
-    shellOf.set(this, lift(() => native.NativeShell.sandbox(nativeAdapter(adapter), o.cwd, o.env ?? null, o.inheritEnv ?? null)));
+    shellOf.set(this, lift(() => native.NativeShell.sandbox(nativeAdapter(adapter), optionData(options ?? null))));
   }
   get shell() { return shellOf.get(this).shell; }
 }
@@ -379,12 +347,11 @@ function nativeStore(store) {
 
 class WorkspaceCheckpoints {
   constructor(fs, options) {
-    const { store, ...data } = plainOptions(options, 'WorkspaceCheckpoints');
-    checkpointsOf.set(this, lift(() => new native.NativeCheckpoints(nativeFs(fs), data, nativeStore(store))));
+    checkpointsOf.set(this, lift(() => new native.NativeCheckpoints(nativeFs(fs), optionData(options ?? null), nativeStore(options?.store ?? undefined))));
   }
-  list(options) { return lift(() => checkpointsOf.get(this).list(options ?? {})); }
-  rewind(toTurn, options) { return lift(() => checkpointsOf.get(this).rewind(toTurn, options ?? {})); }
-  clear(options) { return lift(() => checkpointsOf.get(this).clear(options ?? {})); }
+  list(options) { return lift(() => checkpointsOf.get(this).list(optionData(options ?? null))); }
+  rewind(toTurn, options) { return lift(() => checkpointsOf.get(this).rewind(toTurn, optionData(options ?? null))); }
+  clear(options) { return lift(() => checkpointsOf.get(this).clear(optionData(options ?? null))); }
 }
 
 function nativeCheckpoints(c) {
@@ -410,11 +377,10 @@ function fsMethods(cls) {
 
 class NodeWorkspace {
   constructor(options) {
-    const o = plainOptions(options, 'NodeWorkspace');
-    if (typeof o.root !== 'string') throw new ConfigurationError('NodeWorkspace: root must be a path to an existing directory.');
-    const handle = lift(() => native.NativeFs.local(o.root));
+    const data = optionData(options ?? null);
+    const handle = lift(() => native.NativeFs.local(data));
     nativeOf.set(this, handle);
-    shellOf.set(this, lift(() => native.NativeShell.local(handle.root, o.env ?? null, o.inheritEnv ?? null)));
+    shellOf.set(this, lift(() => native.NativeShell.local(data)));
     Object.defineProperty(this, 'root', { value: handle.root, enumerable: true });
   }
   get shell() { return shellOf.get(this).shell; }
@@ -425,16 +391,9 @@ execMethod(NodeWorkspace);
 
 class MemoryWorkspace {
   constructor(options) {
-    const o = plainOptions(options, 'MemoryWorkspace');
-    const files = o.files ?? {};
-    if (typeof files !== 'object') throw new ConfigurationError('MemoryWorkspace: files must be an object of path to content.');
-    for (const [k, v] of Object.entries(files)) {
-      if (typeof v !== 'string') throw new ConfigurationError(`MemoryWorkspace: files['${k}'] must be a string.`);
-    }
-    if (o.exec !== undefined && typeof o.exec !== 'function') throw new ConfigurationError('MemoryWorkspace: exec must be a function.');
-    nativeOf.set(this, lift(() => native.NativeFs.memory(files)));
-    const stub = o.exec;
-    shellOf.set(this, native.NativeShell.memory(stub ? callback((c) => stub(c.command, c.options)) : undefined));
+    nativeOf.set(this, lift(() => native.NativeFs.memory(optionData(options ?? null))));
+    const stub = options?.exec;
+    shellOf.set(this, native.NativeShell.memory(typeof stub === 'function' ? callback((c) => stub(c.command, c.options)) : undefined));
   }
   /** Every command exec() received: { command, cwd, env, timeoutMs }. */
   get commands() { return shellOf.get(this).commands(); }

@@ -358,11 +358,21 @@ describe('SandboxShell over a JS adapter', () => {
     expect(a.calls).toHaveLength(0);
   });
 
-  it('refuses a relative or missing cwd at construction with a ConfigurationError', () => {
-    const t = tree();
+  it('refuses a relative cwd, or one that is a file here, at construction with a ConfigurationError', () => {
+    const t = tree({ 'f.txt': 'x' });
     expect(() => new SandboxShell(recordingAdapter(), { cwd: 'relative/dir' })).toThrow(ConfigurationError);
-    expect(() => new SandboxShell(recordingAdapter(), { cwd: join(t.root, 'missing') })).toThrow(ConfigurationError);
+    expect(() => new SandboxShell(recordingAdapter(), { cwd: join(t.root, 'f.txt') })).toThrow(ConfigurationError);
     expect(() => new SandboxShell({}, { cwd: t.root })).toThrow(ConfigurationError);
+  });
+
+  it('accepts a cwd that exists only inside the sandbox, as the specification\'s example does, and joins per-call cwds to it', async () => {
+    const a = recordingAdapter();
+    const shell = new SandboxShell(a, { cwd: '/abs/path/to/project' });
+    await shell.exec('make');
+    await shell.exec('make', { cwd: 'sub/./deeper/..' });
+    expect(a.requests.map((r) => r.cwd)).toEqual(['/abs/path/to/project', '/abs/path/to/project/sub']);
+    await expect(shell.exec('make', { cwd: '../x' })).rejects.toMatchObject({ code: 'OutsideWorkspace' });
+    expect(a.calls).toHaveLength(2);
   });
 
   it('passes an AbortSignal that fires when the exec is aborted, and returns the adapter answer', async () => {
@@ -508,6 +518,13 @@ describe('SubprocessSandbox against a fake Engine API server', () => {
     // No egress setup for network 'none'.
     expect(engine.callsTo('GET', '/info')).toHaveLength(0);
     expect(engine.callsTo('GET', '/networks')).toHaveLength(0);
+  });
+
+  it('refuses to bind-mount a cwd that does not exist on this machine, with a clear error and no container', async () => {
+    const engine = await fakeEngine();
+    const shell = new SandboxShell(new SubprocessSandbox({ image: 'img:1', dockerHost: engine.host }), { cwd: '/abs/path/to/project' });
+    await expect(shell.exec('make')).rejects.toMatchObject({ name: 'WorkspaceError', code: 'NotFound', message: expect.stringContaining('/abs/path/to/project is not a directory on this machine') });
+    expect(engine.callsTo('POST', '/containers/create')).toHaveLength(0);
   });
 
   it('feeds stdin to the container through the hijacked attach connection', async () => {

@@ -18,6 +18,10 @@ import {
   type ToolContext,
   type FsProvider,
   type ShellProvider,
+  type SandboxAdapter,
+  type SandboxRequest,
+  type SandboxRunOptions,
+  type ExecResult,
 } from 'corral';
 import { ToolRegistry } from 'corral/executor';
 
@@ -53,8 +57,20 @@ export async function runAgent(root: string, calls: ToolCall[]): Promise<unknown
   console.log(await checkpoints.list({ sessionId: 'demo' }));
   const preview = await checkpoints.rewind(0, { sessionId: 'demo', dryRun: true });
   console.log(preview.restored, preview.deleted, preview.skipped.map((s) => s.reason));
+  // The options are optional, as at run time (sessionId 'default').
+  console.log(await checkpoints.list(), await checkpoints.rewind(0, { dryRun: true }));
+  // A predicate is called with the arguments alone.
+  const edit = registry.get('edit_file');
+  if (typeof edit?.needsApproval === 'function') console.log(await edit.needsApproval({ path: 'src/a.ts' }));
   return results;
 }
+
+/** An adapter written against the exported types. */
+export const echoAdapter: SandboxAdapter = {
+  async run(request: SandboxRequest, options?: SandboxRunOptions): Promise<ExecResult> {
+    return { stdout: options?.signal?.aborted ? '' : request.command, stderr: '', exitCode: 0, timedOut: false };
+  },
+};
 
 export async function memoryExample(): Promise<Record<string, string>> {
   const workspace = new MemoryWorkspace({

@@ -8,9 +8,9 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 
 use corral_core::checkpoints::{
-    CheckpointOptions, CheckpointStore, Checkpoints, FileCheckpointStore, MemoryCheckpointStore,
+    CallOptions, CheckpointOptions, CheckpointStore, Checkpoints, FileCheckpointStore, MemoryCheckpointStore,
 };
-use corral_core::error::{Code, Error as CoreError};
+use corral_core::error::Error as CoreError;
 use corral_core::fs::FsProvider;
 
 use crate::{CoreResult, IntoNapi, JsCallback, JsFn, NativeFs};
@@ -73,22 +73,6 @@ impl NativeStore {
     }
 }
 
-fn session_of(o: &Value) -> CoreResult<String> {
-    match o.get("sessionId") {
-        None | Some(Value::Null) => Ok("default".to_string()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(CoreError::new(Code::InvalidArguments, "sessionId must be a string.")),
-    }
-}
-
-fn flag(o: &Value, k: &str) -> CoreResult<bool> {
-    match o.get(k) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(CoreError::new(Code::InvalidArguments, format!("{k} must be a boolean."))),
-    }
-}
-
 #[napi]
 pub struct NativeCheckpoints {
     pub(crate) inner: Arc<Checkpoints>,
@@ -99,12 +83,7 @@ pub struct NativeCheckpoints {
 impl NativeCheckpoints {
     #[napi(constructor)]
     pub fn new(fs: &NativeFs, options: Value, store: Option<&NativeStore>) -> Result<Self> {
-        let d = CheckpointOptions::default();
-        let num = |k: &str, dflt: u64| crate::positive_int(&options, k, dflt, "WorkspaceCheckpoints");
-        let o = CheckpointOptions {
-            max_turns: num("maxTurns", d.max_turns as u64).napi()? as usize,
-            max_file_bytes: num("maxFileBytes", d.max_file_bytes).napi()?,
-        };
+        let o = CheckpointOptions::from_options(&options).napi()?;
         let store = store.map(|s| s.inner.clone()).unwrap_or_else(|| Arc::new(MemoryCheckpointStore::new()));
         Ok(NativeCheckpoints { inner: Arc::new(Checkpoints::new(store, o).napi()?), fs: fs.inner.clone() })
     }
@@ -112,7 +91,7 @@ impl NativeCheckpoints {
     #[napi(ts_return_type = "Promise<Array<{ turn: number; paths: string[] }>>")]
     pub fn list<'e>(&self, env: &'e Env, options: Value) -> Result<PromiseRaw<'e, Value>> {
         let c = self.inner.clone();
-        let session = session_of(&options).napi()?;
+        let session = CallOptions::from_options("list", &options).napi()?.session;
         env.spawn_future(async move {
             let turns = c.list(&session).await.napi()?;
             Ok(serde_json::to_value(turns).unwrap_or(Value::Null))
@@ -122,16 +101,8 @@ impl NativeCheckpoints {
     #[napi(ts_return_type = "Promise<any>")]
     pub fn rewind<'e>(&self, env: &'e Env, to_turn: Value, options: Value) -> Result<PromiseRaw<'e, Value>> {
         let (c, fs) = (self.inner.clone(), self.fs.clone());
-        let turn =
-            to_turn.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64).ok_or_else(|| {
-                crate::to_napi(CoreError::new(
-                    Code::InvalidArguments,
-                    "rewind: toTurn must be a turn number (a non-negative integer).",
-                ))
-            })? as u32;
-        let session = session_of(&options).napi()?;
-        let dry = flag(&options, "dryRun").napi()?;
-        let force = flag(&options, "force").napi()?;
+        let turn = CallOptions::turn(&to_turn).napi()?;
+        let CallOptions { session, dry_run: dry, force } = CallOptions::from_options("rewind", &options).napi()?;
         env.spawn_future(async move {
             let report = c.rewind(fs.as_ref(), &session, turn, dry, force).await.napi()?;
             Ok(serde_json::to_value(report).unwrap_or(Value::Null))
@@ -141,7 +112,7 @@ impl NativeCheckpoints {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn clear<'e>(&self, env: &'e Env, options: Value) -> Result<PromiseRaw<'e, ()>> {
         let c = self.inner.clone();
-        let session = session_of(&options).napi()?;
+        let session = CallOptions::from_options("clear", &options).napi()?.session;
         env.spawn_future(async move { c.clear(&session).await.napi() })
     }
 }

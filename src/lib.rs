@@ -7,7 +7,6 @@
 
 #![deny(clippy::all)]
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
@@ -74,6 +73,26 @@ impl JsCallback {
             _ => Ok(Value::Null),
         }
     }
+}
+
+/// One function of an options object, by the index its tag carries; the facade's callback calls
+/// `fns[index](...args)`.
+struct JsFunction {
+    cb: JsCallback,
+    index: usize,
+}
+
+#[async_trait::async_trait]
+impl corral_core::options::Callable for JsFunction {
+    async fn call(&self, args: Vec<Value>) -> CoreResult<Value> {
+        self.cb.call(json!({ "index": self.index, "args": args })).await
+    }
+}
+
+/// The functions of an options object, as the core asks for them.
+pub(crate) fn functions(cb: Option<JsFn>) -> impl Fn(usize) -> Option<Arc<dyn corral_core::options::Callable>> {
+    let cb = cb.map(|f| JsCallback(Arc::new(f)));
+    move |index| cb.clone().map(|cb| Arc::new(JsFunction { cb, index }) as Arc<dyn corral_core::options::Callable>)
 }
 
 impl JsCallback {
@@ -162,15 +181,17 @@ pub struct NativeFs {
 #[napi]
 impl NativeFs {
     #[napi(factory)]
-    pub fn local(root: String) -> Result<NativeFs> {
-        let fs = LocalFs::new(&root).napi()?;
+    pub fn local(options: Value) -> Result<NativeFs> {
+        let o = corral_core::options::node_workspace(&options).napi()?;
+        let fs = LocalFs::new(&o.dir).napi()?;
         let root = fs.root().to_string_lossy().into_owned();
         Ok(NativeFs { inner: Arc::new(fs), memory: None, root: Some(root) })
     }
 
     #[napi(factory)]
-    pub fn memory(files: HashMap<String, String>) -> Result<NativeFs> {
-        let fs = Arc::new(MemoryFs::new(files.into_iter().map(|(k, v)| (k, v.into_bytes()))).napi()?);
+    pub fn memory(options: Value) -> Result<NativeFs> {
+        let o = corral_core::options::memory_workspace(&options).napi()?;
+        let fs = Arc::new(MemoryFs::new(o.files.into_iter().map(|(k, v)| (k, v.into_bytes()))).napi()?);
         Ok(NativeFs { inner: fs.clone(), memory: Some(fs), root: None })
     }
 
@@ -267,60 +288,6 @@ pub fn normalize_workspace_path(path: String, flavor: Option<String>) -> Result<
     normalize(&path, f).napi()
 }
 
-/// An optional positive-integer option of `who` (`createFsTools`, `WorkspaceCheckpoints`).
-pub(crate) fn positive_int(o: &Value, key: &str, default: u64, who: &str) -> CoreResult<u64> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_f64()
-            .filter(|f| *f >= 1.0 && f.fract() == 0.0)
-            .map(|f| f as u64)
-            .ok_or_else(|| CoreError::config(format!("{who}: {key} must be a positive integer."))),
-    }
-}
-
-fn opt_usize(o: &Value, key: &str, default: usize) -> CoreResult<usize> {
-    positive_int(o, key, default as u64, "createFsTools").map(|n| n as usize)
-}
-
-fn opt_names(o: &Value, key: &str, default: Vec<String>) -> CoreResult<Vec<String>> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| CoreError::config(format!("createFsTools: {key} must be an array of names.")))
-            })
-            .collect(),
-        Some(_) => Err(CoreError::config(format!("createFsTools: {key} must be an array of names."))),
-    }
-}
-
-pub(crate) fn fs_tool_options(o: &Value) -> CoreResult<FsToolOptions> {
-    let d = FsToolOptions::default();
-    if !(o.is_object() || o.is_null()) {
-        return Err(CoreError::config("createFsTools: options must be an object."));
-    }
-    let read_only = match o.get("readOnly") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(CoreError::config("createFsTools: readOnly must be a boolean.")),
-    };
-    Ok(FsToolOptions {
-        read_only,
-        max_read_lines: opt_usize(o, "maxReadLines", d.max_read_lines)?,
-        max_output_chars: opt_usize(o, "maxOutputChars", d.max_output_chars)?,
-        max_results: opt_usize(o, "maxResults", d.max_results)?,
-        max_files_scanned: opt_usize(o, "maxFilesScanned", d.max_files_scanned)?,
-        grep_timeout_ms: opt_usize(o, "grepTimeoutMs", d.grep_timeout_ms as usize)? as u64,
-        ignore: opt_names(o, "ignore", d.ignore)?,
-        deny: opt_names(o, "deny", d.deny)?,
-        checkpoints: None,
-    })
-}
-
 /// The file tools over one provider with one set of options.
 #[napi]
 pub struct NativeFsTools {
@@ -332,7 +299,7 @@ pub struct NativeFsTools {
 impl NativeFsTools {
     #[napi(constructor)]
     pub fn new(fs: &NativeFs, options: Value, checkpoints: Option<&ckpt::NativeCheckpoints>) -> Result<Self> {
-        let mut opts = fs_tool_options(&options).napi()?;
+        let mut opts = FsToolOptions::from_options(&options).napi()?;
         opts.checkpoints = checkpoints.map(|c| c.inner.clone());
         Ok(NativeFsTools { fs: fs.inner.clone(), opts })
     }

@@ -8,9 +8,7 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 
 use corral_core::error::{Code, Error as CoreError};
-use corral_core::sandbox::{
-    EgressBroker, Network, NoopSandbox, SandboxAdapter, SandboxRequest, SubprocessSandbox, SubprocessSandboxOptions,
-};
+use corral_core::sandbox::{EgressBroker, Network, NoopSandbox, SandboxAdapter, SandboxRequest, SubprocessSandbox};
 use corral_core::shell::{exec_result_from_json, Cancel, ExecResult};
 
 use crate::broker::NativeBroker;
@@ -64,27 +62,6 @@ impl SandboxAdapter for JsAdapter {
     }
 }
 
-fn network_from(v: &Value) -> CoreResult<Network> {
-    match v {
-        Value::Null => Ok(Network::None),
-        Value::String(s) if s == "none" => Ok(Network::None),
-        Value::String(s) if s == "default" => Ok(Network::Default),
-        Value::Object(o) => match o.get("allow") {
-            Some(Value::Array(hosts)) => hosts
-                .iter()
-                .map(|h| {
-                    h.as_str().map(str::to_string).ok_or_else(|| {
-                        CoreError::config("SubprocessSandbox: network.allow must be an array of host names.")
-                    })
-                })
-                .collect::<CoreResult<Vec<_>>>()
-                .map(Network::Allow),
-            _ => Err(CoreError::config("SubprocessSandbox: network must be 'none', 'default' or { allow: [hosts] }.")),
-        },
-        _ => Err(CoreError::config("SubprocessSandbox: network must be 'none', 'default' or { allow: [hosts] }.")),
-    }
-}
-
 fn network_js(n: &Network) -> Value {
     match n {
         Network::None => json!("none"),
@@ -108,20 +85,8 @@ impl NativeSandbox {
 
     #[napi(factory)]
     pub fn subprocess(options: Value, broker: Option<&NativeBroker>) -> Result<NativeSandbox> {
-        let text = |k: &str| -> CoreResult<Option<String>> {
-            match options.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(CoreError::config(format!("SubprocessSandbox: {k} must be a string."))),
-            }
-        };
-        let o = SubprocessSandboxOptions {
-            image: text("image").napi()?.unwrap_or_default(),
-            network: network_from(options.get("network").unwrap_or(&Value::Null)).napi()?,
-            broker: broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>),
-            network_name: text("networkName").napi()?,
-            docker_host: text("dockerHost").napi()?,
-        };
+        let mut o = corral_core::options::subprocess_sandbox(&options).napi()?;
+        o.broker = broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>);
         let s = Arc::new(SubprocessSandbox::new(o).napi()?);
         Ok(NativeSandbox { inner: s.clone(), subprocess: Some(s) })
     }

@@ -9,30 +9,11 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 
 use corral_core::error::{Code, Error as CoreError};
-use corral_core::exec::{InheritEnv, LocalShell};
-use corral_core::rules::{ArgsPredicate, CommandPattern};
-use corral_core::search::jsregex::JsRegex;
+use corral_core::exec::LocalShell;
 use corral_core::shell::{exec_result_from_json, Cancel, ExecOptions, ExecResult, ExecStub, ShellProvider, StubShell};
 use corral_core::shell_tool::{self, ShellToolOptions};
 
 use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
-
-pub(crate) fn inherit_from(v: &Value, who: &str) -> CoreResult<InheritEnv> {
-    match v {
-        Value::Null | Value::Bool(false) => Ok(InheritEnv::None),
-        Value::Bool(true) => Ok(InheritEnv::All),
-        Value::Array(a) => a
-            .iter()
-            .map(|x| {
-                x.as_str().map(str::to_string).ok_or_else(|| {
-                    CoreError::config(format!("{who}: inheritEnv must be true or an array of variable names."))
-                })
-            })
-            .collect::<CoreResult<Vec<_>>>()
-            .map(InheritEnv::List),
-        _ => Err(CoreError::config(format!("{who}: inheritEnv must be true or an array of variable names."))),
-    }
-}
 
 pub(crate) fn env_from(v: &Value, who: &str) -> CoreResult<BTreeMap<String, String>> {
     match v {
@@ -140,11 +121,10 @@ pub struct NativeShell {
 #[napi]
 impl NativeShell {
     #[napi(factory)]
-    pub fn local(root: String, env: Value, inherit_env: Value) -> Result<NativeShell> {
-        let env = env_from(&env, "NodeWorkspace").napi()?;
-        let inherit = inherit_from(&inherit_env, "NodeWorkspace").napi()?;
-        let fs = corral_core::fs::local::LocalFs::new(&root).napi()?;
-        Ok(NativeShell { inner: Arc::new(LocalShell::new(fs.root().to_path_buf(), env, inherit)), stub: None })
+    pub fn local(options: Value) -> Result<NativeShell> {
+        let o = corral_core::options::node_workspace(&options).napi()?;
+        let fs = corral_core::fs::local::LocalFs::new(&o.dir).napi()?;
+        Ok(NativeShell { inner: Arc::new(LocalShell::new(fs.root().to_path_buf(), o.env, o.inherit)), stub: None })
     }
 
     /// `stub(call)` resolves to `{ ok: Partial<ExecResult> }` or `{ err }`.
@@ -156,15 +136,9 @@ impl NativeShell {
 
     /// `new SandboxShell(adapter, { cwd, env?, inheritEnv? })`.
     #[napi(factory)]
-    pub fn sandbox(
-        adapter: &crate::sandbox::NativeSandbox,
-        cwd: String,
-        env: Value,
-        inherit_env: Value,
-    ) -> Result<NativeShell> {
-        let env = env_from(&env, "SandboxShell").napi()?;
-        let inherit = inherit_from(&inherit_env, "SandboxShell").napi()?;
-        let shell = corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), cwd, env, inherit).napi()?;
+    pub fn sandbox(adapter: &crate::sandbox::NativeSandbox, options: Value) -> Result<NativeShell> {
+        let o = corral_core::options::sandbox_shell(&options).napi()?;
+        let shell = corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), o.dir, o.env, o.inherit).napi()?;
         Ok(NativeShell { inner: Arc::new(shell), stub: None })
     }
 
@@ -217,87 +191,6 @@ impl NativeShell {
     }
 }
 
-struct JsArgs {
-    cb: JsCallback,
-    index: usize,
-}
-
-#[async_trait]
-impl ArgsPredicate for JsArgs {
-    async fn test(&self, rest: &str) -> CoreResult<bool> {
-        Ok(self.cb.call(json!({ "index": self.index, "rest": rest })).await?.as_bool().unwrap_or(false))
-    }
-}
-
-/// Patterns as the facade sends them: `{ kind: 'str', value }`, `{ kind: 'rule', command, index? }`,
-/// `{ kind: 'regex', source, flags }`.
-fn patterns(list: &Value, args_cb: &Option<JsCallback>, which: &str) -> CoreResult<Vec<CommandPattern>> {
-    let Value::Array(items) = list else {
-        return Err(CoreError::config(format!("createShellTool: {which} must be an array.")));
-    };
-    items
-        .iter()
-        .map(|p| match p.get("kind").and_then(Value::as_str) {
-            Some("str") => Ok(CommandPattern::Str(p["value"].as_str().unwrap_or_default().to_string())),
-            Some("rule") => {
-                let command = p.get("command").and_then(Value::as_str).ok_or_else(|| {
-                    CoreError::config(format!("createShellTool: a {which} rule needs a command string."))
-                })?;
-                let args = match (p.get("index").and_then(Value::as_u64), args_cb) {
-                    (Some(i), Some(cb)) => {
-                        Some(Arc::new(JsArgs { cb: cb.clone(), index: i as usize }) as Arc<dyn ArgsPredicate>)
-                    }
-                    _ => None,
-                };
-                Ok(CommandPattern::Rule { command: command.to_string(), args })
-            }
-            Some("regex") => {
-                let re =
-                    JsRegex::new(p["source"].as_str().unwrap_or_default(), p["flags"].as_str().unwrap_or_default())
-                        .map_err(|e| CoreError::config(format!("createShellTool: {which}: {}", e.message)))?;
-                Ok(CommandPattern::Regex(Arc::new(re)))
-            }
-            _ => Err(CoreError::config(format!(
-                "createShellTool: {which} entries must be strings, {{ command, args? }} rules or RegExps."
-            ))),
-        })
-        .collect()
-}
-
-fn shell_tool_options(o: &Value, args_cb: Option<JsCallback>) -> CoreResult<ShellToolOptions> {
-    let d = ShellToolOptions::default();
-    let num = |k: &str, dflt: u64| -> CoreResult<u64> {
-        match o.get(k) {
-            None | Some(Value::Null) => Ok(dflt),
-            Some(v) => v
-                .as_f64()
-                .filter(|f| *f >= 1.0)
-                .map(|f| f as u64)
-                .ok_or_else(|| CoreError::config(format!("createShellTool: {k} must be a positive number."))),
-        }
-    };
-    Ok(ShellToolOptions {
-        allow: match o.get("allow") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(patterns(v, &args_cb, "allow")?),
-        },
-        deny: match o.get("deny") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(v) => patterns(v, &args_cb, "deny")?,
-        },
-        default_timeout_ms: num("defaultTimeoutMs", d.default_timeout_ms)?,
-        max_timeout_ms: num("maxTimeoutMs", d.max_timeout_ms)?,
-        max_output_chars: num("maxOutputChars", d.max_output_chars as u64)? as usize,
-        cwd: o.get("cwd").and_then(Value::as_str).map(str::to_string),
-        env: env_from(o.get("env").unwrap_or(&Value::Null), "createShellTool")?,
-        name: match o.get("name") {
-            None | Some(Value::Null) => d.name,
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            _ => return Err(CoreError::config("createShellTool: name must be a non-empty string.")),
-        },
-    })
-}
-
 #[napi]
 pub struct NativeShellTool {
     shell: Arc<dyn ShellProvider>,
@@ -307,8 +200,8 @@ pub struct NativeShellTool {
 #[napi]
 impl NativeShellTool {
     #[napi(constructor)]
-    pub fn new(shell: &NativeShell, options: Value, args: Option<JsFn>) -> Result<Self> {
-        let opts = shell_tool_options(&options, args.map(|f| JsCallback(Arc::new(f)))).napi()?;
+    pub fn new(shell: &NativeShell, options: Value, functions: Option<JsFn>) -> Result<Self> {
+        let opts = ShellToolOptions::from_options(&options, &crate::functions(functions)).napi()?;
         Ok(NativeShellTool { shell: shell.inner.clone(), opts: Arc::new(opts) })
     }
 
@@ -321,11 +214,11 @@ impl NativeShellTool {
         })
     }
 
-    /// Whether allow/deny refuse the command (then it is never offered for approval).
+    /// The tool's `needsApproval(args)`.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn is_refused<'e>(&self, env: &'e Env, command: String) -> Result<PromiseRaw<'e, bool>> {
+    pub fn needs_approval<'e>(&self, env: &'e Env, args: Value) -> Result<PromiseRaw<'e, bool>> {
         let (shell, opts) = (self.shell.clone(), self.opts.clone());
-        env.spawn_future(async move { Ok(shell_tool::is_refused(shell.as_ref(), &opts, &command).await) })
+        env.spawn_future(async move { shell_tool::needs_approval(shell.as_ref(), &opts, &args).await.napi() })
     }
 
     #[napi(ts_return_type = "Promise<any>")]

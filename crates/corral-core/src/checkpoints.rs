@@ -401,6 +401,47 @@ impl Default for CheckpointOptions {
     }
 }
 
+/// The options of `list`, `rewind` and `clear`: `{ sessionId?, dryRun?, force? }` (the last two
+/// for `rewind` only); `sessionId` defaults to `'default'`, as the tools' context does. A wrong
+/// type is an `InvalidArguments` error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallOptions {
+    pub session: String,
+    pub dry_run: bool,
+    pub force: bool,
+}
+
+impl CallOptions {
+    pub fn from_options(method: &'static str, v: &serde_json::Value) -> Result<CallOptions> {
+        let known: &[&str] = if method == "rewind" { &["sessionId", "dryRun", "force"] } else { &["sessionId"] };
+        let args = |e: Error| Error::new(Code::InvalidArguments, e.message);
+        let r = crate::options::Reader::new(method, v, known).map_err(args)?;
+        Ok(CallOptions {
+            session: r.string("sessionId").map_err(args)?.unwrap_or_else(|| "default".to_string()),
+            dry_run: r.bool("dryRun", false).map_err(args)?,
+            force: r.bool("force", false).map_err(args)?,
+        })
+    }
+
+    /// `rewind`'s `toTurn`: a non-negative integer.
+    pub fn turn(v: &serde_json::Value) -> Result<u32> {
+        v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64).map(|f| f as u32).ok_or_else(
+            || Error::new(Code::InvalidArguments, "rewind: toTurn must be a turn number (a non-negative integer)."),
+        )
+    }
+}
+
+impl CheckpointOptions {
+    /// `WorkspaceCheckpoints`'s options (the store is attached by the binding).
+    pub fn from_options(v: &serde_json::Value) -> Result<CheckpointOptions> {
+        let r = crate::options::Reader::new("WorkspaceCheckpoints", v, &["store", "maxTurns", "maxFileBytes"])?;
+        Ok(CheckpointOptions {
+            max_turns: r.int("maxTurns", DEFAULT_MAX_TURNS as u64, 1..=100_000)? as usize,
+            max_file_bytes: r.int("maxFileBytes", DEFAULT_MAX_FILE_BYTES, 1..=1 << 32)?,
+        })
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checkpoints
 

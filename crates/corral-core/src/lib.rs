@@ -6,6 +6,7 @@ pub mod checkpoints;
 pub mod error;
 pub mod exec;
 pub mod fs;
+pub mod options;
 pub mod path;
 pub mod rules;
 pub mod sandbox;

@@ -26,6 +26,16 @@ pub trait ArgsPredicate: Send + Sync {
     async fn test(&self, rest: &str) -> Result<bool>;
 }
 
+/// An `args` check written in JavaScript: its result is read with JavaScript's truthiness.
+struct CallableArgs(Arc<dyn crate::options::Callable>);
+
+#[async_trait]
+impl ArgsPredicate for CallableArgs {
+    async fn test(&self, rest: &str) -> Result<bool> {
+        Ok(crate::options::truthy(&self.0.call(vec![serde_json::Value::from(rest)]).await?))
+    }
+}
+
 /// A regular expression tested against the whole command line (a JS `RegExp` in the binding).
 pub trait LineMatcher: Send + Sync {
     fn is_match(&self, line: &str) -> bool;
@@ -50,6 +60,33 @@ pub enum CommandPattern {
 }
 
 impl CommandPattern {
+    /// One `allow`/`deny` entry of `createShellTool`'s options: a string, a `{ command, args? }`
+    /// rule (args a function) or a RegExp.
+    pub fn from_option(v: &serde_json::Value, which: &str, fns: crate::options::Functions<'_>) -> Result<Self> {
+        use crate::options::{function_of, regexp_of};
+        let bad = |m: String| Error::config(format!("createShellTool: {m}"));
+        if let Some(s) = v.as_str() {
+            return Ok(CommandPattern::Str(s.to_string()));
+        }
+        if let Some((source, flags)) = regexp_of(v) {
+            let re = crate::search::jsregex::JsRegex::new(source, flags)
+                .map_err(|e| bad(format!("{which}: {}", e.message)))?;
+            return Ok(CommandPattern::Regex(Arc::new(re)));
+        }
+        if let Some(command) = v.get("command").and_then(serde_json::Value::as_str) {
+            let args = match v.get("args").filter(|a| !a.is_null()) {
+                None => None,
+                Some(a) => {
+                    let f = function_of(a, fns)
+                        .ok_or_else(|| bad(format!("{which} rule '{}': args must be a function.", show(command))))?;
+                    Some(Arc::new(CallableArgs(f)) as Arc<dyn ArgsPredicate>)
+                }
+            };
+            return Ok(CommandPattern::Rule { command: command.to_string(), args });
+        }
+        Err(bad(format!("{which} entries must be strings, {{ command, args? }} rules or RegExps.")))
+    }
+
     /// The pattern as a message shows it.
     pub fn describe(&self) -> String {
         match self {

@@ -1,7 +1,7 @@
 //! The `shell` tool (spec: `createShellTool`) over any `ShellProvider`: rules first, then the
 //! command with a clamped timeout, then `{ exitCode, stdout, stderr }` with each stream capped.
-//! `needsApproval` itself lives in the binding; `is_refused` tells it which commands are never
-//! offered for approval.
+//! `needs_approval` answers the tool's `needsApproval`: false for a command the rules refuse
+//! (it is never offered to a human), else the option (true by default, or a predicate).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,6 +34,25 @@ pub struct ShellToolOptions {
     /// Extra variables for every command.
     pub env: BTreeMap<String, String>,
     pub name: String,
+    /// `needsApproval`: true by default.
+    pub approval: Approval,
+}
+
+/// The shell tool's `needsApproval` option.
+#[derive(Clone)]
+pub enum Approval {
+    Always(bool),
+    /// A predicate over the command string.
+    Predicate(std::sync::Arc<dyn crate::options::Callable>),
+}
+
+impl std::fmt::Debug for Approval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Approval::Always(b) => write!(f, "Always({b})"),
+            Approval::Predicate(_) => f.write_str("Predicate"),
+        }
+    }
 }
 
 impl Default for ShellToolOptions {
@@ -47,11 +66,66 @@ impl Default for ShellToolOptions {
             cwd: None,
             env: BTreeMap::new(),
             name: "shell".to_string(),
+            approval: Approval::Always(true),
         }
     }
 }
 
 impl ShellToolOptions {
+    /// `createShellTool`'s options; `fns` gives the functions their tags name.
+    pub fn from_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<ShellToolOptions> {
+        use crate::options::{function_of, Reader};
+        let r = Reader::new(
+            "createShellTool",
+            v,
+            &[
+                "needsApproval",
+                "allow",
+                "deny",
+                "defaultTimeoutMs",
+                "maxTimeoutMs",
+                "maxOutputChars",
+                "cwd",
+                "env",
+                "name",
+            ],
+        )?;
+        let patterns = |which: &str| -> Result<Option<Vec<CommandPattern>>> {
+            match r.get(which) {
+                None => Ok(None),
+                Some(Value::Array(items)) => {
+                    items.iter().map(|p| CommandPattern::from_option(p, which, fns)).collect::<Result<_>>().map(Some)
+                }
+                Some(_) => Err(r.err(format!("{which} must be an array."))),
+            }
+        };
+        let approval = match r.get("needsApproval") {
+            None => Approval::Always(true),
+            Some(Value::Bool(b)) => Approval::Always(*b),
+            Some(f) => Approval::Predicate(
+                function_of(f, fns)
+                    .ok_or_else(|| r.err("needsApproval must be true, false or a predicate over the command."))?,
+            ),
+        };
+        let d = ShellToolOptions::default();
+        let name = match r.string("name")? {
+            None => d.name,
+            Some(n) if !n.is_empty() => n,
+            Some(_) => return Err(r.err("name must be a non-empty string.")),
+        };
+        Ok(ShellToolOptions {
+            allow: patterns("allow")?,
+            deny: patterns("deny")?.unwrap_or_default(),
+            default_timeout_ms: r.int("defaultTimeoutMs", d.default_timeout_ms, 1..=86_400_000)?,
+            max_timeout_ms: r.int("maxTimeoutMs", d.max_timeout_ms, 1..=86_400_000)?,
+            max_output_chars: r.int("maxOutputChars", d.max_output_chars as u64, 1..=100_000_000)? as usize,
+            cwd: r.string("cwd")?,
+            env: r.string_map("env")?,
+            name,
+            approval,
+        })
+    }
+
     /// The timeout a call runs with: `timeout_ms` or the default, lowered to the maximum.
     pub fn effective_timeout(&self, timeout_ms: Option<u64>) -> u64 {
         timeout_ms.unwrap_or(self.default_timeout_ms).min(self.max_timeout_ms)
@@ -136,6 +210,20 @@ pub async fn check(shell: &dyn ShellProvider, opts: &ShellToolOptions, command: 
     let name = shell.shell();
     let dir = shell.host_dir(opts.cwd.as_deref());
     check_command(command, opts.allow.as_deref(), &opts.deny, name.as_deref(), dir.as_deref()).await
+}
+
+/// The tool's `needsApproval(args)`: false for arguments without a command string (the call
+/// then fails on its schema) and for a command the rules refuse (never offered to a human; `run`
+/// fails with `CommandRefused`); else the option. An error from a predicate is the caller's.
+pub async fn needs_approval(shell: &dyn ShellProvider, opts: &ShellToolOptions, args: &Value) -> Result<bool> {
+    let Some(command) = args.get("command").and_then(Value::as_str) else { return Ok(false) };
+    if is_refused(shell, opts, command).await {
+        return Ok(false);
+    }
+    match &opts.approval {
+        Approval::Always(b) => Ok(*b),
+        Approval::Predicate(f) => Ok(crate::options::truthy(&f.call(vec![Value::from(command)]).await?)),
+    }
 }
 
 /// Whether the rules refuse `command` (so it is never offered for approval; `run` then fails

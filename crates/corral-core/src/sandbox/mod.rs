@@ -88,23 +88,29 @@ pub fn validate_host(s: &str) -> Result<String> {
 /// inheritEnv? })`).
 pub struct SandboxShell {
     adapter: Arc<dyn SandboxAdapter>,
-    /// Confines per-call working directories to `cwd`.
-    root: LocalShell,
+    cwd: SandboxCwd,
     env: BTreeMap<String, String>,
     inherit: InheritEnv,
 }
 
+/// Where commands run: a directory of this machine (a local sandbox, a bind mount), confined
+/// through links like NodeWorkspace's; or a path that exists only inside the sandbox (a remote or
+/// hosted one), where per-call directories are joined to it lexically.
+enum SandboxCwd {
+    Local(LocalShell),
+    Remote(PathBuf),
+}
+
 impl std::fmt::Debug for SandboxShell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SandboxShell")
-            .field("cwd", &self.root.root())
-            .field("inherit", &self.inherit)
-            .finish_non_exhaustive()
+        f.debug_struct("SandboxShell").field("cwd", &self.cwd()).field("inherit", &self.inherit).finish_non_exhaustive()
     }
 }
 
 impl SandboxShell {
-    /// `cwd` must be an absolute path to an existing directory; it is resolved through links.
+    /// `cwd` must be an absolute path. It is a path inside the sandbox, which need not exist on
+    /// this machine; when it does, it is resolved through links (an adapter that bind-mounts it
+    /// checks that it exists when it runs a command).
     pub fn new(
         adapter: Arc<dyn SandboxAdapter>,
         cwd: impl AsRef<Path>,
@@ -112,23 +118,27 @@ impl SandboxShell {
         inherit: InheritEnv,
     ) -> Result<Self> {
         let cwd = cwd.as_ref();
-        if !cwd.is_absolute() {
+        if !cwd.is_absolute() || cwd.to_str().is_none() {
             return Err(Error::config(format!(
                 "SandboxShell: cwd must be an absolute path, not \"{}\"",
                 cwd.display()
             )));
         }
-        let real = std::fs::canonicalize(cwd)
-            .map_err(|e| Error::config(format!("SandboxShell: cwd \"{}\" cannot be used: {e}", cwd.display())))?;
-        if !real.is_dir() {
-            return Err(Error::config(format!("SandboxShell: cwd \"{}\" is not a directory", cwd.display())));
-        }
-        Ok(SandboxShell { adapter, root: LocalShell::new(real, BTreeMap::new(), InheritEnv::None), env, inherit })
+        let cwd = match std::fs::canonicalize(cwd) {
+            Ok(real) if real.is_dir() => SandboxCwd::Local(LocalShell::new(real, BTreeMap::new(), InheritEnv::None)),
+            Ok(_) => return Err(Error::config(format!("SandboxShell: cwd \"{}\" is not a directory", cwd.display()))),
+            Err(_) => SandboxCwd::Remote(cwd.to_path_buf()),
+        };
+        Ok(SandboxShell { adapter, cwd, env, inherit })
     }
 
-    /// The real host path commands run in (unless a call names a subdirectory).
+    /// The path commands run in (unless a call names a subdirectory): the real host path when
+    /// it exists here.
     pub fn cwd(&self) -> &Path {
-        self.root.root()
+        match &self.cwd {
+            SandboxCwd::Local(shell) => shell.root(),
+            SandboxCwd::Remote(path) => path,
+        }
     }
 
     pub fn adapter(&self) -> &Arc<dyn SandboxAdapter> {
@@ -159,7 +169,16 @@ impl SandboxShell {
     }
 
     fn resolve_cwd(&self, cwd: Option<&str>) -> Result<PathBuf> {
-        self.root.resolve_cwd(cwd)
+        match &self.cwd {
+            SandboxCwd::Local(shell) => shell.resolve_cwd(cwd),
+            SandboxCwd::Remote(base) => match cwd {
+                None => Ok(base.clone()),
+                Some(rel) => {
+                    let rel = crate::path::normalize(rel, crate::path::Flavor::Posix)?;
+                    Ok(if rel == "." { base.clone() } else { base.join(rel) })
+                }
+            },
+        }
     }
 }
 
@@ -169,9 +188,12 @@ impl ShellProvider for SandboxShell {
         Some("sh".to_string())
     }
 
-    /// The sandbox sees this directory's files (bind-mounted at the same path).
+    /// The sandbox sees this directory's files (bind-mounted at the same path) when it is here.
     fn host_dir(&self, cwd: Option<&str>) -> Option<PathBuf> {
-        self.resolve_cwd(cwd).ok()
+        match &self.cwd {
+            SandboxCwd::Local(_) => self.resolve_cwd(cwd).ok(),
+            SandboxCwd::Remote(_) => None,
+        }
     }
 
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
@@ -187,7 +209,7 @@ impl ShellProvider for SandboxShell {
             env: self.command_env(&options.env),
             timeout_ms,
             stdin: options.stdin,
-            mount: self.root.root().to_str().map(str::to_string),
+            mount: self.cwd().to_str().map(str::to_string),
         };
         let cancel = options.cancel;
         if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {

@@ -439,6 +439,14 @@ impl SandboxAdapter for SubprocessSandbox {
         // The container sees SandboxShell's cwd, bind-mounted at the same path, and starts in
         // the request's cwd (the same directory, or one below it).
         let mount = req.mount.as_deref().unwrap_or(&req.cwd);
+        if !std::path::Path::new(mount).is_dir() {
+            return Err(Error::new(
+                Code::NotFound,
+                format!(
+                    "SubprocessSandbox: the SandboxShell cwd {mount} is not a directory on this machine; it is bind-mounted into the container, so it must exist here."
+                ),
+            ));
+        }
         let body = json!({
             "Image": self.image,
             "Entrypoint": ["sh", "-c"],

@@ -68,6 +68,60 @@ impl Default for FsToolOptions {
     }
 }
 
+impl FsToolOptions {
+    /// `createFsTools`'s options (checkpoints are attached by the binding).
+    pub fn from_options(v: &Value) -> Result<FsToolOptions> {
+        use crate::options::{is_function, is_js_object, Reader};
+        let r = Reader::new(
+            "createFsTools",
+            v,
+            &[
+                "readOnly",
+                "needsApproval",
+                "maxReadLines",
+                "maxOutputChars",
+                "maxResults",
+                "maxFilesScanned",
+                "grepTimeoutMs",
+                "ignore",
+                "deny",
+                "checkpoints",
+            ],
+        )?;
+        if let Some(na) = r.get("needsApproval") {
+            let Some(map) = na.as_object().filter(|_| !is_function(na) && !is_js_object(na)) else {
+                return Err(r.err("needsApproval must be an object keyed by tool name."));
+            };
+            for (name, gate) in map {
+                if !ALL_TOOLS.contains(&name.as_str()) {
+                    let near = crate::options::did_you_mean(name, &ALL_TOOLS)
+                        .map(|n| format!("; did you mean {n}?"))
+                        .unwrap_or_else(|| format!(" (the tools are {})", ALL_TOOLS.join(", ")));
+                    return Err(r.err(format!("needsApproval names no tool '{name}'{near}")));
+                }
+                if !(gate.is_boolean() || gate.is_null() || is_function(gate)) {
+                    return Err(r.err(format!("needsApproval.{name} must be a boolean or a function.")));
+                }
+            }
+        }
+        if r.get("checkpoints").is_some_and(|c| !is_js_object(c)) {
+            return Err(r.err("checkpoints must be a WorkspaceCheckpoints."));
+        }
+        let d = FsToolOptions::default();
+        Ok(FsToolOptions {
+            read_only: r.bool("readOnly", d.read_only)?,
+            max_read_lines: r.int("maxReadLines", d.max_read_lines as u64, 1..=1_000_000)? as usize,
+            max_output_chars: r.int("maxOutputChars", d.max_output_chars as u64, 1..=100_000_000)? as usize,
+            max_results: r.int("maxResults", d.max_results as u64, 1..=1_000_000)? as usize,
+            max_files_scanned: r.int("maxFilesScanned", d.max_files_scanned as u64, 1..=100_000_000)? as usize,
+            grep_timeout_ms: r.int("grepTimeoutMs", d.grep_timeout_ms, 1..=3_600_000)?,
+            ignore: r.names("ignore", d.ignore)?,
+            deny: r.names("deny", d.deny)?,
+            checkpoints: None,
+        })
+    }
+}
+
 /// What the agent loop knows about the call.
 #[derive(Clone, Debug)]
 pub struct Ctx {

@@ -283,9 +283,9 @@ async fn egress_on_a_new_engine_creates_an_internal_network_and_routes_through_t
     assert_eq!(sb.network(), &Network::Allow(vec!["api.github.com".into(), "*.npmjs.org".into()]));
     assert!(sb.network_name().starts_with("lousho-egress-"), "{}", sb.network_name());
 
-    let r = sb.run(request("/work/project", "npm ci"), None).await.unwrap();
+    let r = sb.run(request("/tmp", "npm ci"), None).await.unwrap();
     assert_eq!((r.stdout.as_str(), r.stderr.as_str(), r.exit_code), ("fake-out\n", "warn\n", Some(0)));
-    let r = sb.run(request("/work/project", "npm test"), None).await.unwrap();
+    let r = sb.run(request("/tmp", "npm test"), None).await.unwrap();
     assert_eq!(r.exit_code, Some(0));
 
     // API negotiated: the daemon offers 1.47, the client speaks at most 1.43.
@@ -322,11 +322,8 @@ async fn egress_on_a_new_engine_creates_an_internal_network_and_routes_through_t
     let c = &creates[0].body;
     assert_eq!(c["HostConfig"]["NetworkMode"], json!(sb.network_name()));
     assert_eq!(c["HostConfig"]["AutoRemove"], json!(false));
-    assert_eq!(
-        c["HostConfig"]["Mounts"],
-        json!([{ "Type": "bind", "Source": "/work/project", "Target": "/work/project" }])
-    );
-    assert_eq!(c["WorkingDir"], json!("/work/project"));
+    assert_eq!(c["HostConfig"]["Mounts"], json!([{ "Type": "bind", "Source": "/tmp", "Target": "/tmp" }]));
+    assert_eq!(c["WorkingDir"], json!("/tmp"));
     assert_eq!(c["Image"], json!("node:20-alpine"));
     assert_eq!(c["Entrypoint"], json!(["sh", "-c"]));
     assert_eq!(c["Cmd"], json!(["npm ci"]));
@@ -365,7 +362,7 @@ async fn an_existing_internal_network_is_reused_and_kept() {
         FakeEngine::start(Config { networks: vec![("agents-egress".into(), true)], ..Config::default() }).await;
     let broker = arc(RecordingBroker::default());
     let sb = sandbox(&engine, Network::Allow(vec!["example.com".into()]), Some(broker.clone()), Some("agents-egress"));
-    let r = sb.run(request("/p", "true"), None).await.unwrap();
+    let r = sb.run(request("/tmp", "true"), None).await.unwrap();
     assert_eq!(r.exit_code, Some(0));
     assert!(engine.calls_to("POST", "/networks/create").is_empty());
     assert_eq!(broker.listen_calls(), vec![("172.40.0.1".into(), "172.40.0.0/16".into(), vec!["example.com".into()])]);
@@ -417,7 +414,7 @@ async fn egress_is_refused_where_it_cannot_be_enforced_and_no_container_starts()
         })
         .unwrap();
         for _ in 0..2 {
-            let e = sb.run(request("/p", "true"), None).await.unwrap_err();
+            let e = sb.run(request("/tmp", "true"), None).await.unwrap_err();
             assert_eq!(e.code, Code::EgressUnsupported, "{what}: {}", e.message);
             assert_eq!(e.code.as_str(), "LOUSHO_SANDBOX_EGRESS_UNSUPPORTED");
         }
@@ -447,13 +444,13 @@ async fn the_other_policies_need_no_network_setup() {
     ] {
         let sb = sandbox(&engine, network, broker, None);
         let before = engine.calls_to("POST", "/containers/create").len();
-        sb.run(request("/p", "true"), None).await.unwrap();
+        sb.run(request("/tmp", "true"), None).await.unwrap();
         let creates = engine.calls_to("POST", "/containers/create");
         assert_eq!(creates.len(), before + 1);
         let c = creates.last().unwrap();
         assert_eq!(c.body["HostConfig"]["NetworkMode"], json!(mode));
         // The request env exactly, nothing added.
-        assert_eq!(env_of(c), request("/p", "").env);
+        assert_eq!(env_of(c), request("/tmp", "").env);
     }
     assert!(engine.calls().iter().all(|c| c.path == "/_ping" || c.path.starts_with("/v1.41/")));
     assert!(engine.calls_to("GET", "/version").is_empty() && engine.calls_to("GET", "/info").is_empty());
@@ -465,7 +462,7 @@ async fn the_other_policies_need_no_network_setup() {
 async fn exit_codes_stdin_and_an_already_cancelled_run() {
     let engine = FakeEngine::start(Config { exit_code: 3, ..Config::default() }).await;
     let sb = sandbox(&engine, Network::None, None, None);
-    let mut req = request("/p", "cat");
+    let mut req = request("/tmp", "cat");
     req.stdin = Some("input".into());
     let r = sb.run(req, None).await.unwrap();
     assert_eq!(r.exit_code, Some(3));
@@ -476,7 +473,7 @@ async fn exit_codes_stdin_and_an_already_cancelled_run() {
     let n = engine.calls().len();
     let cancel = Cancel::new();
     cancel.cancel();
-    let r = sb.run(request("/p", "true"), Some(cancel)).await.unwrap();
+    let r = sb.run(request("/tmp", "true"), Some(cancel)).await.unwrap();
     assert!(r.aborted && r.exit_code.is_none());
     assert_eq!(engine.calls().len(), n, "an aborted signal starts no container");
 }
@@ -490,7 +487,7 @@ async fn a_missing_daemon_is_an_error_not_a_result() {
         ..Default::default()
     })
     .unwrap();
-    let e = sb.run(request("/p", "true"), None).await.unwrap_err();
+    let e = sb.run(request("/tmp", "true"), None).await.unwrap_err();
     assert_eq!(e.code, Code::Io);
     assert!(e.message.contains("Cannot connect to the Docker daemon"), "{}", e.message);
     // A tcp:// host is refused for plain runs too: this client speaks only to a unix socket.
@@ -500,7 +497,7 @@ async fn a_missing_daemon_is_an_error_not_a_result() {
         ..Default::default()
     })
     .unwrap();
-    assert_eq!(sb.run(request("/p", "true"), None).await.unwrap_err().code, Code::Configuration);
+    assert_eq!(sb.run(request("/tmp", "true"), None).await.unwrap_err().code, Code::Configuration);
 }
 
 #[test]

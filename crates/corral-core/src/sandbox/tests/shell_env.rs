@@ -147,12 +147,16 @@ async fn the_cwd_is_confined_to_the_shells_cwd() {
         assert_eq!(shell.exec("pwd", o).await.unwrap_err().code, code, "{cwd}");
     }
     assert_eq!(adapter.requests.lock().unwrap().len(), 1);
-    for bad in ["relative/dir".to_string(), dir.path().join("missing").display().to_string()] {
+    std::fs::write(dir.path().join("file"), "").unwrap();
+    for bad in ["relative/dir".to_string(), dir.path().join("file").display().to_string()] {
         assert_eq!(
             SandboxShell::new(adapter.clone(), &bad, env(&[]), InheritEnv::None).unwrap_err().code,
             Code::Configuration
         );
     }
+    // A path that exists only inside the sandbox is taken as it is.
+    let remote = SandboxShell::new(adapter.clone(), dir.path().join("missing"), env(&[]), InheritEnv::None).unwrap();
+    assert_eq!(remote.cwd(), dir.path().join("missing"));
 }
 
 #[tokio::test]

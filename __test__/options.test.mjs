@@ -1,0 +1,75 @@
+// Every options object is read in one place: unknown keys are refused with the nearest valid
+// key, types are checked and numbers bounded, for every constructor.
+import { describe, it, expect, afterAll } from 'vitest';
+import {
+  NodeWorkspace, MemoryWorkspace, WorkspaceCheckpoints, SandboxShell, NoopSandbox, SubprocessSandbox, createFsTools,
+  createShellTool, createCredentialBroker, ConfigurationError,
+} from 'corral';
+import { tempTree } from './helpers.mjs';
+
+const trees = [];
+afterAll(() => trees.forEach((t) => t.cleanup()));
+const root = () => { const t = tempTree({}); trees.push(t); return t.root; };
+
+const configError = (fn, message) => {
+  let err;
+  try { fn(); } catch (e) { err = e; }
+  expect(err).toBeInstanceOf(ConfigurationError);
+  expect(err.message).toMatch(message);
+};
+
+describe('an unknown option is a ConfigurationError naming the nearest valid key', () => {
+  it.each([
+    ['createFsTools', () => createFsTools(new MemoryWorkspace(), { maxResult: 3 }), /createFsTools: unknown option 'maxResult'; did you mean maxResults\?/],
+    ['createShellTool', () => createShellTool(new MemoryWorkspace(), { defaultTimeout: 5 }), /did you mean defaultTimeoutMs\?/],
+    ['NodeWorkspace', () => new NodeWorkspace({ root: root(), inherit_env: true }), /NodeWorkspace: unknown option 'inherit_env'; did you mean inheritEnv\?/],
+    ['MemoryWorkspace', () => new MemoryWorkspace({ file: {} }), /did you mean files\?/],
+    ['WorkspaceCheckpoints', () => new WorkspaceCheckpoints(new MemoryWorkspace(), { maxturns: 3 }), /did you mean maxTurns\?/],
+    ['SandboxShell', () => new SandboxShell(new NoopSandbox(), { cwd: root(), envs: {} }), /did you mean env\?/],
+    ['SubprocessSandbox', () => new SubprocessSandbox({ image: 'x', netwrok: 'none' }), /did you mean network\?/],
+  ])('%s', (_, make, message) => configError(make, message));
+
+  it('createCredentialBroker', async () => {
+    await expect(createCredentialBroker({ rules: {}, allowPrivat: [] })).rejects.toMatchObject({ name: 'ConfigurationError', message: expect.stringMatching(/did you mean allowPrivate\?/) });
+  });
+
+  it('a key far from every valid one lists the valid keys', () => {
+    configError(() => createFsTools(new MemoryWorkspace(), { colour: 'red' }), /Valid options: readOnly, needsApproval, maxReadLines/);
+  });
+
+  it('needsApproval of the file tools names tools, with a suggestion for a typo', () => {
+    configError(() => createFsTools(new MemoryWorkspace(), { needsApproval: { write_fil: true } }), /needsApproval names no tool 'write_fil'; did you mean write_file\?/);
+    configError(() => createFsTools(new MemoryWorkspace(), { needsApproval: true }), /needsApproval must be an object keyed by tool name/);
+  });
+});
+
+describe('numbers are bounded integers', () => {
+  it.each([1e300, -1, 0, 2.5, '10', Infinity])('maxResults %j is refused', (n) => {
+    configError(() => createFsTools(new MemoryWorkspace(), { maxResults: n }), /maxResults must be an integer from 1 to/);
+  });
+  it('timeouts and caps of the shell tool and the checkpoints are bounded too', () => {
+    configError(() => createShellTool(new MemoryWorkspace(), { maxTimeoutMs: 1e300 }), /maxTimeoutMs must be an integer/);
+    configError(() => new WorkspaceCheckpoints(new MemoryWorkspace(), { maxFileBytes: 1e300 }), /maxFileBytes must be an integer/);
+  });
+  it('values within bounds are taken', async () => {
+    const [read] = createFsTools(new MemoryWorkspace({ files: { 'a.txt': 'a\nb\nc\n' } }), { maxReadLines: 2 });
+    expect(await read.execute({ path: 'a.txt' })).toMatch(/Showing lines 1-2 of 3/);
+  });
+});
+
+describe('types are checked in the same place', () => {
+  it('a wrong type names the option', () => {
+    configError(() => createFsTools(new MemoryWorkspace(), { readOnly: 'yes' }), /createFsTools: readOnly must be a boolean/);
+    configError(() => createShellTool(new MemoryWorkspace(), { needsApproval: 'ask' }), /needsApproval must be true, false or a predicate/);
+    configError(() => createShellTool(new MemoryWorkspace(), { allow: [{ command: 'x', args: 'y' }] }), /allow rule 'x': args must be a function/);
+    configError(() => new MemoryWorkspace({ files: { a: 1 } }), /files must be an object of path to content/);
+    configError(() => new MemoryWorkspace({ exec: 'x' }), /exec must be a function/);
+    configError(() => new NodeWorkspace({}), /root must be a path/);
+    configError(() => new SubprocessSandbox({ image: '' }), /image must be a non-empty string/);
+    configError(() => new SubprocessSandbox({ image: 'x', network: { allow: ['a'], extra: 1 } }), /network must be 'none', 'default' or \{ allow/);
+  });
+  it('options that are not an object are refused', () => {
+    configError(() => createFsTools(new MemoryWorkspace(), 3), /createFsTools: options must be an object/);
+    configError(() => new NodeWorkspace('dir'), /NodeWorkspace: options must be an object/);
+  });
+});
