@@ -38,11 +38,6 @@ function liftError(e) {
   if (i > 0) {
     const code = e.message.slice(0, i);
     const message = e.message.slice(i + 1);
-    if (code === 'ForeignError' && foreign.has(Number(message))) {
-      const original = foreign.get(Number(message));
-      foreign.delete(Number(message));
-      return original;
-    }
     if (code === 'ConfigurationError') return new ConfigurationError(message);
     if (code === 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED') {
       const err = new Error(message);
@@ -70,21 +65,13 @@ function lift(fn) {
 const nativeOf = new WeakMap();
 
 // Errors thrown by user JavaScript (a provider, a stub, a callback) that are not WorkspaceErrors
-// cross the core as an id and are rethrown to the caller as they were: they are bugs or
-// failures for the program, not tool errors for the model.
-const foreign = new Map();
-let foreignId = 0;
+// are bugs or failures for the program, not tool errors for the model: the callback rejects with
+// them, the core carries the rejection (napi keeps the JS value) and it is rethrown as it was.
+const isOurs = (e) => e instanceof WorkspaceError || e instanceof ConfigurationError || e?.name === 'WorkspaceError' || e?.code === 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED';
 
 function errorRecord(e) {
-  const isOurs = e instanceof WorkspaceError || e instanceof ConfigurationError || e?.name === 'WorkspaceError' || e?.code === 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED';
-  if (isOurs) {
-    const code = typeof e.code === 'string' ? e.code : e.name === 'ConfigurationError' ? 'ConfigurationError' : 'Io';
-    return { err: { code, message: String(e.message) } };
-  }
-  const id = ++foreignId;
-  foreign.set(id, e);
-  if (foreign.size > 1000) foreign.delete(foreign.keys().next().value); // one the core dropped
-  return { err: { code: 'ForeignError', message: String(id) } };
+  const code = typeof e.code === 'string' ? e.code : e.name === 'ConfigurationError' ? 'ConfigurationError' : 'Io';
+  return { err: { code, message: String(e.message) } };
 }
 
 const toBase64 = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
@@ -126,7 +113,8 @@ function callback(fn) {
       const value = await fn(arg);
       return { ok: value === undefined ? null : value };
     } catch (e) {
-      return errorRecord(e);
+      if (isOurs(e)) return errorRecord(e);
+      throw e;
     }
   };
 }

@@ -28,6 +28,12 @@ pub(crate) const SEP: char = '\u{1}';
 
 /// A core error as a JS error the facade can classify.
 pub(crate) fn to_napi(e: CoreError) -> napi::Error {
+    // An error the caller's JavaScript threw goes back as the very same JS value.
+    if let Some(original) = e.foreign.as_ref().and_then(|f| f.0.downcast_ref::<napi::Error>()) {
+        if let Ok(clone) = original.try_clone() {
+            return clone;
+        }
+    }
     napi::Error::new(Status::GenericFailure, format!("{}{SEP}{}", e.code.as_str(), e.message))
 }
 
@@ -54,9 +60,11 @@ pub(crate) struct JsCallback(pub Arc<JsFn>);
 
 impl JsCallback {
     pub async fn call(&self, arg: Value) -> CoreResult<Value> {
-        let fail = |e: napi::Error| CoreError::new(Code::Io, format!("A JavaScript callback failed: {}", e.reason));
-        let promise = self.0.call_async_catch(arg).await.map_err(fail)?;
-        let v = promise.await.map_err(fail)?;
+        // The facade's callbacks answer { err } for a WorkspaceError and reject with anything else:
+        // that rejection holds the original JS error, which travels inside the core error.
+        let foreign = |e: napi::Error| CoreError::foreign(e.reason.clone(), Arc::new(e));
+        let promise = self.0.call_async_catch(arg).await.map_err(foreign)?;
+        let v = promise.await.map_err(foreign)?;
         match v {
             Value::Object(mut m) => {
                 if let Some(err) = m.remove("err") {

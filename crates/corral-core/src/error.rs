@@ -33,6 +33,12 @@ pub enum Code {
 }
 
 impl Code {
+    /// The codes a `WorkspaceError` carries (the others become a `ConfigurationError`, the
+    /// documented egress error, or the caller's own error).
+    pub fn is_workspace_error(self) -> bool {
+        !matches!(self, Code::Configuration | Code::EgressUnsupported | Code::Foreign)
+    }
+
     pub const ALL: [Code; 19] = [
         Code::NotFound,
         Code::OutsideWorkspace,
@@ -89,13 +95,38 @@ impl Code {
 pub struct Error {
     pub code: Code,
     pub message: String,
+    /// With `Code::Foreign`: the error as the caller's code threw it (the binding keeps the
+    /// original JavaScript error here), so it is rethrown as it was, never shown to a model.
+    pub foreign: Option<Foreign>,
 }
+
+/// An error value of the caller's, opaque to the core.
+#[derive(Clone)]
+pub struct Foreign(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl fmt::Debug for Foreign {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Foreign(..)")
+    }
+}
+
+impl PartialEq for Foreign {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Foreign {}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Error { code, message: message.into() }
+        Error { code, message: message.into(), foreign: None }
+    }
+    /// An error the caller's code threw, kept as it was.
+    pub fn foreign(message: impl Into<String>, value: std::sync::Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        Error { code: Code::Foreign, message: message.into(), foreign: Some(Foreign(value)) }
     }
     pub fn config(message: impl Into<String>) -> Self {
         Error::new(Code::Configuration, message)
@@ -132,3 +163,29 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_d_ts_declares_exactly_the_workspace_error_codes_of_the_core() {
+        let dts = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../index.d.ts"));
+        let start = dts.find("export type WorkspaceErrorCode =").expect("the union is declared");
+        let decl = &dts[start..start + dts[start..].find(';').unwrap()];
+        let mut declared: Vec<&str> = decl.split('\'').skip(1).step_by(2).collect();
+        declared.sort();
+        let mut core: Vec<&str> = Code::ALL.iter().filter(|c| c.is_workspace_error()).map(|c| c.as_str()).collect();
+        core.sort();
+        assert_eq!(declared, core);
+        assert!(dts.contains("code: 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED'"));
+        assert!(dts.contains("readonly code: 'ConfigurationError'"));
+    }
+
+    #[test]
+    fn every_code_reads_back_from_its_name() {
+        for c in Code::ALL {
+            assert_eq!(Code::parse(c.as_str()), Some(c));
+        }
+    }
+}

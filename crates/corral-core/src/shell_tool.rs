@@ -217,8 +217,11 @@ pub async fn check(shell: &dyn ShellProvider, opts: &ShellToolOptions, command: 
 /// fails with `CommandRefused`); else the option. An error from a predicate is the caller's.
 pub async fn needs_approval(shell: &dyn ShellProvider, opts: &ShellToolOptions, args: &Value) -> Result<bool> {
     let Some(command) = args.get("command").and_then(Value::as_str) else { return Ok(false) };
-    if is_refused(shell, opts, command).await {
-        return Ok(false);
+    match check(shell, opts, command).await {
+        Ok(()) => {}
+        // A bug in the caller's own args check is the caller's, not a refusal.
+        Err(e) if e.code == Code::Foreign => return Err(e),
+        Err(_) => return Ok(false),
     }
     match &opts.approval {
         Approval::Always(b) => Ok(*b),

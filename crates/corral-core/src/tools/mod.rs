@@ -435,7 +435,12 @@ pub(crate) async fn kind_of(fs: &dyn FsProvider, path: &str) -> Result<Option<cr
     match fs.stat(path).await? {
         Some(s) => Ok(Some(s.kind)),
         None if path == "." => Ok(Some(EntryType::Directory)),
-        None => Ok(fs.readdir(path).await.ok().map(|_| EntryType::Directory)),
+        None => match fs.readdir(path).await {
+            Ok(_) => Ok(Some(EntryType::Directory)),
+            // The caller's own bug travels; any other failure means: not a directory.
+            Err(e) if e.code == Code::Foreign => Err(e),
+            Err(_) => Ok(None),
+        },
     }
 }
 
