@@ -78,6 +78,26 @@ const toBase64 = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.by
 
 const FS_METHODS = ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm'];
 
+// The dispatchers are defined out here, not inside the functions that create the callbacks:
+// a closure created there would share its scope, and with it the object it must not keep.
+const fsDispatch = (fs, call) => FS_OPS[call.op](fs, call);
+const stubDispatch = (stub, c) => stub(c.command, c.options);
+const functionsDispatch = (fns, { index, args }) => fns[index](...args);
+
+/** The calls the core makes on a JS FsProvider. */
+const FS_OPS = {
+  readFile: (fs, c) => fs.readFile(c.path),
+  writeFile: (fs, c) => fs.writeFile(c.path, c.content),
+  stat: (fs, c) => fs.stat(c.path),
+  readdir: (fs, c) => fs.readdir(c.path),
+  mkdir: (fs, c) => fs.mkdir(c.path),
+  rm: (fs, c) => fs.rm(c.path, { recursive: c.recursive }),
+  readFileBytes: async (fs, c) => toBase64(await fs.readFileBytes(c.path)),
+  getMode: (fs, c) => fs.getMode(c.path),
+  chmod: (fs, c) => fs.chmod(c.path, c.mode),
+  realPath: (fs, c) => fs.realPath(c.path),
+};
+
 function nativeFs(fs) {
   if (fs && nativeOf.has(fs)) return nativeOf.get(fs);
   if (!fs || typeof fs !== 'object' && typeof fs !== 'function') {
@@ -85,24 +105,12 @@ function nativeFs(fs) {
   }
   const missing = FS_METHODS.filter((m) => typeof fs[m] !== 'function');
   if (missing.length) throw new ConfigurationError(`Expected an FsProvider; this object has no ${missing.join(', ')}.`);
-  const ops = {
-    readFile: (c) => fs.readFile(c.path),
-    writeFile: (c) => fs.writeFile(c.path, c.content),
-    stat: (c) => fs.stat(c.path),
-    readdir: (c) => fs.readdir(c.path),
-    mkdir: (c) => fs.mkdir(c.path),
-    rm: (c) => fs.rm(c.path, { recursive: c.recursive }),
-    readFileBytes: async (c) => toBase64(await fs.readFileBytes(c.path)),
-    getMode: (c) => fs.getMode(c.path),
-    chmod: (c) => fs.chmod(c.path, c.mode),
-    realPath: (c) => fs.realPath(c.path),
-  };
-  const handle = native.NativeFs.fromJs(callback((call) => ops[call.op](call)), {
+  const handle = native.NativeFs.fromJs(weakCallback(fs, fsDispatch), {
     readBytes: typeof fs.readFileBytes === 'function',
     mode: typeof fs.getMode === 'function' && typeof fs.chmod === 'function',
     realPath: typeof fs.realPath === 'function',
   });
-  nativeOf.set(fs, handle);
+  nativeOf.set(fs, keep(handle, fs));
   return handle;
 }
 
@@ -119,6 +127,28 @@ function callback(fn) {
   };
 }
 
+// The core holds each callback strongly (a GC root), so a callback may reach what it serves (a
+// provider, a stub, a store, the option functions) only weakly; the native object that uses it
+// keeps it alive from JavaScript instead (keep). Otherwise a provider would keep its own native
+// wrapper, and so itself, alive forever.
+const kKeep = Symbol('corral.keep');
+
+/** Makes `holder` keep `targets` alive; returns `holder`. */
+function keep(holder, ...targets) {
+  for (const t of targets) if (t != null) (holder[kKeep] ??= new Set()).add(t);
+  return holder;
+}
+
+/** callback(fn) with `fn(target, arg)` given `target` through a WeakRef. */
+function weakCallback(target, fn) {
+  const ref = new WeakRef(target);
+  return callback((arg) => {
+    const t = ref.deref();
+    if (t === undefined) throw new Error('corral: an object was garbage-collected while the core still used it.');
+    return fn(t, arg);
+  });
+}
+
 const shellOf = new WeakMap();
 
 /** The native handle of a ShellProvider; JS objects are wrapped once. */
@@ -126,9 +156,9 @@ function nativeShell(shell) {
   if (shell && shellOf.has(shell)) return shellOf.get(shell);
   if (!shell || typeof shell.exec !== 'function') throw new ConfigurationError('Expected a ShellProvider: an object with an exec(command, options) method.');
   const runs = abortableRuns();
-  const dispatch = callback((c) => (c.op === 'abort' ? runs.abort(c.id) : runs.run(c.id, (signal) => shell.exec(c.command, { ...c.options, signal }))));
+  const dispatch = weakCallback(shell, (target, c) => (c.op === 'abort' ? runs.abort(c.id) : runs.run(c.id, (signal) => target.exec(c.command, { ...c.options, signal }))));
   const handle = native.NativeShell.fromJs(dispatch, typeof shell.shell === 'string' ? shell.shell : undefined);
-  shellOf.set(shell, handle);
+  shellOf.set(shell, keep(handle, shell));
   return handle;
 }
 
@@ -211,11 +241,12 @@ function optionData(value, fns) {
 }
 
 /** The functions optionData collected, called by the core as fns[index](...args). */
-const functionsCallback = (fns) => (fns.length ? callback(({ index, args }) => fns[index](...args)) : undefined);
+const functionsCallback = (fns) => (fns.length ? weakCallback(fns, functionsDispatch) : undefined);
 
 function createFsTools(fs, options) {
   const handle = nativeFs(fs);
-  const tools = lift(() => new native.NativeFsTools(handle, optionData(options ?? null), options?.checkpoints == null ? undefined : nativeCheckpoints(options.checkpoints)));
+  const ckpt = options?.checkpoints == null ? undefined : nativeCheckpoints(options.checkpoints);
+  const tools = keep(lift(() => new native.NativeFsTools(handle, optionData(options ?? null), ckpt)), handle, ckpt);
   const needsApproval = options?.needsApproval;
   return tools.specs().map((spec) =>
     defineTool({
@@ -228,7 +259,8 @@ function createFsTools(fs, options) {
 
 function createShellTool(shell, options) {
   const fns = [];
-  const tool = lift(() => new native.NativeShellTool(nativeShell(shell), optionData(options ?? null, fns), functionsCallback(fns)));
+  const handle = nativeShell(shell);
+  const tool = keep(lift(() => new native.NativeShellTool(handle, optionData(options ?? null, fns), functionsCallback(fns))), handle, fns);
   return defineTool({
     ...tool.spec(),
     // A command allow/deny refuse is never offered to a human: execute() throws CommandRefused.
@@ -243,7 +275,7 @@ function createShellTool(shell, options) {
  */
 async function createCredentialBroker(options) {
   const fns = [];
-  const b = await lift(() => native.NativeBroker.start(optionData(options ?? null, fns), functionsCallback(fns)));
+  const b = keep(await lift(() => native.NativeBroker.start(optionData(options ?? null, fns), functionsCallback(fns))), fns);
   const broker = {
     url: b.url,
     env: b.env,
@@ -264,12 +296,12 @@ function nativeAdapter(adapter) {
   if (!adapter || typeof adapter.run !== 'function') throw new ConfigurationError('Expected a SandboxAdapter: an object with run(request, { signal }).');
   const runs = abortableRuns();
   const ops = {
-    abort: (c) => runs.abort(c.id),
-    close: () => (typeof adapter.close === 'function' ? adapter.close() : null),
-    run: (c) => runs.run(c.id, (signal) => adapter.run(c.request, { signal })),
+    abort: (a, c) => runs.abort(c.id),
+    close: (a) => (typeof a.close === 'function' ? a.close() : null),
+    run: (a, c) => runs.run(c.id, (signal) => a.run(c.request, { signal })),
   };
-  const handle = native.NativeSandbox.fromJs(callback((c) => ops[c.op](c)));
-  adapterOf.set(adapter, handle);
+  const handle = native.NativeSandbox.fromJs(weakCallback(adapter, (a, c) => ops[c.op](a, c)));
+  adapterOf.set(adapter, keep(handle, adapter));
   return handle;
 }
 
@@ -291,7 +323,8 @@ class SubprocessSandbox {
   constructor(options) {
     const broker = options?.broker;
     if (broker != null && !brokerOf.has(broker)) throw new ConfigurationError('SubprocessSandbox: broker must come from createCredentialBroker().');
-    const handle = lift(() => native.NativeSandbox.subprocess(optionData(options ?? null), broker == null ? undefined : brokerOf.get(broker)));
+    const nb = broker == null ? undefined : brokerOf.get(broker);
+    const handle = keep(lift(() => native.NativeSandbox.subprocess(optionData(options ?? null), nb)), nb);
     adapterOf.set(this, handle);
     Object.defineProperty(this, 'network', { value: Object.freeze(handle.network), enumerable: true });
   }
@@ -303,7 +336,8 @@ adapterMethods(SubprocessSandbox);
 /** A ShellProvider over any SandboxAdapter. */
 class SandboxShell {
   constructor(adapter, options) {
-    shellOf.set(this, lift(() => native.NativeShell.sandbox(nativeAdapter(adapter), optionData(options ?? null))));
+    const adapterHandle = nativeAdapter(adapter);
+    shellOf.set(this, keep(lift(() => native.NativeShell.sandbox(adapterHandle, optionData(options ?? null))), adapterHandle));
   }
   get shell() { return shellOf.get(this).shell; }
 }
@@ -327,15 +361,16 @@ function nativeStore(store) {
   for (const m of ['load', 'save', 'delete']) {
     if (typeof store?.[m] !== 'function') throw new ConfigurationError(`WorkspaceCheckpoints: store must implement load, save and delete (missing ${m}).`);
   }
-  const ops = { load: (c) => store.load(c.sessionId), save: (c) => store.save(c.sessionId, c.data), delete: (c) => store.delete(c.sessionId) };
-  const handle = native.NativeStore.fromJs(callback((c) => ops[c.op](c)));
-  storeOf.set(store, handle);
+  const ops = { load: (st, c) => st.load(c.sessionId), save: (st, c) => st.save(c.sessionId, c.data), delete: (st, c) => st.delete(c.sessionId) };
+  const handle = native.NativeStore.fromJs(weakCallback(store, (st, c) => ops[c.op](st, c)));
+  storeOf.set(store, keep(handle, store));
   return handle;
 }
 
 class WorkspaceCheckpoints {
   constructor(fs, options) {
-    checkpointsOf.set(this, lift(() => new native.NativeCheckpoints(nativeFs(fs), optionData(options ?? null), nativeStore(options?.store ?? undefined))));
+    const [fsHandle, storeHandle] = [nativeFs(fs), nativeStore(options?.store ?? undefined)];
+    checkpointsOf.set(this, keep(lift(() => new native.NativeCheckpoints(fsHandle, optionData(options ?? null), storeHandle)), fsHandle, storeHandle));
   }
   list(options) { return lift(() => checkpointsOf.get(this).list(optionData(options ?? null))); }
   rewind(toTurn, options) { return lift(() => checkpointsOf.get(this).rewind(toTurn, optionData(options ?? null))); }
@@ -381,7 +416,8 @@ class MemoryWorkspace {
   constructor(options) {
     nativeOf.set(this, lift(() => native.NativeFs.memory(optionData(options ?? null))));
     const stub = options?.exec;
-    shellOf.set(this, native.NativeShell.memory(typeof stub === 'function' ? callback((c) => stub(c.command, c.options)) : undefined));
+    const run = typeof stub === 'function' ? weakCallback(stub, stubDispatch) : undefined;
+    shellOf.set(this, keep(native.NativeShell.memory(run), stub));
   }
   /** Every command exec() received: { command, cwd, env, timeoutMs }. */
   get commands() { return shellOf.get(this).commands(); }

@@ -646,3 +646,23 @@ describe('checkpoints survive a crash', () => {
     expect(c.read('notes.md')).toBe('status: draft\n');
   });
 });
+
+describe('sessions are independent', () => {
+  it('a store that never settles for one session blocks only that session', async () => {
+    const saved = new Map();
+    const store = {
+      async load(sessionId) { if (sessionId === 'stuck') return new Promise(() => {}); return saved.get(sessionId); },
+      async save(sessionId, data) { saved.set(sessionId, data); },
+      async delete(sessionId) { saved.delete(sessionId); },
+    };
+    const fs = new MemoryWorkspace({ files: { 'a.md': 'a\n' } });
+    const checkpoints = new WorkspaceCheckpoints(fs, { store });
+    const tools = Object.fromEntries(createFsTools(fs, { checkpoints }).map((x) => [x.name, x]));
+    let stuckSettled = false;
+    tools.write_file.execute({ path: 'a.md', content: 'stuck\n' }, { sessionId: 'stuck', turn: 0 }).finally(() => { stuckSettled = true; });
+    await tools.write_file.execute({ path: 'b.md', content: 'b\n' }, { sessionId: 'free', turn: 0 });
+    expect(await checkpoints.list({ sessionId: 'free' })).toEqual([{ turn: 0, paths: ['b.md'] }]);
+    expect(await checkpoints.rewind(0, { sessionId: 'free' })).toMatchObject({ deleted: ['b.md'] });
+    expect(stuckSettled).toBe(false);
+  });
+});

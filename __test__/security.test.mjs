@@ -206,3 +206,33 @@ describe('MemoryWorkspace.snapshot', () => {
     expect(Object.getOwnPropertyDescriptor(snap, '__proto__').value).toBe('p');
   });
 });
+
+describe('no input panics across the boundary', () => {
+  it('random paths, commands, patterns and options reach the core without crashing the process', () => {
+    const r = inChild(`
+      const { normalizeWorkspacePath, readOnlyCommands, createShellTool, createFsTools, MemoryWorkspace } = corral;
+      let seed = 42;
+      const rnd = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+      const alphabet = 'ab/\\\\.:*?[]{}()|+^$\\\\~-!&;<>\`"\\' \\n\\t\\0\\u00e9\\ud83d\\ude00\\ud800';
+      const str = () => Array.from({ length: rnd(40) }, () => alphabet[rnd(alphabet.length)]).join('');
+      const ws = new MemoryWorkspace({ files: { 'a.txt': 'abc\\n' } });
+      const [read, , , , glob, grep] = createFsTools(ws);
+      const ro = readOnlyCommands(['ls', 'git status']);
+      let calls = 0;
+      for (let i = 0; i < 3000; i++) {
+        const s = str();
+        try { normalizeWorkspacePath(s); } catch {}
+        ro(s);
+        try { createShellTool(ws, { allow: [s, { command: s }], deny: [s] }); } catch {}
+        try { createShellTool(ws, { allow: [new RegExp(s)] }); } catch {}
+        await read.execute({ path: s }).catch(() => {});
+        await glob.execute({ pattern: s || 'x' }).catch(() => {});
+        await grep.execute({ pattern: s || 'x', glob: s }).catch(() => {});
+        calls += 1;
+      }
+      return calls;`, '/');
+    expect(r.signal).toBeNull();
+    expect(r.status).toBe(0);
+    expect(r.out).toBe(3000);
+  });
+});

@@ -33,7 +33,7 @@ impl NativeBroker {
         json!(self.inner.env())
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn base_url(&self, host: String) -> String {
         self.inner.base_url(&host)
     }

@@ -39,11 +39,11 @@ pub struct NativeStore {
 
 #[napi]
 impl NativeStore {
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn memory() -> NativeStore {
         NativeStore { inner: Arc::new(MemoryCheckpointStore::new()) }
     }
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn file(dir: String) -> Result<NativeStore> {
         if dir.is_empty() {
             return Err(crate::to_napi(CoreError::config(
@@ -52,7 +52,7 @@ impl NativeStore {
         }
         Ok(NativeStore { inner: Arc::new(FileCheckpointStore::new(dir)) })
     }
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn) -> NativeStore {
         NativeStore { inner: Arc::new(JsStore(JsCallback(Arc::new(dispatch)))) }
     }
@@ -81,7 +81,7 @@ pub struct NativeCheckpoints {
 
 #[napi]
 impl NativeCheckpoints {
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(fs: &NativeFs, options: Value, store: Option<&NativeStore>) -> Result<Self> {
         let o = CheckpointOptions::from_options(&options).napi()?;
         let store = store.map(|s| s.inner.clone()).unwrap_or_else(|| Arc::new(MemoryCheckpointStore::new()));

@@ -133,12 +133,12 @@ pub struct CancelToken {
 
 #[napi]
 impl CancelToken {
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         CancelToken { inner: tokio_util::sync::CancellationToken::new() }
     }
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn cancel(&self) {
         self.inner.cancel();
     }
@@ -188,7 +188,7 @@ pub struct NativeFs {
 
 #[napi]
 impl NativeFs {
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn local(options: Value) -> Result<NativeFs> {
         let o = corral_core::options::node_workspace(&options).napi()?;
         let fs = LocalFs::new(&o.dir).napi()?;
@@ -196,7 +196,7 @@ impl NativeFs {
         Ok(NativeFs { inner: Arc::new(fs), memory: None, root: Some(root) })
     }
 
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn memory(options: Value) -> Result<NativeFs> {
         let o = corral_core::options::memory_workspace(&options).napi()?;
         let fs = Arc::new(MemoryFs::new(o.files.into_iter().map(|(k, v)| (k, v.into_bytes()))).napi()?);
@@ -204,7 +204,7 @@ impl NativeFs {
     }
 
     /// `dispatch({ op, path, ... })` resolves to `{ ok }` or `{ err: { code, message } }`.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn, caps: JsCaps) -> NativeFs {
         let caps = Caps { read_bytes: caps.read_bytes, write_bytes: false, mode: caps.mode, real_path: caps.real_path };
         NativeFs { inner: Arc::new(jsfs::JsFs { cb: JsCallback(Arc::new(dispatch)), caps }), memory: None, root: None }
@@ -284,7 +284,7 @@ impl NativeFs {
 }
 
 /// `normalizeWorkspacePath(path, flavor?)`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn normalize_workspace_path(path: String, flavor: Option<String>) -> Result<String> {
     use corral_core::path::{normalize, Flavor};
     let f = match flavor.as_deref() {
@@ -305,7 +305,7 @@ pub struct NativeFsTools {
 
 #[napi]
 impl NativeFsTools {
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(fs: &NativeFs, options: Value, checkpoints: Option<&ckpt::NativeCheckpoints>) -> Result<Self> {
         let mut opts = FsToolOptions::from_options(&options).napi()?;
         opts.checkpoints = checkpoints.map(|c| c.inner.clone());
@@ -313,7 +313,7 @@ impl NativeFsTools {
     }
 
     /// `[{ name, description, parameters }]` in the documented order.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn specs(&self) -> Vec<Value> {
         tools::specs(&self.opts)
             .into_iter()
@@ -345,12 +345,12 @@ pub struct NativeReadOnlyCommands {
 
 #[napi]
 impl NativeReadOnlyCommands {
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(commands: Vec<String>) -> Result<Self> {
         Ok(NativeReadOnlyCommands { inner: corral_core::rules::ReadOnlyCommands::new(commands).napi()? })
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn needs_approval(&self, command: String) -> bool {
         self.inner.needs_approval(&command)
     }

@@ -78,12 +78,12 @@ pub struct NativeSandbox {
 
 #[napi]
 impl NativeSandbox {
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn noop() -> NativeSandbox {
         NativeSandbox { inner: Arc::new(NoopSandbox::new()), subprocess: None }
     }
 
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn subprocess(options: Value, broker: Option<&NativeBroker>) -> Result<NativeSandbox> {
         let mut o = corral_core::options::subprocess_sandbox(&options).napi()?;
         o.broker = broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>);
@@ -91,7 +91,7 @@ impl NativeSandbox {
         Ok(NativeSandbox { inner: s.clone(), subprocess: Some(s) })
     }
 
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn) -> NativeSandbox {
         NativeSandbox {
             inner: Arc::new(JsAdapter { cb: JsCallback(Arc::new(dispatch)), next: Default::default() }),

@@ -120,7 +120,7 @@ pub struct NativeShell {
 
 #[napi]
 impl NativeShell {
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn local(options: Value) -> Result<NativeShell> {
         let o = corral_core::options::node_workspace(&options).napi()?;
         let fs = corral_core::fs::local::LocalFs::new(&o.dir).napi()?;
@@ -128,21 +128,21 @@ impl NativeShell {
     }
 
     /// `stub(call)` resolves to `{ ok: Partial<ExecResult> }` or `{ err }`.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn memory(stub: Option<JsFn>) -> NativeShell {
         let s = Arc::new(StubShell::new(stub.map(|f| Arc::new(JsStub(JsCallback(Arc::new(f)))) as Arc<dyn ExecStub>)));
         NativeShell { inner: s.clone(), stub: Some(s) }
     }
 
     /// `new SandboxShell(adapter, { cwd, env?, inheritEnv? })`.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn sandbox(adapter: &crate::sandbox::NativeSandbox, options: Value) -> Result<NativeShell> {
         let o = corral_core::options::sandbox_shell(&options).napi()?;
         let shell = corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), o.dir, o.env, o.inherit).napi()?;
         Ok(NativeShell { inner: Arc::new(shell), stub: None })
     }
 
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn, shell: Option<String>) -> NativeShell {
         NativeShell {
             inner: Arc::new(JsShell { cb: JsCallback(Arc::new(dispatch)), shell, next: Default::default() }),
@@ -155,7 +155,7 @@ impl NativeShell {
         self.inner.shell()
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn commands(&self) -> Vec<Value> {
         self.stub
             .as_ref()
@@ -199,13 +199,13 @@ pub struct NativeShellTool {
 
 #[napi]
 impl NativeShellTool {
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(shell: &NativeShell, options: Value, functions: Option<JsFn>) -> Result<Self> {
         let opts = ShellToolOptions::from_options(&options, &crate::functions(functions)).napi()?;
         Ok(NativeShellTool { shell: shell.inner.clone(), opts: Arc::new(opts) })
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn spec(&self) -> Value {
         json!({
             "name": self.opts.name,

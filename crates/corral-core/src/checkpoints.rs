@@ -464,9 +464,11 @@ pub struct Checkpoints {
     store: Arc<dyn CheckpointStore>,
     max_turns: usize,
     max_file_bytes: u64,
-    /// Sessions loaded from the store, kept in step with it. One lock for all: every change is a
-    /// load-modify-save of a session's document, and a rewind runs start to end under it.
-    sessions: Mutex<HashMap<String, SessionData>>,
+    /// Sessions loaded from the store, kept in step with it, each behind its own lock: every
+    /// change is a load-modify-save of a session's document and a rewind runs start to end under
+    /// it, while a store that never settles for one session blocks only that session. The map's
+    /// own lock is never held across an await.
+    sessions: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<SessionData>>>>>,
 }
 
 impl Checkpoints {
@@ -478,7 +480,7 @@ impl Checkpoints {
             store,
             max_turns: options.max_turns,
             max_file_bytes: options.max_file_bytes,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -535,7 +537,7 @@ impl Checkpoints {
             _ => None,
         };
 
-        let mut sessions = self.sessions.lock().await;
+        let mut sessions = self.slot(session).await;
         let data = self.session(&mut sessions, session).await?;
         match data.turns.get_mut(&turn).and_then(|files| files.get_mut(path)) {
             Some(backup) => {
@@ -560,7 +562,7 @@ impl Checkpoints {
     /// Called when the write that `before_write` prepared failed (the provider refused it): the
     /// file is as it was, so the record is taken back, and a turn left with no change disappears.
     pub async fn write_failed(&self, session: &str, turn: u32, path: &str) -> Result<()> {
-        let mut sessions = self.sessions.lock().await;
+        let mut sessions = self.slot(session).await;
         let data = self.session(&mut sessions, session).await?;
         let Some(files) = data.turns.get_mut(&turn) else { return Ok(()) };
         if let Some(backup) = files.get_mut(path) {
@@ -580,7 +582,7 @@ impl Checkpoints {
     /// Called after the write succeeded, with the content now in the file: rewind then expects
     /// exactly this content, and reports anything else as changed since.
     pub async fn after_write(&self, session: &str, turn: u32, path: &str, written: &[u8]) -> Result<()> {
-        let mut sessions = self.sessions.lock().await;
+        let mut sessions = self.slot(session).await;
         let data = self.session(&mut sessions, session).await?;
         let Some(record) =
             data.turns.get_mut(&turn).and_then(|files| files.get_mut(path)).and_then(|backup| backup.writes.last_mut())
@@ -604,7 +606,7 @@ impl Checkpoints {
 
     /// The turns with changes, ascending, and the paths each changed, sorted.
     pub async fn list(&self, session: &str) -> Result<Vec<TurnChanges>> {
-        let mut sessions = self.sessions.lock().await;
+        let mut sessions = self.slot(session).await;
         let data = self.session(&mut sessions, session).await?;
         Ok(data
             .turns
@@ -630,7 +632,7 @@ impl Checkpoints {
         dry_run: bool,
         force: bool,
     ) -> Result<RewindReport> {
-        let mut sessions = self.sessions.lock().await;
+        let mut sessions = self.slot(session).await;
         let data = self.session(&mut sessions, session).await?;
         if let Some(dropped) = data.dropped_through.filter(|&d| to_turn <= d) {
             let kept: Vec<String> = data.turns.keys().map(u32::to_string).collect();
@@ -770,8 +772,8 @@ impl Checkpoints {
 
     /// Forgets every backup of the session.
     pub async fn clear(&self, session: &str) -> Result<()> {
-        let mut sessions = self.sessions.lock().await;
-        sessions.remove(session);
+        let mut sessions = self.slot(session).await;
+        *sessions = None;
         self.store.delete(session).await
     }
 
@@ -803,31 +805,33 @@ impl Checkpoints {
         }
     }
 
-    async fn session<'a>(
-        &self,
-        sessions: &'a mut HashMap<String, SessionData>,
-        session: &str,
-    ) -> Result<&'a mut SessionData> {
-        if !sessions.contains_key(session) {
-            let data = match self.store.load(session).await? {
+    /// The session's lock, taken.
+    async fn slot(&self, session: &str) -> tokio::sync::OwnedMutexGuard<Option<SessionData>> {
+        let slot = self.sessions.lock().unwrap().entry(session.to_string()).or_default().clone();
+        slot.lock_owned().await
+    }
+
+    /// The session's document, loaded from the store the first time.
+    async fn session<'a>(&self, slot: &'a mut Option<SessionData>, session: &str) -> Result<&'a mut SessionData> {
+        if slot.is_none() {
+            *slot = Some(match self.store.load(session).await? {
                 None => SessionData::new(),
                 Some(value) => parse_session(session, value)?,
-            };
-            sessions.insert(session.to_string(), data);
+            });
         }
-        Ok(sessions.get_mut(session).expect("inserted above"))
+        Ok(slot.as_mut().expect("loaded above"))
     }
 
     /// Saves the session's document; when the store fails, the cached copy (already changed) is
     /// dropped so the next call reloads what the store really has.
-    async fn commit(&self, sessions: &mut HashMap<String, SessionData>, session: &str) -> Result<()> {
-        let Some(data) = sessions.get(session) else { return Ok(()) };
+    async fn commit(&self, slot: &mut Option<SessionData>, session: &str) -> Result<()> {
+        let Some(data) = slot.as_ref() else { return Ok(()) };
         let result = match serde_json::to_value(data) {
             Ok(value) => self.store.save(session, value).await,
             Err(e) => Err(Error::new(Code::Io, format!("Cannot serialize checkpoints: {e}"))),
         };
         if result.is_err() {
-            sessions.remove(session);
+            *slot = None;
         }
         result
     }

@@ -38,17 +38,21 @@ impl ArgsPredicate for CallableArgs {
 
 /// A regular expression tested against the whole command line (a JS `RegExp` in the binding).
 pub trait LineMatcher: Send + Sync {
-    fn is_match(&self, line: &str) -> bool;
+    /// Whether the pattern matches; `None` when it cannot tell (the backtracking engine ran out
+    /// of steps). Either way the rules fail closed: such a deny pattern refuses, such an allow
+    /// pattern allows nothing.
+    fn is_match(&self, line: &str) -> Option<bool>;
     /// How the pattern reads in a message, e.g. `/\bsudo\b/`.
     fn describe(&self) -> String;
 }
 
-impl LineMatcher for regex::Regex {
-    fn is_match(&self, line: &str) -> bool {
-        regex::Regex::is_match(self, line)
+/// A JavaScript RegExp in an allow or deny list, tested with JavaScript semantics.
+impl LineMatcher for crate::search::jsregex::JsRegex {
+    fn is_match(&self, line: &str) -> Option<bool> {
+        crate::search::jsregex::JsRegex::is_match(self, line).ok()
     }
     fn describe(&self) -> String {
-        format!("/{}/", self.as_str())
+        format!("/{}/{}", self.source(), self.flags())
     }
 }
 
@@ -372,7 +376,15 @@ pub async fn check_command(
         let parts = deny_parts(command);
         for pattern in deny {
             let hit = match pattern {
-                CommandPattern::Regex(m) => m.is_match(command),
+                CommandPattern::Regex(m) => match m.is_match(command) {
+                    Some(hit) => hit,
+                    None => {
+                        return Err(refused(format!(
+                            "the deny pattern {} ran out of backtracking steps on this command, so it may match; the command is refused to be safe.",
+                            pattern.describe()
+                        )))
+                    }
+                },
                 CommandPattern::Str(s) => parts.iter().any(|part| prefix_match(part, s).is_some()),
                 CommandPattern::Rule { command: c, args } => {
                     let mut hit = false;
@@ -398,7 +410,7 @@ pub async fn check_command(
     for pattern in allow {
         match pattern {
             CommandPattern::Regex(m) => {
-                if m.is_match(command) {
+                if m.is_match(command) == Some(true) {
                     return Ok(());
                 }
             }
@@ -721,9 +733,15 @@ fn glob_can_match_dots(seg: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use regex::Regex;
+    use crate::search::jsregex::JsRegex;
 
-    struct RegexArgs(Regex);
+    /// The rules are tested through the same JavaScript-regex engine the binding uses.
+    fn js(re: &str) -> JsRegex {
+        JsRegex::new(re, "").unwrap()
+    }
+
+    /// An args predicate (a JavaScript function in the binding), here a regex.
+    struct RegexArgs(regex::Regex);
 
     #[async_trait]
     impl ArgsPredicate for RegexArgs {
@@ -750,10 +768,10 @@ mod tests {
         CommandPattern::Rule { command: c.to_string(), args: None }
     }
     fn rule_args(c: &str, re: &str) -> CommandPattern {
-        CommandPattern::Rule { command: c.to_string(), args: Some(Arc::new(RegexArgs(Regex::new(re).unwrap()))) }
+        CommandPattern::Rule { command: c.to_string(), args: Some(Arc::new(RegexArgs(regex::Regex::new(re).unwrap()))) }
     }
     fn re(r: &str) -> CommandPattern {
-        CommandPattern::Regex(Arc::new(Regex::new(r).unwrap()))
+        CommandPattern::Regex(Arc::new(js(r)))
     }
 
     /// Checks in an empty working directory (where no glob expands to an option).
@@ -1006,6 +1024,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_deny_regex_that_runs_out_of_steps_refuses_the_command() {
+        // A backreference runs on the backtracking engine; this line exhausts its step limit.
+        let deny = [re(r"^(a|a)*\1$")];
+        let line = format!("{}!", "a".repeat(40));
+        let e = check_command(&line, None, &deny, Some("sh"), None).await.unwrap_err();
+        assert_eq!(e.code, Code::CommandRefused);
+        assert!(e.message.contains("ran out of backtracking steps"), "{}", e.message);
+        // The same pattern as an allow entry allows nothing.
+        assert!(check_command(&line, Some(&deny), &[], Some("sh"), None).await.is_err());
+        check_command("ls", None, &deny, Some("sh"), None).await.unwrap();
+    }
+
+    #[tokio::test]
     async fn one_matching_pattern_is_enough() {
         let allow = [s("cat"), re(r"^cat \.\./shared/x$")];
         allowed("cat ../shared/x", &allow).await;
@@ -1090,16 +1121,5 @@ mod tests {
         for g in ["*", "?", "??", "*.js", "?.", "[!.].", ".[!.]", "a*", "[ab]."] {
             assert!(!glob_can_match_dots(g), "{g}");
         }
-    }
-}
-
-/// A JavaScript RegExp in an allow or deny list, tested with JavaScript semantics. A pattern
-/// that exhausts the backtracking engine does not match (so it allows nothing).
-impl LineMatcher for crate::search::jsregex::JsRegex {
-    fn is_match(&self, line: &str) -> bool {
-        crate::search::jsregex::JsRegex::is_match(self, line).unwrap_or(false)
-    }
-    fn describe(&self) -> String {
-        format!("/{}/{}", self.source(), self.flags())
     }
 }
