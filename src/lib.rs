@@ -340,14 +340,14 @@ impl NativeFsTools {
 /// `readOnlyCommands(commands)`: the core's predicate over a command line.
 #[napi]
 pub struct NativeReadOnlyCommands {
-    inner: corral_core::rules::ReadOnlyCommands,
+    inner: corral_core::shell::rules::ReadOnlyCommands,
 }
 
 #[napi]
 impl NativeReadOnlyCommands {
     #[napi(constructor, catch_unwind)]
     pub fn new(commands: Vec<String>) -> Result<Self> {
-        Ok(NativeReadOnlyCommands { inner: corral_core::rules::ReadOnlyCommands::new(commands).napi()? })
+        Ok(NativeReadOnlyCommands { inner: corral_core::shell::rules::ReadOnlyCommands::new(commands).napi()? })
     }
 
     #[napi(catch_unwind)]

@@ -9,9 +9,9 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 
 use corral_core::error::{Code, Error as CoreError};
-use corral_core::exec::LocalShell;
+use corral_core::shell::exec::LocalShell;
+use corral_core::shell::tool::{self, ShellToolOptions};
 use corral_core::shell::{exec_result_from_json, Cancel, ExecOptions, ExecResult, ExecStub, ShellProvider, StubShell};
-use corral_core::shell_tool::{self, ShellToolOptions};
 
 use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
 
@@ -209,8 +209,8 @@ impl NativeShellTool {
     pub fn spec(&self) -> Value {
         json!({
             "name": self.opts.name,
-            "description": shell_tool::description(&self.opts, self.shell.shell().as_deref()),
-            "parameters": shell_tool::parameters_schema(),
+            "description": tool::description(&self.opts, self.shell.shell().as_deref()),
+            "parameters": tool::parameters_schema(),
         })
     }
 
@@ -218,13 +218,13 @@ impl NativeShellTool {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn needs_approval<'e>(&self, env: &'e Env, args: Value) -> Result<PromiseRaw<'e, bool>> {
         let (shell, opts) = (self.shell.clone(), self.opts.clone());
-        env.spawn_future(async move { shell_tool::needs_approval(shell.as_ref(), &opts, &args).await.napi() })
+        env.spawn_future(async move { tool::needs_approval(shell.as_ref(), &opts, &args).await.napi() })
     }
 
     #[napi(ts_return_type = "Promise<any>")]
     pub fn call<'e>(&self, env: &'e Env, args: Value, cancel: Option<&CancelToken>) -> Result<PromiseRaw<'e, Value>> {
         let (shell, opts) = (self.shell.clone(), self.opts.clone());
         let cancel = cancel.map(|c| c.inner.clone());
-        env.spawn_future(async move { shell_tool::call(shell.as_ref(), &opts, &args, cancel).await.napi() })
+        env.spawn_future(async move { tool::call(shell.as_ref(), &opts, &args, cancel).await.napi() })
     }
 }

@@ -125,8 +125,8 @@ impl<'a> Reader<'a> {
 
 impl Reader<'_> {
     /// `inheritEnv`: `true` (everything), or a list of names.
-    pub fn inherit_env(&self, key: &str) -> Result<crate::exec::InheritEnv> {
-        use crate::exec::InheritEnv;
+    pub fn inherit_env(&self, key: &str) -> Result<crate::shell::exec::InheritEnv> {
+        use crate::shell::exec::InheritEnv;
         match self.get(key) {
             None | Some(Value::Bool(false)) => Ok(InheritEnv::None),
             Some(Value::Bool(true)) => Ok(InheritEnv::All),
@@ -147,7 +147,7 @@ pub struct DirOptions {
     /// `root` or `cwd`.
     pub dir: String,
     pub env: BTreeMap<String, String>,
-    pub inherit: crate::exec::InheritEnv,
+    pub inherit: crate::shell::exec::InheritEnv,
 }
 
 fn dir_options(what: &'static str, v: &Value, key: &str, missing: &str) -> Result<DirOptions> {

@@ -1,6 +1,13 @@
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use async_trait::async_trait;
+
+use super::format::*;
 use super::*;
 use crate::fs::{Caps, DirEntry, Stat};
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Code, Error, Result};
-use crate::exec::{base_env, set_var, InheritEnv, LocalShell};
+use crate::shell::exec::{base_env, set_var, InheritEnv, LocalShell};
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
 mod docker;
@@ -27,7 +27,7 @@ pub use noop::NoopSandbox;
 pub use subprocess::{Network, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
 
 /// The timeout a command gets when the caller gives none (the shell tool always gives one).
-pub const DEFAULT_SANDBOX_TIMEOUT_MS: u64 = crate::shell_tool::DEFAULT_TIMEOUT_MS;
+pub const DEFAULT_SANDBOX_TIMEOUT_MS: u64 = crate::shell::tool::DEFAULT_TIMEOUT_MS;
 /// How long an adapter is still waited on after the cancel before the run is reported aborted.
 const GRACE_AFTER_CANCEL: Duration = Duration::from_millis(1000);
 /// How long past its timeout an adapter that ignores it is still waited on.

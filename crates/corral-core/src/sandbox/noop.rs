@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::{SandboxAdapter, SandboxRequest};
 use crate::error::Result;
-use crate::exec::run_shell_command;
+use crate::shell::exec::run_shell_command;
 use crate::shell::{Cancel, ExecResult};
 
 /// Runs each command on the host with the platform shell (`run_shell_command`), in the request's

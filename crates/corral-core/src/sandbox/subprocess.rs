@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::docker::{engine_version, Attached, Demux, DockerClient, DockerHost};
 use super::{validate_host, EgressBroker, SandboxAdapter, SandboxRequest};
 use crate::error::{Code, Error, Result};
-use crate::exec::{Capture, MAX_CAPTURE_BYTES};
+use crate::shell::exec::{Capture, MAX_CAPTURE_BYTES};
 use crate::shell::{Cancel, ExecResult};
 
 /// The oldest Engine allowlisted egress runs on: 25.0.5 stopped forwarding DNS from internal

@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::{arc, env, RecordingBroker};
 use crate::error::Code;
-use crate::exec::{run_shell_command, InheritEnv};
 use crate::sandbox::docker::{DockerClient, DockerHost};
 use crate::sandbox::*;
+use crate::shell::exec::{run_shell_command, InheritEnv};
 use crate::shell::{Cancel, ExecOptions, ShellProvider};
 
 const IMAGE: &str = "corral-busybox:latest";

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 
 use super::{arc, env};
 use crate::error::{Code, Result};
-use crate::exec::InheritEnv;
 use crate::sandbox::*;
+use crate::shell::exec::InheritEnv;
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
 /// Records each request; answers `ok`, or waits (honouring the cancel or not).

@@ -1,5 +1,9 @@
 //! The shell provider interface (API.md `ShellProvider`).
 
+pub mod exec;
+pub mod rules;
+pub mod tool;
+
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;

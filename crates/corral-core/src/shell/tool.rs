@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Code, Error, Result};
-use crate::rules::{check_command, is_cmd_shell, CommandPattern};
+use crate::shell::rules::{check_command, is_cmd_shell, CommandPattern};
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -349,7 +349,7 @@ async fn run_with_grace(
 mod tests {
     use super::*;
     #[cfg(unix)]
-    use crate::exec::{InheritEnv, LocalShell};
+    use crate::shell::exec::{InheritEnv, LocalShell};
     use async_trait::async_trait;
     use std::sync::Mutex;
 

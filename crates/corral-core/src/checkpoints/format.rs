@@ -1,0 +1,119 @@
+//! The stored document of a session (its format is described in the module above): what was
+//! before each turn's first write of a path, and the audit trail of writes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Code, Error, Result};
+use crate::path::shown;
+
+use super::*;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SessionData {
+    pub(super) format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) dropped_through: Option<u32>,
+    #[serde(default)]
+    pub(super) turns: BTreeMap<u32, BTreeMap<String, Backup>>,
+}
+
+impl SessionData {
+    pub(super) fn new() -> Self {
+        SessionData { format: FORMAT.to_string(), dropped_through: None, turns: BTreeMap::new() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Backup {
+    pub(super) before: Before,
+    pub(super) writes: Vec<WriteRecord>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum Encoding {
+    Utf8,
+    Base64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub(super) enum Before {
+    Missing,
+    File {
+        encoding: Encoding,
+        content: String,
+        sha256: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<u32>,
+    },
+    TooLarge {
+        size: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct WriteRecord {
+    pub(super) from: Option<String>,
+    pub(super) to: String,
+    pub(super) done: bool,
+}
+
+pub(super) const TOO_LARGE_MARK: &str = "too-large";
+
+impl Before {
+    pub(super) fn file(bytes: Vec<u8>, mode: Option<u32>) -> Before {
+        let sha256 = sha256(&bytes);
+        let (encoding, content) = match String::from_utf8(bytes) {
+            Ok(text) => (Encoding::Utf8, text),
+            Err(e) => (Encoding::Base64, base64_encode(e.as_bytes())),
+        };
+        Before::File { encoding, content, sha256, mode }
+    }
+}
+
+pub(super) fn decode_content(path: &str, encoding: Encoding, content: &str) -> Result<Vec<u8>> {
+    match encoding {
+        Encoding::Utf8 => Ok(content.as_bytes().to_vec()),
+        Encoding::Base64 => base64_decode(content)
+            .ok_or_else(|| Error::new(Code::Io, format!("The checkpoint of {} is corrupt (bad base64).", shown(path)))),
+    }
+}
+
+pub(super) fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+pub(super) fn base64_encode(data: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+pub(super) fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+pub(super) fn parse_session(session: &str, value: serde_json::Value) -> Result<SessionData> {
+    let data: SessionData = serde_json::from_value(value).map_err(|e| {
+        Error::new(
+            Code::Io,
+            format!("The checkpoint data of session {} is not in the expected format: {e}", shown(session)),
+        )
+    })?;
+    if data.format != FORMAT {
+        return Err(Error::new(
+            Code::Io,
+            format!(
+                "The checkpoint data of session {} has format {:?}; this version reads {FORMAT:?}.",
+                shown(session),
+                data.format
+            ),
+        ));
+    }
+    Ok(data)
+}

@@ -1,0 +1,265 @@
+//! The process runner: spawn in a process group (and a control group where one can be made),
+//! feed stdin, wait for the exit, a timeout or a cancel, and kill the whole tree.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Code, Error, Result};
+use crate::shell::{Cancel, ExecResult};
+
+use super::*;
+
+/// How long to wait for the pipes after the group was killed (a process that left the group
+/// may still hold them).
+const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
+/// How long to wait for the killed shell to be reaped.
+const REAP_AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// Kills the process tree when dropped while armed, and stops the helper tasks.
+struct TreeGuard {
+    pid: Option<u32>,
+    armed: bool,
+    tasks: Vec<AbortHandle>,
+}
+
+impl Drop for TreeGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Some(pid) = self.pid {
+                kill_tree_now(pid);
+            }
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+#[cfg(unix)]
+fn kill_tree_now(pid: u32) {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+#[cfg(windows)]
+fn kill_tree_now(pid: u32) {
+    let _ = std::process::Command::new("taskkill")
+        .args(["/T", "/F", "/PID", &pid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+}
+
+#[cfg(not(any(unix, windows)))]
+fn kill_tree_now(_pid: u32) {}
+
+/// Kills the whole tree and the shell itself.
+async fn kill_tree(pid: Option<u32>, child: &mut Child) {
+    #[cfg(windows)]
+    if let Some(pid) = pid {
+        let mut taskkill = Command::new("taskkill");
+        taskkill
+            .args(["/T", "/F", "/PID", &pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let _ = tokio::time::timeout(REAP_AFTER_KILL, taskkill.status()).await;
+    }
+    #[cfg(not(windows))]
+    if let Some(pid) = pid {
+        kill_tree_now(pid);
+    }
+    let _ = child.start_kill();
+}
+
+#[cfg(unix)]
+fn shell_command(command: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(command);
+    // Its own process group (pgid = its pid), so the whole tree can be killed at once.
+    cmd.process_group(0);
+    cmd
+}
+
+#[cfg(windows)]
+fn shell_command(command: &str) -> Command {
+    const CREATE_NO_WINDOW: u32 = 0x0800_0000;
+    const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+    let mut cmd = Command::new("cmd.exe");
+    // `/s /c "<command>"`: cmd strips the outer quotes and runs the rest as typed.
+    cmd.args(["/d", "/s", "/c"]).raw_arg(format!("\"{command}\""));
+    cmd.creation_flags(CREATE_NO_WINDOW | CREATE_NEW_PROCESS_GROUP);
+    cmd
+}
+
+/// Windows cannot start `cmd.exe` in a `\\?\C:\…` directory; give it the plain form.
+#[cfg(windows)]
+fn plain_dir(dir: &Path) -> PathBuf {
+    let s = dir.to_string_lossy();
+    match s.strip_prefix(r"\\?\") {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => PathBuf::from(rest),
+        _ => dir.to_path_buf(),
+    }
+}
+
+#[cfg(not(windows))]
+fn plain_dir(dir: &Path) -> PathBuf {
+    dir.to_path_buf()
+}
+
+/// Exit code, or the name of the signal that killed the process.
+fn decode_status(status: &ExitStatus) -> (Option<i32>, Option<String>) {
+    if let Some(code) = status.code() {
+        return (Some(code), None);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let name = nix::sys::signal::Signal::try_from(sig)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("SIG{sig}"));
+            return (None, Some(name));
+        }
+    }
+    (None, None)
+}
+
+enum Outcome {
+    Exited(std::io::Result<ExitStatus>),
+    TimedOut,
+    Aborted,
+}
+
+/// Runs `command` with the platform shell in `cwd` (a host path already confined by the caller)
+/// with exactly `env`. Resolves for a non-zero exit, a timeout or a cancel; fails only when the
+/// command could not be started.
+pub async fn run_shell_command(
+    command: &str,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+    stdin: Option<String>,
+    timeout_ms: Option<u64>,
+    cancel: Option<Cancel>,
+) -> Result<ExecResult> {
+    if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+        return Ok(ExecResult { aborted: true, ..Default::default() });
+    }
+    let mut cmd = shell_command(command);
+    cmd.current_dir(plain_dir(cwd))
+        .env_clear()
+        .envs(env)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // Its own control group where one can be made: a timeout or an abort then kills every process
+    // it started, also those that left its process group.
+    #[cfg(target_os = "linux")]
+    let cgroup = crate::shell::exec::cgroup::Cgroup::create();
+    #[cfg(target_os = "linux")]
+    if let Some(group) = &cgroup {
+        let procs = group.procs_path();
+        // SAFETY: the closure only makes async-signal-safe calls (open, write, close).
+        unsafe {
+            cmd.pre_exec(move || crate::shell::exec::cgroup::join_in_child(&procs));
+        }
+    }
+    let mut child = cmd.spawn().map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
+    let pid = child.id();
+    let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new() };
+
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let task = tokio::spawn(async move {
+            let _ = pipe.write_all(text.as_bytes()).await;
+            let _ = pipe.shutdown().await;
+        });
+        guard.tasks.push(task.abort_handle());
+    }
+    let out = Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES)));
+    let err = Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES)));
+    let out_done = CancellationToken::new();
+    let err_done = CancellationToken::new();
+    match child.stdout.take() {
+        Some(pipe) => guard.tasks.push(tokio::spawn(read_into(pipe, out.clone(), out_done.clone())).abort_handle()),
+        None => out_done.cancel(),
+    }
+    match child.stderr.take() {
+        Some(pipe) => guard.tasks.push(tokio::spawn(read_into(pipe, err.clone(), err_done.clone())).abort_handle()),
+        None => err_done.cancel(),
+    }
+
+    let outcome = {
+        let finished = async {
+            let status = child.wait().await;
+            out_done.cancelled().await;
+            err_done.cancelled().await;
+            status
+        };
+        let timer = async {
+            match timeout_ms {
+                Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cancelled = async {
+            match &cancel {
+                Some(c) => c.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            status = finished => Outcome::Exited(status),
+            _ = timer => Outcome::TimedOut,
+            _ = cancelled => Outcome::Aborted,
+        }
+    };
+
+    let mut result = ExecResult::default();
+    let status = match outcome {
+        Outcome::Exited(status) => Some(status.map_err(|e| Error::new(Code::Io, format!("The command failed: {e}")))?),
+        Outcome::TimedOut | Outcome::Aborted => {
+            result.timed_out = matches!(outcome, Outcome::TimedOut);
+            result.aborted = matches!(outcome, Outcome::Aborted);
+            kill_tree(pid, &mut child).await;
+            #[cfg(target_os = "linux")]
+            {
+                result.every_process_killed = match &cgroup {
+                    Some(group) => group.kill_all().await,
+                    None => false,
+                };
+            }
+            let status = tokio::time::timeout(REAP_AFTER_KILL, child.wait()).await.ok().and_then(|s| s.ok());
+            // A process that left the group may still hold the pipes: do not wait for it forever.
+            let _ = tokio::time::timeout(DRAIN_AFTER_KILL, async {
+                out_done.cancelled().await;
+                err_done.cancelled().await;
+            })
+            .await;
+            status
+        }
+    };
+    guard.armed = false;
+    drop(guard);
+
+    match status {
+        Some(status) => (result.exit_code, result.signal) = decode_status(&status),
+        None => result.signal = Some("SIGKILL".to_string()),
+    }
+    result.stdout = out.lock().unwrap().text();
+    result.stderr = err.lock().unwrap().text();
+    Ok(result)
+}

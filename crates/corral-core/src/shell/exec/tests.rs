@@ -1,0 +1,289 @@
+use super::*;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::shell::{Cancel, ExecOptions, ShellProvider};
+
+fn root() -> (tempfile::TempDir, LocalShell) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, LocalShell::new(root, BTreeMap::new(), InheritEnv::None))
+}
+
+fn opts() -> ExecOptions {
+    ExecOptions { timeout_ms: Some(20_000), ..Default::default() }
+}
+
+async fn run(shell: &LocalShell, cmd: &str) -> ExecResult {
+    shell.exec(cmd, opts()).await.unwrap()
+}
+
+#[tokio::test]
+async fn runs_in_the_root_with_sh() {
+    let (_d, shell) = root();
+    assert_eq!(shell.shell().as_deref(), Some("sh"));
+    let r = run(&shell, "pwd; echo err >&2").await;
+    assert_eq!(r.stdout.trim_end(), shell.root().to_str().unwrap());
+    assert_eq!(r.stderr, "err\n");
+    assert_eq!(r.exit_code, Some(0));
+    assert!(!r.timed_out && !r.aborted && r.signal.is_none());
+}
+
+#[tokio::test]
+async fn env_is_minimal() {
+    std::env::set_var("CORRAL_TEST_SECRET_A", "s3cret");
+    std::env::set_var("LC_CORRAL_TEST", "lc");
+    let (_d, shell) = root();
+    let r = run(&shell, "env").await;
+    assert!(!r.stdout.contains("CORRAL_TEST_SECRET_A"), "{}", r.stdout);
+    assert!(!r.stdout.contains("s3cret"));
+    assert!(r.stdout.contains("LC_CORRAL_TEST=lc"));
+    let path = std::env::var("PATH").unwrap();
+    assert!(r.stdout.lines().any(|l| l == format!("PATH={path}")), "{}", r.stdout);
+    let names: Vec<&str> = r.stdout.lines().filter_map(|l| l.split('=').next()).collect();
+    for n in names {
+        // sh itself may add PWD, SHLVL and `_`.
+        assert!(is_base_name(n) || matches!(n, "PWD" | "OLDPWD" | "SHLVL" | "_"), "unexpected variable {n}");
+    }
+}
+
+#[tokio::test]
+async fn env_inherit_list_all_and_overrides() {
+    std::env::set_var("CORRAL_TEST_SECRET_B", "b-value");
+    std::env::set_var("CORRAL_TEST_OTHER_B", "other");
+    let (d, _) = root();
+    let r = std::fs::canonicalize(d.path()).unwrap();
+
+    let listed = LocalShell::new(
+        r.clone(),
+        BTreeMap::new(),
+        InheritEnv::List(vec!["CORRAL_TEST_SECRET_B".into(), "CORRAL_MISSING".into()]),
+    );
+    let out = run(&listed, "env").await.stdout;
+    assert!(out.contains("CORRAL_TEST_SECRET_B=b-value"));
+    assert!(!out.contains("CORRAL_TEST_OTHER_B"));
+    assert!(!out.contains("CORRAL_MISSING"));
+
+    let all = LocalShell::new(r.clone(), BTreeMap::new(), InheritEnv::All);
+    let out = run(&all, "env").await.stdout;
+    assert!(out.contains("CORRAL_TEST_SECRET_B=b-value") && out.contains("CORRAL_TEST_OTHER_B=other"));
+
+    let env = BTreeMap::from([
+        ("NODE_ENV".to_string(), "test".to_string()),
+        ("CORRAL_TEST_SECRET_B".to_string(), "mine".to_string()),
+    ]);
+    let shell = LocalShell::new(r, env, InheritEnv::All);
+    let mut o = opts();
+    o.env.insert("NODE_ENV".into(), "call".into());
+    o.env.insert("EXTRA".into(), "x".into());
+    let out = shell.exec("env", o).await.unwrap().stdout;
+    assert!(out.lines().any(|l| l == "NODE_ENV=call"));
+    assert!(out.lines().any(|l| l == "CORRAL_TEST_SECRET_B=mine"));
+    assert!(out.lines().any(|l| l == "EXTRA=x"));
+    let base = base_env(&InheritEnv::None);
+    assert!(base.contains_key("PATH") && !base.contains_key("CORRAL_TEST_SECRET_B"));
+}
+
+#[tokio::test]
+async fn cwd_is_confined() {
+    let (d, shell) = root();
+    std::fs::create_dir_all(d.path().join("sub/deeper")).unwrap();
+    std::fs::write(d.path().join("file.txt"), "x").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), d.path().join("out")).unwrap();
+    std::os::unix::fs::symlink(d.path().join("sub"), d.path().join("inlink")).unwrap();
+
+    let mut o = opts();
+    o.cwd = Some("sub/./deeper/..".into());
+    let r = shell.exec("pwd", o).await.unwrap();
+    assert_eq!(r.stdout.trim_end(), shell.root().join("sub").to_str().unwrap());
+    let mut o = opts();
+    o.cwd = Some("inlink".into());
+    assert_eq!(shell.exec("pwd", o).await.unwrap().stdout.trim_end(), shell.root().join("sub").to_str().unwrap());
+
+    for (cwd, code) in [
+        ("..", Code::OutsideWorkspace),
+        ("sub/../..", Code::OutsideWorkspace),
+        ("/tmp", Code::OutsideWorkspace),
+        ("out", Code::OutsideWorkspace),
+        ("missing", Code::NotFound),
+        ("file.txt", Code::InvalidArguments),
+    ] {
+        let mut o = opts();
+        o.cwd = Some(cwd.into());
+        let e = shell.exec("touch ran", o).await.unwrap_err();
+        assert_eq!(e.code, code, "{cwd}: {}", e.message);
+        assert!(!e.message.contains(outside.path().to_str().unwrap()));
+    }
+    assert!(!outside.path().join("ran").exists());
+    assert!(!d.path().join("ran").exists());
+}
+
+#[tokio::test]
+async fn exit_codes_and_signals() {
+    let (_d, shell) = root();
+    let r = run(&shell, "exit 3").await;
+    assert_eq!((r.exit_code, r.signal), (Some(3), None));
+    let r = run(&shell, "kill -TERM $$").await;
+    assert_eq!((r.exit_code, r.signal.as_deref()), (None, Some("SIGTERM")));
+    assert!(!r.timed_out && !r.aborted);
+    let r = run(&shell, "nonexistent-command-xyz").await;
+    assert_eq!(r.exit_code, Some(127));
+}
+
+#[tokio::test]
+async fn output_is_utf8_with_replacement() {
+    let (_d, shell) = root();
+    let r = run(&shell, r"printf 'a\377b\n'; printf 'é' >&2").await;
+    assert_eq!(r.stdout, "a\u{FFFD}b\n");
+    assert_eq!(r.stderr, "é");
+}
+
+#[tokio::test]
+async fn stdin_is_fed_or_closed() {
+    let (_d, shell) = root();
+    let mut o = opts();
+    o.stdin = Some("hello\nworld".into());
+    let r = shell.exec("cat; echo done", o).await.unwrap();
+    assert_eq!(r.stdout, "hello\nworlddone\n");
+    let start = Instant::now();
+    let mut o = opts();
+    o.timeout_ms = Some(5_000);
+    let r = shell.exec("cat; read x; echo rc=$?", o).await.unwrap();
+    assert!(!r.timed_out);
+    assert_eq!(r.stdout, "rc=1\n");
+    assert!(start.elapsed() < Duration::from_secs(3));
+    // Much more input than a pipe buffer, to a command that never reads it.
+    let mut o = opts();
+    o.stdin = Some("x".repeat(1 << 20));
+    let r = shell.exec("echo ignored", o).await.unwrap();
+    assert_eq!(r.stdout, "ignored\n");
+    let mut o = opts();
+    o.stdin = Some("y".repeat(1 << 20));
+    assert_eq!(shell.exec("wc -c", o).await.unwrap().stdout.trim(), (1 << 20).to_string());
+}
+
+const GRANDCHILD: &str = "sh -c 'sleep 1 && touch marker' & (sleep 1; touch marker2) & sleep 30";
+
+async fn assert_no_markers(shell: &LocalShell) {
+    // The grandchildren would have written after 1 s: wait well past that.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!shell.root().join("marker").exists(), "a grandchild survived");
+    assert!(!shell.root().join("marker2").exists(), "a subshell survived");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_process_group() {
+    let (_d, shell) = root();
+    let start = Instant::now();
+    let mut o = opts();
+    o.timeout_ms = Some(300);
+    let r = shell.exec(&format!("echo started; {GRANDCHILD}"), o).await.unwrap();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(r.timed_out && !r.aborted);
+    assert_eq!(r.exit_code, None);
+    assert_eq!(r.signal.as_deref(), Some("SIGKILL"));
+    assert_eq!(r.stdout, "started\n");
+    assert_no_markers(&shell).await;
+}
+
+/// Processes that leave the group (`setsid`, a new process group) write a marker after 1 s.
+const LEAVERS: &str =
+    "setsid sh -c 'sleep 1; touch escaped1' & perl -e 'setpgrp(0,0); sleep 1; open(F, \">escaped2\")' & sleep 30";
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_timeout_kills_processes_that_left_the_group_where_a_control_group_can_be_made() {
+    if crate::shell::exec::cgroup::Cgroup::create().is_none() {
+        eprintln!("skipped: no writable cgroup hierarchy on this machine");
+        return;
+    }
+    let (_d, shell) = root();
+    let mut o = opts();
+    o.timeout_ms = Some(300);
+    let r = shell.exec(LEAVERS, o).await.unwrap();
+    assert!(r.timed_out);
+    assert!(r.every_process_killed, "the control group was emptied");
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(!shell.root().join("escaped1").exists(), "a setsid process survived the timeout");
+    assert!(!shell.root().join("escaped2").exists(), "a setpgrp process survived the timeout");
+}
+
+#[tokio::test]
+async fn cancel_kills_the_process_group() {
+    let (_d, shell) = root();
+    let cancel = Cancel::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c2.cancel();
+    });
+    let mut o = opts();
+    o.cancel = Some(cancel);
+    let start = Instant::now();
+    let r = shell.exec(GRANDCHILD, o).await.unwrap();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(r.aborted && !r.timed_out);
+    assert_eq!((r.exit_code, r.signal.as_deref()), (None, Some("SIGKILL")));
+    assert_no_markers(&shell).await;
+}
+
+#[tokio::test]
+async fn dropping_the_future_kills_the_process_group() {
+    let (_d, shell) = root();
+    let fut = shell.exec(GRANDCHILD, opts());
+    assert!(tokio::time::timeout(Duration::from_millis(300), fut).await.is_err());
+    assert_no_markers(&shell).await;
+}
+
+#[tokio::test]
+async fn an_already_cancelled_token_starts_nothing() {
+    let (_d, shell) = root();
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let mut o = opts();
+    o.cancel = Some(cancel);
+    let r = shell.exec("touch marker", o).await.unwrap();
+    assert!(r.aborted && !r.timed_out);
+    assert_eq!(r.exit_code, None);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!shell.root().join("marker").exists());
+}
+
+#[tokio::test]
+async fn the_drain_after_a_kill_is_bounded() {
+    let (_d, shell) = root();
+    let start = Instant::now();
+    let mut o = opts();
+    o.timeout_ms = Some(300);
+    // setsid takes the sleep out of the group; it keeps stdout open.
+    let r = shell.exec("echo a; setsid sleep 8 & sleep 30", o).await.unwrap();
+    assert!(r.timed_out);
+    assert_eq!(r.stdout, "a\n");
+    assert!(start.elapsed() < Duration::from_secs(6), "{:?}", start.elapsed());
+}
+
+#[tokio::test]
+async fn a_background_process_holding_the_pipes_is_waited_for_until_the_timeout() {
+    let (_d, shell) = root();
+    let mut o = opts();
+    o.timeout_ms = Some(500);
+    let r = shell.exec("echo a; sleep 30 &", o).await.unwrap();
+    assert!(r.timed_out);
+    assert_eq!((r.exit_code, r.signal), (Some(0), None));
+    let r = run(&shell, "sleep 3 >/dev/null 2>&1 & echo b").await;
+    assert!(!r.timed_out);
+    assert_eq!(r.stdout, "b\n");
+}
+
+#[test]
+fn capture_keeps_the_start_and_the_end() {
+    let mut c = Capture::new(8);
+    c.push(b"0123");
+    c.push(b"456789");
+    c.push(b"ab");
+    assert_eq!(c.text(), "0123\n... [4 bytes omitted: the output exceeded 0 MiB] ...\n89ab");
+    let mut c = Capture::new(8);
+    c.push(b"01234567");
+    assert_eq!(c.text(), "01234567");
+}
