@@ -2,11 +2,12 @@
 //! ambiguous; succeeds without writing when the edit was already applied; refuses files that are
 //! not UTF-8 when the provider can read bytes; keeps a UTF-8 BOM.
 
-use serde_json::Value;
-
 use super::{
-    check_read_size, check_write_size, checked_path, fmt_count, hooked_write, lock_path, str_arg, Ctx, FsToolOptions,
+    check_read_size, check_write_size, checked_path, fmt_count, hooked_write, lock_path, path_prop, str_arg, Ctx,
+    FsToolOptions,
 };
+use serde_json::{json, Value};
+
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
@@ -17,6 +18,26 @@ fn not_utf8(path: &str, what: &str) -> Error {
         Code::NotUtf8,
         format!("{path} is not UTF-8 text ({what}); edit_file leaves it unchanged. Use write_file only if you mean to replace the whole file."),
     )
+}
+
+/// The arguments of `edit_file`, as JSON Schema.
+pub(super) fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": path_prop("Workspace-relative path of the file to edit."),
+            "old_string": { "type": "string", "minLength": 1, "description": "The exact text to replace, including whitespace and indentation." },
+            "new_string": { "type": "string", "description": "The text to put in its place." },
+            "replace_all": { "type": "boolean", "description": "Replace every occurrence instead of requiring exactly one." }
+        },
+        "required": ["path", "old_string", "new_string"],
+        "additionalProperties": false
+    })
+}
+
+/// What the model is told about `edit_file`, with the limits these options set.
+pub(super) fn description(_o: &FsToolOptions) -> String {
+    "Replace exact text in a file: old_string must appear exactly once (or pass replace_all: true), including whitespace and indentation. Read the file first. Fails with an explanation when old_string is missing or appears more than once. Refuses files that are not UTF-8.".to_string()
 }
 
 /// The file's text, whether it started with a UTF-8 BOM, refusing what is not UTF-8.

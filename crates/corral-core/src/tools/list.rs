@@ -1,11 +1,28 @@
 //! `list_dir`: sorted entries, directories ending with `/`, denied names left out.
 
-use serde_json::Value;
+use super::{checked_path, fmt_count, fmt_num, kind_of, path_prop, push_line, str_arg, FsToolOptions};
+use serde_json::{json, Value};
 
-use super::{checked_path, fmt_count, kind_of, push_line, str_arg, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
+
+/// The arguments of `list_dir`, as JSON Schema.
+pub(super) fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": { "path": path_prop("Workspace-relative directory to list (the root when omitted).") },
+        "additionalProperties": false
+    })
+}
+
+/// What the model is told about `list_dir`, with the limits these options set.
+pub(super) fn description(o: &FsToolOptions) -> String {
+    format!(
+            "List a directory of the workspace (the root when path is omitted). Entries are sorted; directories end with '/'. At most {} entries.",
+            fmt_num(o.max_results as u64)
+        )
+}
 
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or(".")).await?;

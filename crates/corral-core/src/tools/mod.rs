@@ -15,9 +15,11 @@ use crate::path::{check_denied, normalize, Flavor};
 use crate::shell::Cancel;
 
 mod edit;
+mod glob;
+mod grep;
 mod list;
 mod read;
-pub mod search;
+mod walk;
 mod write;
 
 pub const MAX_READ_LINES: usize = 2000;
@@ -171,7 +173,7 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
-fn fmt_num(n: u64) -> String {
+pub(super) fn fmt_num(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -193,93 +195,39 @@ pub fn format_bytes(n: u64) -> String {
     }
 }
 
-fn path_prop(what: &str) -> Value {
+pub(super) fn path_prop(what: &str) -> Value {
     json!({ "type": "string", "description": what })
 }
 
 pub fn parameters(name: &str) -> Value {
     match name {
-        "read_file" => json!({
-            "type": "object",
-            "properties": {
-                "path": path_prop("Workspace-relative path of the file to read."),
-                "offset": { "type": "integer", "minimum": 1, "description": "1-based line to start from." },
-                "limit": { "type": "integer", "minimum": 1, "description": "Most lines to return." }
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        }),
-        "write_file" => json!({
-            "type": "object",
-            "properties": {
-                "path": path_prop("Workspace-relative path of the file to create or overwrite."),
-                "content": { "type": "string", "description": "The whole new content of the file." }
-            },
-            "required": ["path", "content"],
-            "additionalProperties": false
-        }),
-        "edit_file" => json!({
-            "type": "object",
-            "properties": {
-                "path": path_prop("Workspace-relative path of the file to edit."),
-                "old_string": { "type": "string", "minLength": 1, "description": "The exact text to replace, including whitespace and indentation." },
-                "new_string": { "type": "string", "description": "The text to put in its place." },
-                "replace_all": { "type": "boolean", "description": "Replace every occurrence instead of requiring exactly one." }
-            },
-            "required": ["path", "old_string", "new_string"],
-            "additionalProperties": false
-        }),
-        "list_dir" => json!({
-            "type": "object",
-            "properties": { "path": path_prop("Workspace-relative directory to list (the root when omitted).") },
-            "additionalProperties": false
-        }),
-        "glob" => json!({
-            "type": "object",
-            "properties": {
-                "pattern": { "type": "string", "minLength": 1, "description": "Glob such as `src/**/*.ts`." },
-                "path": path_prop("Directory to search from (the root when omitted).")
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        }),
-        "grep" => json!({
-            "type": "object",
-            "properties": {
-                "pattern": { "type": "string", "minLength": 1, "description": "A JavaScript regular expression (without slashes)." },
-                "path": path_prop("File or directory to search (the root when omitted)."),
-                "glob": { "type": "string", "description": "Only search files matching this glob, such as `*.ts` or `src/**/*.rs`." },
-                "ignore_case": { "type": "boolean", "description": "Match case-insensitively." }
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        }),
+        "read_file" => read::parameters(),
+        "write_file" => write::parameters(),
+        "edit_file" => edit::parameters(),
+        "list_dir" => list::parameters(),
+        "glob" => glob::parameters(),
+        "grep" => grep::parameters(),
         _ => json!({}),
     }
 }
 
+/// What the walks skip, as the descriptions say it.
+pub(super) fn skipped_names(o: &FsToolOptions) -> String {
+    if o.ignore.is_empty() {
+        String::from("nothing")
+    } else {
+        o.ignore.join(", ")
+    }
+}
+
 pub fn description(name: &str, o: &FsToolOptions) -> String {
-    let skipped = if o.ignore.is_empty() { String::from("nothing") } else { o.ignore.join(", ") };
     match name {
-        "read_file" => format!(
-            "Read a text file from the workspace. Returns numbered lines (\"<line>\\t<text>\"), at most {} lines and {} characters per call; when the output is cut, the last line says which lines were shown and the offset to continue from. Use offset (1-based line) and limit to read a part. Files over {} are refused.",
-            fmt_num(o.max_read_lines as u64), fmt_num(o.max_output_chars as u64), format_bytes(MAX_READ_BYTES)
-        ),
-        "write_file" => "Create or overwrite a file with the given content. Missing parent directories are created. Prefer edit_file to change part of an existing file.".to_string(),
-        "edit_file" => "Replace exact text in a file: old_string must appear exactly once (or pass replace_all: true), including whitespace and indentation. Read the file first. Fails with an explanation when old_string is missing or appears more than once. Refuses files that are not UTF-8.".to_string(),
-        "list_dir" => format!(
-            "List a directory of the workspace (the root when path is omitted). Entries are sorted; directories end with '/'. At most {} entries.",
-            fmt_num(o.max_results as u64)
-        ),
-        "glob" => format!(
-            "Find files by glob pattern: `*` matches within one directory, `**` across directories, plus `?`, `[abc]` and `{{a,b}}`. Returns sorted workspace paths, at most {}. Skips {}; scans at most {} files.",
-            fmt_num(o.max_results as u64), skipped, fmt_num(o.max_files_scanned as u64)
-        ),
-        "grep" => format!(
-            "Search file contents with a JavaScript regular expression. Returns `path:line: text` for each matching line, at most {} matches and {} characters. Each line is tested on its first {} characters. Binary files and files over {} are skipped, and so are {}; at most {} files are scanned. Patterns with nested repetition like (a+)+ are refused; matching stops after {} ms.",
-            fmt_num(o.max_results as u64), fmt_num(o.max_output_chars as u64), fmt_num(GREP_LINE_CHARS as u64),
-            format_bytes(MAX_GREP_FILE_BYTES), skipped, fmt_num(o.max_files_scanned as u64), fmt_num(o.grep_timeout_ms)
-        ),
+        "read_file" => read::description(o),
+        "write_file" => write::description(o),
+        "edit_file" => edit::description(o),
+        "list_dir" => list::description(o),
+        "glob" => glob::description(o),
+        "grep" => grep::description(o),
         _ => String::new(),
     }
 }
@@ -362,8 +310,8 @@ async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Valu
         "write_file" => write::run(fs, o, args, ctx).await,
         "edit_file" => edit::run(fs, o, args, ctx).await,
         "list_dir" => list::run(fs, o, args).await,
-        "glob" => search::glob(fs, o, args, ctx).await,
-        "grep" => search::grep(fs, o, args, ctx).await,
+        "glob" => glob::glob(fs, o, args, ctx).await,
+        "grep" => grep::grep(fs, o, args, ctx).await,
         _ => Err(Error::new(Code::InvalidArguments, format!("Unknown tool: {name}"))),
     }
 }

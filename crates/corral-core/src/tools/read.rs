@@ -1,11 +1,36 @@
 //! `read_file`: numbered lines, cut at `maxReadLines` lines or `maxOutputChars` characters with a
 //! last line that says what was shown and the offset to continue from.
 
-use serde_json::Value;
+use super::{
+    check_read_size, checked_path, fmt_count, fmt_num, format_bytes, path_prop, plural, str_arg, FsToolOptions,
+    MAX_READ_BYTES,
+};
+use serde_json::{json, Value};
 
-use super::{check_read_size, checked_path, fmt_count, plural, str_arg, FsToolOptions, MAX_READ_BYTES};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
+
+/// The arguments of `read_file`, as JSON Schema.
+pub(super) fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": path_prop("Workspace-relative path of the file to read."),
+            "offset": { "type": "integer", "minimum": 1, "description": "1-based line to start from." },
+            "limit": { "type": "integer", "minimum": 1, "description": "Most lines to return." }
+        },
+        "required": ["path"],
+        "additionalProperties": false
+    })
+}
+
+/// What the model is told about `read_file`, with the limits these options set.
+pub(super) fn description(o: &FsToolOptions) -> String {
+    format!(
+            "Read a text file from the workspace. Returns numbered lines (\"<line>\\t<text>\"), at most {} lines and {} characters per call; when the output is cut, the last line says which lines were shown and the offset to continue from. Use offset (1-based line) and limit to read a part. Files over {} are refused.",
+            fmt_num(o.max_read_lines as u64), fmt_num(o.max_output_chars as u64), format_bytes(MAX_READ_BYTES)
+        )
+}
 
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;

@@ -1,10 +1,28 @@
 //! `write_file`: creates or overwrites a file, creating missing parent directories.
 
-use serde_json::Value;
+use super::{check_write_size, checked_path, hooked_write, lock_path, path_prop, plural, str_arg, Ctx, FsToolOptions};
+use serde_json::{json, Value};
 
-use super::{check_write_size, checked_path, hooked_write, lock_path, plural, str_arg, Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
+
+/// The arguments of `write_file`, as JSON Schema.
+pub(super) fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": path_prop("Workspace-relative path of the file to create or overwrite."),
+            "content": { "type": "string", "description": "The whole new content of the file." }
+        },
+        "required": ["path", "content"],
+        "additionalProperties": false
+    })
+}
+
+/// What the model is told about `write_file`, with the limits these options set.
+pub(super) fn description(_o: &FsToolOptions) -> String {
+    "Create or overwrite a file with the given content. Missing parent directories are created. Prefer edit_file to change part of an existing file.".to_string()
+}
 
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;

@@ -1,0 +1,130 @@
+//! `glob`: files by pattern, sorted, over every provider through the one walker.
+
+use super::{
+    checked_path, fmt_count, fmt_num, kind_of, path_prop, push_line, skipped_names, str_arg, Ctx, FsToolOptions,
+};
+use std::sync::{Arc, Mutex};
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde_json::{json, Value};
+
+use super::walk::{join, walk, Visit};
+use crate::error::{Code, Error, Result};
+use crate::fs::{EntryType, FsProvider};
+
+/// The arguments of `glob`, as JSON Schema.
+pub(super) fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "pattern": { "type": "string", "minLength": 1, "description": "Glob such as `src/**/*.ts`." },
+            "path": path_prop("Directory to search from (the root when omitted).")
+        },
+        "required": ["pattern"],
+        "additionalProperties": false
+    })
+}
+
+/// What the model is told about `glob`, with the limits these options set.
+pub(super) fn description(o: &FsToolOptions) -> String {
+    format!(
+            "Find files by glob pattern: `*` matches within one directory, `**` across directories, plus `?`, `[abc]` and `{{a,b}}`. Returns sorted workspace paths, at most {}. Skips {}; scans at most {} files.",
+            fmt_num(o.max_results as u64), skipped_names(o), fmt_num(o.max_files_scanned as u64)
+        )
+}
+
+/// The longest glob accepted (`glob`'s pattern, grep's `glob`).
+pub const MAX_GLOB_BYTES: usize = 1024;
+
+pub(super) fn compile_glob(pattern: &str) -> Result<GlobMatcher> {
+    let unified = pattern.replace('\\', "/");
+    if unified.starts_with('/') || unified.split('/').any(|s| s == "..") {
+        return Err(Error::new(
+            Code::OutsideWorkspace,
+            format!("Glob pattern is outside the workspace: {pattern} (use a pattern relative to path, without '..' or a leading '/')"),
+        ));
+    }
+    if pattern.len() > MAX_GLOB_BYTES {
+        return Err(Error::new(
+            Code::InvalidPattern,
+            format!("Invalid glob pattern: it is {} bytes long; the limit is {}.", pattern.len(), MAX_GLOB_BYTES),
+        ));
+    }
+    let unified = unified.trim_start_matches("./").to_string();
+    let invalid = |why: String| Error::new(Code::InvalidPattern, format!("Invalid glob pattern {pattern}: {why}"));
+    // globset panics on a glob whose regex outgrows its size limit: that is a bad pattern too.
+    std::panic::catch_unwind(|| GlobBuilder::new(&unified).literal_separator(true).build().map(|g| g.compile_matcher()))
+        .map_err(|_| invalid("it is too complex".to_string()))?
+        .map_err(|e| invalid(e.kind().to_string()))
+}
+
+/// The search base: a directory to walk, or one file.
+pub(super) async fn base_of(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<(String, EntryType)> {
+    let base = checked_path(fs, o, str_arg(args, "path").unwrap_or(".")).await?;
+    match kind_of(fs, &base).await? {
+        None => Err(Error::not_found(&base)),
+        Some(kind) => Ok((base, kind)),
+    }
+}
+
+pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
+    let pattern = str_arg(args, "pattern").unwrap_or_default();
+    let matcher = compile_glob(pattern)?;
+    let (base, kind) = base_of(fs, o, args).await?;
+    if kind != EntryType::Directory {
+        return Err(Error::new(Code::NotAFile, format!("{base} is not a directory; glob searches a directory.")));
+    }
+    // Every file is scanned (and counted); those the pattern matches are kept.
+    let found = Arc::new(Mutex::new(Vec::new()));
+    let f2 = found.clone();
+    let visit: Visit = Arc::new(move |path, rel, _| {
+        if matcher.is_match(rel) {
+            f2.lock().unwrap().push(path.to_string());
+        }
+        true
+    });
+    let stats = walk(fs, o, &base, ctx, Arc::new(|_| true), visit, false).await?;
+    if let Some(e) = stats.timeout(o, "glob") {
+        return Err(e);
+    }
+    let mut hits: Vec<String> = std::mem::take(&mut *found.lock().unwrap());
+    hits.sort();
+    if let Some(local) = fs.as_local() {
+        // What is shown must still be there below the root, reached without a link: a directory
+        // swapped for a link while the walker listed it would otherwise show outside names.
+        let real_base = local.walk_root(&base)?.1;
+        let strip = if base == "." { 0 } else { base.len() + 1 };
+        let mut checked = 0;
+        hits.retain(|h| {
+            if checked >= o.max_results {
+                return true;
+            }
+            checked += 1;
+            local.open_walked_file(&join(&real_base, &h[strip..])).is_ok()
+        });
+    }
+    let total = hits.len();
+    let mut out = String::new();
+    let (mut shown, mut chars) = (0, 0);
+    for h in hits.iter().take(o.max_results) {
+        if !push_line(&mut out, &mut chars, h, o.max_output_chars) {
+            break;
+        }
+        shown += 1;
+    }
+    if total == 0 {
+        out.push_str("No files matched.\n");
+    } else if shown < total {
+        out.push_str(&format!(
+            "(Showing the first {} of {} matching files. Narrow the pattern or path.)\n",
+            fmt_count(shown),
+            fmt_count(total)
+        ));
+    }
+    for n in stats.notes(o) {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out.pop();
+    Ok(out)
+}

@@ -1,0 +1,379 @@
+//! `grep`: lines matching a JavaScript regex, over every provider through the one walker. The
+//! matching runs on the blocking pool under a time budget checked before every line; results are
+//! kept as the output can show them and sorted by path once at the end.
+
+use super::{
+    fmt_count, fmt_num, format_bytes, path_prop, plural, push_line, skipped_names, str_arg, Ctx, FsToolOptions,
+    GREP_LINE_CHARS, MAX_GREP_FILE_BYTES,
+};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::glob::{base_of, compile_glob};
+use super::walk::{walk, walk_threads, Entry, Filter, Visit};
+use crate::error::{Code, Error, Result};
+use crate::fs::{EntryType, FsProvider};
+use crate::search::jsregex::JsRegex;
+use crate::shell::Cancel;
+
+/// The arguments of `grep`, as JSON Schema.
+pub(super) fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "pattern": { "type": "string", "minLength": 1, "description": "A JavaScript regular expression (without slashes)." },
+            "path": path_prop("File or directory to search (the root when omitted)."),
+            "glob": { "type": "string", "description": "Only search files matching this glob, such as `*.ts` or `src/**/*.rs`." },
+            "ignore_case": { "type": "boolean", "description": "Match case-insensitively." }
+        },
+        "required": ["pattern"],
+        "additionalProperties": false
+    })
+}
+
+/// What the model is told about `grep`, with the limits these options set.
+pub(super) fn description(o: &FsToolOptions) -> String {
+    format!(
+            "Search file contents with a JavaScript regular expression. Returns `path:line: text` for each matching line, at most {} matches and {} characters. Each line is tested on its first {} characters. Binary files and files over {} are skipped, and so are {}; at most {} files are scanned. Patterns with nested repetition like (a+)+ are refused; matching stops after {} ms.",
+            fmt_num(o.max_results as u64), fmt_num(o.max_output_chars as u64), fmt_num(GREP_LINE_CHARS as u64),
+            format_bytes(MAX_GREP_FILE_BYTES), skipped_names(o), fmt_num(o.max_files_scanned as u64), fmt_num(o.grep_timeout_ms)
+        )
+}
+
+/// The matching side of grep: the regex, the time budget and the counters, shared by threads.
+struct Grep {
+    re: JsRegex,
+    budget_nanos: u64,
+    spent_nanos: AtomicU64,
+    scanned: AtomicUsize,
+    slow: AtomicBool,
+    /// A line needed more backtracking steps than the engine allows (backreferences, lookaround).
+    step_limit: AtomicBool,
+    stop: AtomicBool,
+    cancel: Option<Cancel>,
+    keep: usize,
+}
+
+struct FileHits {
+    path: String,
+    lines: Vec<(usize, String)>,
+    count: usize,
+}
+
+/// The hits kept for the output: every match is counted, but only lines that can still be among
+/// the first `keep` in path order are kept, so memory follows the output, not the match set.
+struct Collected {
+    files: Vec<FileHits>,
+    kept: usize,
+    total: usize,
+    keep: usize,
+}
+
+impl Collected {
+    fn new(keep: usize) -> Self {
+        Collected { files: Vec::new(), kept: 0, total: 0, keep }
+    }
+
+    fn add(&mut self, h: FileHits) {
+        self.total += h.count;
+        self.kept += h.lines.len();
+        self.files.push(h);
+        if self.kept > 2 * self.keep.max(64) {
+            self.prune();
+        }
+    }
+
+    /// Sorts by path and keeps the first `keep` lines.
+    fn prune(&mut self) {
+        self.files.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut n = 0;
+        let mut cut = self.files.len();
+        for (i, f) in self.files.iter_mut().enumerate() {
+            if n >= self.keep {
+                cut = i;
+                break;
+            }
+            f.lines.truncate(self.keep - n);
+            n += f.lines.len();
+        }
+        self.files.truncate(cut);
+        self.kept = n;
+    }
+}
+
+/// A line cut to its first `GREP_LINE_CHARS` characters.
+fn cut_line(line: &str) -> &str {
+    if line.len() <= GREP_LINE_CHARS {
+        return line;
+    }
+    match line.char_indices().nth(GREP_LINE_CHARS) {
+        Some((i, _)) => &line[..i],
+        None => line,
+    }
+}
+
+impl Grep {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.cancel.as_ref().is_some_and(|c| c.is_cancelled())
+    }
+
+    /// Matches one file's bytes; `None` for a binary file or no match.
+    fn search(&self, path: &str, bytes: &[u8]) -> Option<FileHits> {
+        if self.stopped() || memchr::memchr(0, bytes).is_some() {
+            return None;
+        }
+        self.scanned.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let result = self.search_lines(path, bytes, started);
+        let spent = started.elapsed().as_nanos() as u64;
+        if self.spent_nanos.fetch_add(spent, Ordering::Relaxed) + spent > self.budget_nanos {
+            self.slow.store(true, Ordering::Relaxed);
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn search_lines(&self, path: &str, bytes: &[u8], started: Instant) -> Option<FileHits> {
+        if let Some(pf) = self.re.prefilter() {
+            if !pf.is_match(bytes) {
+                return None;
+            }
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let mut hits = FileHits { path: path.to_string(), lines: Vec::new(), count: 0 };
+        let already = self.spent_nanos.load(Ordering::Relaxed);
+        // A final newline ends the last line; it does not start another.
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        for (i, line) in body.split('\n').enumerate() {
+            // Time and cancellation are checked before every line: one line of a slow pattern can
+            // take milliseconds, and a budget checked every thousand lines ran seconds over.
+            if self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos {
+                self.slow.store(!self.cancel.as_ref().is_some_and(|c| c.is_cancelled()), Ordering::Relaxed);
+                self.stop.store(true, Ordering::Relaxed);
+                return None;
+            }
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let line = cut_line(line);
+            match self.re.is_match(line) {
+                Ok(true) => {
+                    hits.count += 1;
+                    if hits.lines.len() < self.keep {
+                        hits.lines.push((i + 1, line.to_string()));
+                    }
+                }
+                Ok(false) => {}
+                Err(_) => {
+                    self.step_limit.store(true, Ordering::Relaxed);
+                    self.stop.store(true, Ordering::Relaxed);
+                    return None;
+                }
+            }
+        }
+        (hits.count > 0).then_some(hits)
+    }
+}
+
+pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
+    let pattern = str_arg(args, "pattern").unwrap_or_default();
+    let flags = if args.get("ignore_case").and_then(Value::as_bool).unwrap_or(false) { "i" } else { "" };
+    let re = JsRegex::new(pattern, flags)?;
+    let file_glob = match str_arg(args, "glob") {
+        Some(g) if !g.is_empty() => Some((compile_glob(g)?, g.replace('\\', "/").contains('/'))),
+        _ => None,
+    };
+    let (base, kind) = base_of(fs, o, args).await?;
+    let grep = Arc::new(Grep {
+        re,
+        // Matching time is summed over the files; a parallel walk matches on several threads
+        // at once, so its budget is the time limit on each of them.
+        budget_nanos: o.grep_timeout_ms.saturating_mul(1_000_000).saturating_mul(if fs.as_local().is_some() {
+            walk_threads() as u64
+        } else {
+            1
+        }),
+        spent_nanos: AtomicU64::new(0),
+        scanned: AtomicUsize::new(0),
+        slow: AtomicBool::new(false),
+        step_limit: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        cancel: ctx.cancel.clone(),
+        keep: o.max_results,
+    });
+    let too_large = Arc::new(AtomicUsize::new(0));
+    let found = Arc::new(Mutex::new(Collected::new(o.max_results)));
+    let mut notes = Vec::new();
+    if kind == EntryType::File {
+        let size = fs.stat(&base).await?.map(|s| s.size).unwrap_or(0);
+        if size > MAX_GREP_FILE_BYTES {
+            too_large.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let bytes = read_bytes(fs, &base).await?;
+            let (g, b) = (grep.clone(), base.clone());
+            let hit = tokio::task::spawn_blocking(move || g.search(&b, &bytes))
+                .await
+                .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+            if let Some(h) = hit {
+                found.lock().unwrap().add(h);
+            }
+        }
+    } else if kind != EntryType::Directory {
+        return Err(Error::new(Code::NotAFile, format!("{base} is neither a file nor a directory.")));
+    } else {
+        // `glob` filters by the path below the base when it has a `/`, else by the file name.
+        let filter: Filter = Arc::new(move |rel: &str| match &file_glob {
+            None => true,
+            Some((m, true)) => m.is_match(rel),
+            Some((m, false)) => m.is_match(rel.rsplit('/').next().unwrap_or(rel)),
+        });
+        // On disk and in memory the walker's threads read and match; a provider's files are read
+        // afterwards through its interface, and matched on the blocking pool.
+        let pending = Arc::new(Mutex::new(Vec::new()));
+        let (g, f2, big, p2) = (grep.clone(), found.clone(), too_large.clone(), pending.clone());
+        let visit: Visit = Arc::new(move |path, _rel, entry| {
+            if g.stopped() {
+                return false;
+            }
+            let size = match &entry {
+                Entry::Disk { size, .. } | Entry::Provider { size } => *size,
+                Entry::Memory(bytes) => bytes.len() as u64,
+            };
+            if size > MAX_GREP_FILE_BYTES {
+                big.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            let hit = match entry {
+                Entry::Disk { local, real, .. } => match read_walked(local, real) {
+                    Ok(bytes) => g.search(path, &bytes),
+                    Err(_) => None,
+                },
+                Entry::Memory(bytes) => g.search(path, bytes),
+                Entry::Provider { .. } => {
+                    p2.lock().unwrap().push(path.to_string());
+                    None
+                }
+            };
+            if let Some(h) = hit {
+                f2.lock().unwrap().add(h);
+            }
+            true
+        });
+        let stats = walk(fs, o, &base, ctx, filter, visit, true).await?;
+        let pending = std::mem::take(&mut *pending.lock().unwrap());
+        for path in pending {
+            if grep.stopped() {
+                break;
+            }
+            let bytes = match read_bytes(fs, &path).await {
+                Ok(bytes) => bytes,
+                Err(e) if e.code == Code::Foreign => return Err(e),
+                Err(_) => {
+                    stats.unreadable.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+            };
+            // Matching runs on the blocking pool, never on the async threads the shell and the
+            // broker also need.
+            let g = grep.clone();
+            let hit = tokio::task::spawn_blocking(move || g.search(&path, &bytes))
+                .await
+                .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+            if let Some(h) = hit {
+                found.lock().unwrap().add(h);
+            }
+        }
+        if grep.slow.load(Ordering::Relaxed) || grep.step_limit.load(Ordering::Relaxed) {
+            // reported below
+        } else if let Some(e) = stats.timeout(o, "grep") {
+            return Err(e);
+        }
+        notes = stats.notes(o);
+    }
+    ctx.check_cancel()?;
+    if grep.step_limit.load(Ordering::Relaxed) {
+        return Err(Error::new(
+            Code::Timeout,
+            format!(
+                "grep stopped: the pattern needed more backtracking steps on one line than the limit allows ({} scanned). Backreferences and lookaround backtrack; use a simpler pattern.",
+                plural(grep.scanned.load(Ordering::Relaxed), "file")
+            ),
+        ));
+    }
+    if grep.slow.load(Ordering::Relaxed) {
+        return Err(Error::new(
+            Code::Timeout,
+            format!(
+                "grep stopped: the pattern took longer than {} ms to match ({} scanned). Use a simpler pattern, or narrow path or glob.",
+                fmt_count(o.grep_timeout_ms as usize),
+                plural(grep.scanned.load(Ordering::Relaxed), "file")
+            ),
+        ));
+    }
+    let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0));
+    Ok(format_hits(results, o, &notes, too_large.load(Ordering::Relaxed)))
+}
+
+/// Reads a regular file a walk found on disk (never a FIFO or device that took its place).
+fn read_walked(local: &crate::fs::local::LocalFs, real: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = local.open_walked_file(real)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_GREP_FILE_BYTES + 1).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
+    if fs.caps().read_bytes {
+        fs.read_file_bytes(path).await
+    } else {
+        fs.read_file(path).await.map(String::into_bytes)
+    }
+}
+
+fn format_hits(mut results: Collected, o: &FsToolOptions, notes: &[String], too_large: usize) -> String {
+    results.prune();
+    let total = results.total;
+    let results = results.files;
+    let mut out = String::new();
+    let mut shown = 0usize;
+    let mut chars = 0usize;
+    'files: for file in &results {
+        for (n, text) in &file.lines {
+            if shown >= o.max_results {
+                break 'files;
+            }
+            if !push_line(&mut out, &mut chars, &format!("{}:{}: {}", file.path, n, text), o.max_output_chars) {
+                break 'files;
+            }
+            shown += 1;
+        }
+    }
+    if total == 0 {
+        out.push_str("No matches found.\n");
+    } else if shown < total {
+        out.push_str(&format!(
+            "(Showing the first {} of {} matches. Narrow the pattern, path or glob to see the rest.)\n",
+            fmt_count(shown),
+            fmt_count(total)
+        ));
+    }
+    if too_large > 0 {
+        out.push_str(&if too_large == 1 {
+            format!("(1 file over {} was skipped.)\n", format_bytes(MAX_GREP_FILE_BYTES))
+        } else {
+            format!("({} files over {} were skipped.)\n", fmt_count(too_large), format_bytes(MAX_GREP_FILE_BYTES))
+        });
+    }
+    for n in notes {
+        out.push_str(n);
+        out.push('\n');
+    }
+    out.pop();
+    out
+}

@@ -1,0 +1,507 @@
+//! The one walker of `glob` and `grep`, over every provider: a directory on disk in parallel
+//! (`ignore`'s walker, links never followed), an in-memory tree directly, and any other provider
+//! breadth-first through `readdir`. The same rules on all three:
+//!
+//! - A denied name is left out at any depth, and so is a directory named in `ignore` (a name
+//!   matches anywhere; an entry with a `/` is a path from the root).
+//! - Every file the filter accepts counts toward `maxFilesScanned`; past it the walk stops and
+//!   says so. The walk stops at an abort.
+//! - A provider's tree can be anything (one whose `readdir` invents a directory forever would
+//!   never end), so there directories count toward `maxFilesScanned` too, and the walk itself
+//!   has the time budget (`grepTimeoutMs`). A tree on disk (links never followed)
+//!   or in memory is finite, and its walk time is reading time, which the budget does not count.
+//! - An entry that cannot be read (a directory without permission, a provider that fails for one
+//!   path) is skipped and counted; an error thrown by the program's own provider code is not a
+//!   read failure and ends the call.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{fmt_count, Ctx, FsToolOptions};
+use crate::error::{Code, Error, Result};
+use crate::fs::local::LocalFs;
+use crate::fs::{EntryType, FsProvider};
+use crate::path::name_is_denied;
+
+/// A file the walk found.
+pub(super) enum Entry<'a> {
+    /// On disk: `real` is its resolved workspace path, to open with `LocalFs::open_walked_file`.
+    Disk { local: &'a LocalFs, real: &'a str, size: u64 },
+    /// In memory: its bytes.
+    Memory(&'a [u8]),
+    /// Through a provider's interface: read it afterwards; the size when `stat` was asked.
+    Provider { size: u64 },
+}
+
+/// Chooses by the path below the base which files are scanned (and counted).
+pub(super) type Filter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+/// Called with each scanned file's workspace path, its path below the base, and the entry;
+/// false stops the walk. On disk and in memory it runs on the blocking pool, on several threads.
+pub(super) type Visit = Arc<dyn Fn(&str, &str, Entry<'_>) -> bool + Send + Sync>;
+
+/// What a walk reports besides its files.
+#[derive(Default)]
+pub(super) struct WalkStats {
+    /// `maxFilesScanned` stopped it.
+    pub limit_hit: AtomicBool,
+    /// Files scanned.
+    pub files: AtomicUsize,
+    pub dirs: AtomicUsize,
+    /// Entries skipped because they could not be read.
+    pub unreadable: AtomicUsize,
+    pub timed_out: AtomicBool,
+}
+
+impl WalkStats {
+    /// The lines the walk adds to a result.
+    pub fn notes(&self, o: &FsToolOptions) -> Vec<String> {
+        let mut notes = Vec::new();
+        let unreadable = self.unreadable.load(Ordering::Relaxed);
+        if unreadable == 1 {
+            notes.push("(1 entry could not be read and was skipped.)".to_string());
+        } else if unreadable > 1 {
+            notes.push(format!("({} entries could not be read and were skipped.)", fmt_count(unreadable)));
+        }
+        if self.limit_hit.load(Ordering::Relaxed) {
+            notes.push(format!(
+                "(Stopped after scanning {} files (maxFilesScanned); there may be more. Narrow path or the pattern.)",
+                fmt_count(o.max_files_scanned)
+            ));
+        }
+        notes
+    }
+
+    /// The error of a walk that ran out of time.
+    pub fn timeout(&self, o: &FsToolOptions, what: &str) -> Option<Error> {
+        self.timed_out.load(Ordering::Relaxed).then(|| {
+            Error::new(
+                Code::Timeout,
+                format!(
+                    "{what} stopped: the search took longer than {} ms ({} files scanned). Narrow path or the pattern.",
+                    fmt_count(o.grep_timeout_ms as usize),
+                    fmt_count(self.files.load(Ordering::Relaxed))
+                ),
+            )
+        })
+    }
+}
+
+/// A workspace path for a file found `rel` below the search base.
+pub(super) fn join(base: &str, rel: &str) -> String {
+    if base == "." {
+        rel.to_string()
+    } else if rel.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}/{rel}")
+    }
+}
+
+/// Whether a walk leaves out an entry at `path` (a workspace path) named `name`: a denied name,
+/// or a directory named in `ignore` (by name, or by its path from the root when the entry has a
+/// `/`). The one rule of every walk.
+fn skipped(name: &str, path: &str, is_dir: bool, o: &FsToolOptions) -> bool {
+    name_is_denied(name, &o.deny)
+        || (is_dir && o.ignore.iter().any(|i| if i.contains('/') { i.trim_matches('/') == path } else { i == name }))
+}
+
+/// The shared limits of one walk.
+struct Limits<'a> {
+    o: &'a FsToolOptions,
+    stats: &'a WalkStats,
+    /// Only for a provider's walk.
+    deadline: Option<Instant>,
+    ctx: &'a Ctx,
+    stop: AtomicBool,
+}
+
+impl Limits<'_> {
+    fn stopped(&self) -> bool {
+        if self.stop.load(Ordering::Relaxed) || self.ctx.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            return true;
+        }
+        if self.deadline.is_some_and(|d| Instant::now() > d) {
+            self.stats.timed_out.store(true, Ordering::Relaxed);
+            self.stop.store(true, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Counts one more file or directory; false (and the walk stops) past the limit.
+    fn count(&self, dir: bool) -> bool {
+        let (counter, other) =
+            if dir { (&self.stats.dirs, &self.stats.files) } else { (&self.stats.files, &self.stats.dirs) };
+        if counter.fetch_add(1, Ordering::Relaxed) + other.load(Ordering::Relaxed) >= self.o.max_files_scanned {
+            counter.fetch_sub(1, Ordering::Relaxed);
+            self.stats.limit_hit.store(true, Ordering::Relaxed);
+            self.stop.store(true, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// How many threads walk (and match) a directory on disk.
+pub(super) fn walk_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8)
+}
+
+/// Walks the files below `base` (a normalized workspace directory).
+pub(super) async fn walk(
+    fs: &dyn FsProvider,
+    o: &FsToolOptions,
+    base: &str,
+    ctx: &Ctx,
+    filter: Filter,
+    visit: Visit,
+    sizes: bool,
+) -> Result<WalkStats> {
+    if let Some(local) = fs.as_local() {
+        let (host, real_base) = local.walk_root(base)?;
+        let local = local.clone();
+        let base = base.to_string();
+        // The blocking pool needs 'static data: the limits are rebuilt from owned copies there.
+        let (o2, ctx2) = (o.clone(), ctx.clone());
+        let stats = tokio::task::spawn_blocking(move || {
+            let stats = WalkStats::default();
+            let limits = Limits { o: &o2, stats: &stats, deadline: None, ctx: &ctx2, stop: AtomicBool::new(false) };
+            walk_disk(&local, &host, &base, &real_base, &limits, &filter, &visit);
+            stats
+        })
+        .await
+        .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+        ctx.check_cancel()?;
+        return Ok(stats);
+    }
+    if let Some(mem) = fs.as_memory() {
+        let files = mem.files_under(base);
+        let base = base.to_string();
+        let (o2, ctx2) = (o.clone(), ctx.clone());
+        let stats = tokio::task::spawn_blocking(move || {
+            let stats = WalkStats::default();
+            let limits = Limits { o: &o2, stats: &stats, deadline: None, ctx: &ctx2, stop: AtomicBool::new(false) };
+            for (path, content) in &files {
+                if limits.stopped() {
+                    break;
+                }
+                let rel = if base == "." { path.as_str() } else { &path[base.len() + 1..] };
+                // The rule applies below the base, as on disk.
+                let segs: Vec<&str> = rel.split('/').collect();
+                let hidden = (0..segs.len())
+                    .any(|i| skipped(segs[i], &join(&base, &segs[..=i].join("/")), i + 1 < segs.len(), &o2));
+                if hidden || !filter(rel) {
+                    continue;
+                }
+                if !limits.count(false) || !visit(path, rel, Entry::Memory(content)) {
+                    break;
+                }
+            }
+            stats
+        })
+        .await
+        .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+        ctx.check_cancel()?;
+        return Ok(stats);
+    }
+    let stats = WalkStats::default();
+    let deadline = Some(Instant::now() + Duration::from_millis(o.grep_timeout_ms));
+    let limits = Limits { o, stats: &stats, deadline, ctx, stop: AtomicBool::new(false) };
+    walk_provider(fs, base, &limits, &filter, &visit, sizes).await?;
+    ctx.check_cancel()?;
+    Ok(stats)
+}
+
+/// Any other provider: breadth-first through `readdir`, links never followed.
+async fn walk_provider(
+    fs: &dyn FsProvider,
+    base: &str,
+    limits: &Limits<'_>,
+    filter: &Filter,
+    visit: &Visit,
+    sizes: bool,
+) -> Result<()> {
+    let strip = if base == "." { 0 } else { base.len() + 1 };
+    let mut queue = std::collections::VecDeque::from([base.to_string()]);
+    'walk: while let Some(dir) = queue.pop_front() {
+        if limits.stopped() {
+            break;
+        }
+        let entries = match fs.readdir(&dir).await {
+            Ok(entries) => entries,
+            Err(e) if e.code == Code::Foreign || dir == base => return Err(e),
+            Err(_) => {
+                limits.stats.unreadable.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        for e in entries {
+            if e.name.is_empty() || e.name == "." || e.name == ".." || e.name.contains(['/', '\\', '\0']) {
+                return Err(Error::new(
+                    Code::Io,
+                    format!("The provider's readdir({dir}) returned the entry name {:?}, which is not a name.", e.name),
+                ));
+            }
+            let p = join(&dir, &e.name);
+            if skipped(&e.name, &p, e.kind == EntryType::Directory, limits.o) {
+                continue;
+            }
+            match e.kind {
+                EntryType::Directory => {
+                    if !limits.count(true) {
+                        break 'walk;
+                    }
+                    queue.push_back(p);
+                }
+                EntryType::File => {
+                    let rel = &p[strip..];
+                    if !filter(rel) {
+                        continue;
+                    }
+                    if limits.stopped() || !limits.count(false) {
+                        break 'walk;
+                    }
+                    let size = if sizes {
+                        match fs.stat(&p).await {
+                            Ok(s) => s.map(|s| s.size).unwrap_or(0),
+                            Err(e) if e.code == Code::Foreign => return Err(e),
+                            Err(_) => {
+                                limits.stats.unreadable.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                        }
+                    } else {
+                        0
+                    };
+                    if !visit(&p, rel, Entry::Provider { size }) {
+                        break 'walk;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A directory on disk, in parallel: each thread visits (and, for grep, reads and matches) the
+/// files it finds.
+fn walk_disk(
+    local: &LocalFs,
+    host: &std::path::Path,
+    base: &str,
+    real_base: &str,
+    limits: &Limits<'_>,
+    filter: &Filter,
+    visit: &Visit,
+) {
+    use ignore::{WalkBuilder, WalkState};
+    let o = limits.o.clone();
+    // `ignore` entries with a `/` are paths from the root: the walk knows paths below the base.
+    let real_prefix = if real_base == "." { String::new() } else { format!("{real_base}/") };
+    let walker = WalkBuilder::new(host)
+        .standard_filters(false)
+        .hidden(false)
+        .follow_links(false)
+        .threads(walk_threads())
+        .filter_entry(move |e| {
+            if e.depth() == 0 {
+                return true;
+            }
+            let rel =
+                e.path().strip_prefix(e.path().ancestors().nth(e.depth()).unwrap_or(e.path())).unwrap_or(e.path());
+            let path = format!("{real_prefix}{}", rel.to_string_lossy());
+            !skipped(&e.file_name().to_string_lossy(), &path, e.file_type().is_some_and(|t| t.is_dir()), &o)
+        })
+        .build_parallel();
+    walker.run(|| {
+        Box::new(move |entry| {
+            if limits.stopped() {
+                return WalkState::Quit;
+            }
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(_) => {
+                    limits.stats.unreadable.fetch_add(1, Ordering::Relaxed);
+                    return WalkState::Continue;
+                }
+            };
+            let Some(kind) = entry.file_type() else { return WalkState::Continue };
+            if kind.is_dir() {
+                return WalkState::Continue;
+            }
+            if !kind.is_file() {
+                return WalkState::Continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(host) else { return WalkState::Continue };
+            let rel = rel.to_string_lossy();
+            let rel = if cfg!(windows) { std::borrow::Cow::Owned(rel.replace('\\', "/")) } else { rel };
+            if !filter(&rel) {
+                return WalkState::Continue;
+            }
+            if !limits.count(false) {
+                return WalkState::Quit;
+            }
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            let real = join(real_base, &rel);
+            if visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real, size }) {
+                WalkState::Continue
+            } else {
+                WalkState::Quit
+            }
+        })
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::fs::memory::MemoryFs;
+    use crate::fs::{DirEntry, Stat};
+
+    /// A provider seen only through the interface (the walk of a JS provider).
+    struct Plain(MemoryFs, Option<&'static str>);
+
+    #[async_trait]
+    impl FsProvider for Plain {
+        async fn read_file(&self, p: &str) -> Result<String> {
+            self.0.read_file(p).await
+        }
+        async fn write_file(&self, p: &str, c: &str) -> Result<()> {
+            self.0.write_file(p, c).await
+        }
+        async fn stat(&self, p: &str) -> Result<Option<Stat>> {
+            self.0.stat(p).await
+        }
+        async fn readdir(&self, p: &str) -> Result<Vec<DirEntry>> {
+            if Some(p) == self.1 {
+                return Err(Error::new(Code::Io, "permission denied"));
+            }
+            self.0.readdir(p).await
+        }
+        async fn mkdir(&self, p: &str) -> Result<()> {
+            self.0.mkdir(p).await
+        }
+        async fn rm(&self, p: &str, r: bool) -> Result<()> {
+            self.0.rm(p, r).await
+        }
+    }
+
+    const TREE: [&str; 7] =
+        ["a.txt", "src/b.rs", "src/deep/c.rs", "node_modules/x/d.js", ".git/config", "build/out/e.o", "keep/out/f.o"];
+
+    fn memory() -> MemoryFs {
+        MemoryFs::new(TREE.iter().map(|p| (p.to_string(), b"x\n".to_vec()))).unwrap()
+    }
+
+    fn disk() -> (tempfile::TempDir, LocalFs) {
+        let d = tempfile::tempdir().unwrap();
+        for p in TREE {
+            let f = d.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, "x\n").unwrap();
+        }
+        let fs = LocalFs::new(d.path().to_str().unwrap()).unwrap();
+        (d, fs)
+    }
+
+    async fn files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str) -> (Vec<String>, WalkStats) {
+        let found = Arc::new(Mutex::new(Vec::new()));
+        let f2 = found.clone();
+        let visit: Visit = Arc::new(move |p, _, _| {
+            f2.lock().unwrap().push(p.to_string());
+            true
+        });
+        let stats = walk(fs, o, base, &Ctx::default(), Arc::new(|_| true), visit, false).await.unwrap();
+        let mut v = std::mem::take(&mut *found.lock().unwrap());
+        v.sort();
+        (v, stats)
+    }
+
+    #[tokio::test]
+    async fn the_walk_finds_the_same_files_on_disk_in_memory_and_through_a_provider() {
+        let (_d, local) = disk();
+        let o = FsToolOptions { ignore: vec!["node_modules".into(), "build/out".into()], ..Default::default() };
+        let want = vec!["a.txt", "keep/out/f.o", "src/b.rs", "src/deep/c.rs"];
+        for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
+            let (found, stats) = files(fs, &o, ".").await;
+            assert_eq!(found, want, "an ignore entry with a / is a path from the root; .git is denied");
+            assert_eq!(stats.files.load(Ordering::Relaxed), 4);
+            assert!(stats.notes(&o).is_empty());
+        }
+        for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
+            assert_eq!(files(fs, &o, "src").await.0, vec!["src/b.rs", "src/deep/c.rs"]);
+        }
+    }
+
+    #[tokio::test]
+    async fn max_files_scanned_counts_the_same_files_everywhere_and_says_so() {
+        let (_d, local) = disk();
+        let o = FsToolOptions { max_files_scanned: 2, ..Default::default() };
+        for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
+            let (found, stats) = files(fs, &o, ".").await;
+            // A provider's walk counts its directories too.
+            assert_eq!(found.len(), if fs.as_local().is_some() || fs.as_memory().is_some() { 2 } else { 1 });
+            assert!(stats.limit_hit.load(Ordering::Relaxed));
+            assert!(stats.notes(&o)[0].contains("Stopped after scanning 2 files"), "{:?}", stats.notes(&o));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_directory_is_skipped_and_counted() {
+        let fs = Plain(memory(), Some("src"));
+        let o = FsToolOptions::default();
+        let (found, stats) = files(&fs, &o, ".").await;
+        assert_eq!(found, vec!["a.txt", "build/out/e.o", "keep/out/f.o"]);
+        assert_eq!(stats.unreadable.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.notes(&o), vec!["(1 entry could not be read and was skipped.)"]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // Root reads any directory: only an unprivileged walk can see this one refused.
+            if unsafe { libc::geteuid() } != 0 {
+                let (d, local) = disk();
+                std::fs::set_permissions(d.path().join("src"), std::fs::Permissions::from_mode(0)).unwrap();
+                let (_, stats) = files(&local, &o, ".").await;
+                std::fs::set_permissions(d.path().join("src"), std::fs::Permissions::from_mode(0o755)).unwrap();
+                assert_eq!(stats.unreadable.load(Ordering::Relaxed), 1);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_provider_that_invents_directories_forever_is_stopped() {
+        struct Loop;
+        #[async_trait]
+        impl FsProvider for Loop {
+            async fn read_file(&self, _: &str) -> Result<String> {
+                Ok(String::new())
+            }
+            async fn write_file(&self, _: &str, _: &str) -> Result<()> {
+                Ok(())
+            }
+            async fn stat(&self, _: &str) -> Result<Option<Stat>> {
+                Ok(Some(Stat { kind: EntryType::Directory, size: 0 }))
+            }
+            async fn readdir(&self, _: &str) -> Result<Vec<DirEntry>> {
+                Ok(vec![DirEntry { name: "loop".into(), kind: EntryType::Directory }])
+            }
+            async fn mkdir(&self, _: &str) -> Result<()> {
+                Ok(())
+            }
+            async fn rm(&self, _: &str, _: bool) -> Result<()> {
+                Ok(())
+            }
+        }
+        let o = FsToolOptions { max_files_scanned: 300, ..Default::default() };
+        let (found, stats) = files(&Loop, &o, ".").await;
+        assert!(found.is_empty());
+        assert!(stats.limit_hit.load(Ordering::Relaxed));
+        assert_eq!(stats.dirs.load(Ordering::Relaxed), 300);
+    }
+}
