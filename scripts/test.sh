@@ -27,6 +27,10 @@ fi
 
 echo "== cargo test (core)"
 cargo test -p corral-core --lib
+if [ -n "${CORRAL_DOCKER_HOST:-}" ]; then
+  echo "== cargo test (core, against the Docker Engine)"
+  cargo test -p corral-core --lib sandbox::tests::real_engine::real_engine_ -- --ignored
+fi
 
 echo "== build the addon"
 npx napi build --platform --js binding.js --dts binding.d.ts

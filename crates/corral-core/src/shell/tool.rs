@@ -345,6 +345,21 @@ async fn run_with_grace(
     Ok(result_json(&r, timeout, opts.max_output_chars))
 }
 
+/// Runs one call from the model's arguments: checked against the tool's JSON Schema first.
+pub async fn call(
+    shell: &dyn ShellProvider,
+    opts: &ShellToolOptions,
+    args: &Value,
+    cancel: Option<Cancel>,
+) -> Result<Value> {
+    static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    let v = SCHEMA.get_or_init(|| jsonschema::validator_for(&parameters_schema()).expect("the shell schema is valid"));
+    crate::tools::check_args(&opts.name, v, args)?;
+    let command = args.get("command").and_then(Value::as_str).unwrap_or_default();
+    let timeout = args.get("timeout_ms").and_then(Value::as_f64).map(|t| t as u64);
+    run(shell, opts, command, timeout, cancel).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -590,19 +605,4 @@ mod tests {
         let e = run(&shell, &opts, "cat ../a.txt", None, None).await.unwrap_err();
         assert_eq!(e.code, Code::CommandRefused);
     }
-}
-
-/// Runs one call from the model's arguments: checked against the tool's JSON Schema first.
-pub async fn call(
-    shell: &dyn ShellProvider,
-    opts: &ShellToolOptions,
-    args: &Value,
-    cancel: Option<Cancel>,
-) -> Result<Value> {
-    static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
-    let v = SCHEMA.get_or_init(|| jsonschema::validator_for(&parameters_schema()).expect("the shell schema is valid"));
-    crate::tools::check_args(&opts.name, v, args)?;
-    let command = args.get("command").and_then(Value::as_str).unwrap_or_default();
-    let timeout = args.get("timeout_ms").and_then(Value::as_f64).map(|t| t as u64);
-    run(shell, opts, command, timeout, cancel).await
 }

@@ -170,3 +170,25 @@ async fn edit_file_refuses_a_file_over_the_read_limit() {
     let e = run(&fs, "edit_file", json!({"path": "huge.txt", "old_string": "z", "new_string": "q"})).await.unwrap_err();
     assert_eq!(e.code, Code::TooLarge);
 }
+
+#[tokio::test]
+async fn results_say_1_line_and_1_file_in_the_singular() {
+    let fs = mem(&[("big.txt", &"x".repeat(MAX_GREP_FILE_BYTES as usize + 1)), ("a.txt", "hit\n")]);
+    let out = run(&fs, "write_file", json!({"path": "one.txt", "content": "one line\n"})).await.unwrap();
+    assert_eq!(out, "Created one.txt (9 bytes, 1 line).");
+    let out = run(&fs, "write_file", json!({"path": "b.txt", "content": "x"})).await.unwrap();
+    assert_eq!(out, "Created b.txt (1 byte, 1 line).");
+    let out = run(&fs, "grep", json!({"pattern": "hit"})).await.unwrap();
+    assert!(out.ends_with("(1 file over 2 MB was skipped.)"), "{out}");
+    let out = run(&fs, "read_file", json!({"path": "a.txt", "offset": 5})).await.unwrap();
+    assert_eq!(out, "(a.txt has 1 line; offset 5 is past the end.)");
+}
+
+#[tokio::test]
+async fn a_grep_stopped_by_the_step_limit_says_so_not_that_it_took_too_long() {
+    let fs = mem(&[("a.txt", &format!("{}!\n", "a".repeat(40)))]);
+    let e = run(&fs, "grep", json!({"pattern": "^(a|a)*\\1$"})).await.unwrap_err();
+    assert_eq!(e.code, Code::Timeout);
+    assert!(e.message.contains("backtracking steps"), "{}", e.message);
+    assert!(!e.message.contains("took longer"), "{}", e.message);
+}

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{fmt_count, Ctx, FsToolOptions};
+use super::{fmt_count, plural, Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::local::LocalFs;
 use crate::fs::{EntryType, FsProvider};
@@ -65,8 +65,8 @@ impl WalkStats {
         }
         if self.limit_hit.load(Ordering::Relaxed) {
             notes.push(format!(
-                "(Stopped after scanning {} files (maxFilesScanned); there may be more. Narrow path or the pattern.)",
-                fmt_count(o.max_files_scanned)
+                "(Stopped after scanning {} (maxFilesScanned); there may be more. Narrow path or the pattern.)",
+                plural(o.max_files_scanned, "file")
             ));
         }
         notes
@@ -78,9 +78,9 @@ impl WalkStats {
             Error::new(
                 Code::Timeout,
                 format!(
-                    "{what} stopped: the search took longer than {} ms ({} files scanned). Narrow path or the pattern.",
+                    "{what} stopped: the search took longer than {} ms ({} scanned). Narrow path or the pattern.",
                     fmt_count(o.grep_timeout_ms as usize),
-                    fmt_count(self.files.load(Ordering::Relaxed))
+                    plural(self.files.load(Ordering::Relaxed), "file")
                 ),
             )
         })

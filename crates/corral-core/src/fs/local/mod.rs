@@ -236,6 +236,9 @@ impl FsProvider for LocalFs {
     }
 }
 
+#[cfg(all(test, target_os = "linux"))]
+mod race_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +306,3 @@ mod tests {
         assert_eq!(LocalFs::new(f.path().to_str().unwrap()).unwrap_err().code, Code::Configuration);
     }
 }
-
-#[cfg(all(test, target_os = "linux"))]
-mod race_tests;
