@@ -33,7 +33,7 @@ export declare function defineTool<A = any, R = any>(spec: {
 export type WorkspaceErrorCode =
   | 'NotFound' | 'OutsideWorkspace' | 'Denied' | 'NotAFile' | 'IsADirectory' | 'TooLarge' | 'NotUtf8'
   | 'NoMatch' | 'Ambiguous' | 'InvalidPattern' | 'InvalidArguments' | 'Timeout' | 'Aborted'
-  | 'CommandRefused' | 'ReadOnly' | 'Io';
+  | 'CommandRefused' | 'ReadOnly' | 'Protected' | 'Io';
 
 export declare class WorkspaceError extends Error {
   constructor(message: string, code?: WorkspaceErrorCode | string, options?: { cause?: unknown });

@@ -203,7 +203,20 @@ async function withSignal(signal, fn) {
   }
 }
 
-const ctxData = (ctx) => optionData({ sessionId: ctx?.sessionId, turn: ctx?.turn });
+const ctxData = (ctx) => optionData({ sessionId: ctx?.sessionId, turn: ctx?.turn, toolCallId: ctx?.toolCallId });
+
+/** A listener called without waiting for it: what it throws goes to process.emitWarning. */
+function notifier(fn) {
+  const warn = (e) => process.emitWarning(e instanceof Error ? e : new Error(String(e)), 'CorralListenerWarning');
+  return (event) => {
+    try {
+      const r = fn(event);
+      if (r && typeof r.then === 'function') r.then(undefined, warn);
+    } catch (e) {
+      warn(e);
+    }
+  };
+}
 
 /** A tool as a plain object: name, description, parameters (and inputSchema), needsApproval, execute. */
 function defineTool(spec) {
@@ -246,15 +259,20 @@ const functionsCallback = (fns) => (fns.length ? weakCallback(fns, functionsDisp
 function createFsTools(fs, options) {
   const handle = nativeFs(fs);
   const ckpt = options?.checkpoints == null ? undefined : nativeCheckpoints(options.checkpoints);
-  const tools = keep(lift(() => new native.NativeFsTools(handle, optionData(options ?? null), ckpt)), handle, ckpt);
+  const fns = [];
+  // onEdit is told, not awaited: what it throws or rejects with becomes a process warning.
+  const data = optionData(typeof options?.onEdit === 'function' ? { ...options, onEdit: notifier(options.onEdit) } : options ?? null, fns);
+  const tools = keep(lift(() => new native.NativeFsTools(handle, data, ckpt, functionsCallback(fns))), handle, ckpt, fns);
   const needsApproval = options?.needsApproval;
-  return tools.specs().map((spec) =>
-    defineTool({
+  return tools.specs().map(({ imageOutput, ...spec }) => {
+    const tool = defineTool({
       ...spec,
       needsApproval: needsApproval?.[spec.name],
       execute: (args, ctx) => withSignal(ctx?.signal, (token) => tools.call(spec.name, args === undefined ? null : args, ctxData(ctx), token)),
-    }),
-  );
+    });
+    if (imageOutput) tool.toModelOutput = ({ output }) => native.readFileModelOutput(output);
+    return tool;
+  });
 }
 
 function createShellTool(shell, options) {

@@ -67,14 +67,15 @@ describe('errors from user code', () => {
   it('a JS provider that throws a TypeError gets that TypeError back from the registry, not a tool error', async () => {
     const t = tree({ 'a.txt': 'a\n' });
     const bug = new TypeError('cannot read properties of undefined');
-    const provider = { ...jsProvider(t.root), readFile: async () => { throw bug; } };
+    const provider = { ...jsProvider(t.root), readFile: async () => { throw bug; }, readFileBytes: async () => { throw bug; } };
     const registry = new ToolRegistry().registerMany(createFsTools(provider));
     await expect(registry.execute('read_file', { path: 'a.txt' })).rejects.toBe(bug);
   });
 
   it('a provider WorkspaceError reaches the model as a tool error with its message', async () => {
     const t = tree({ 'a.txt': 'a\n' });
-    const provider = { ...jsProvider(t.root), readFile: async (p) => { throw new WorkspaceError(`File not found: ${p}`, 'NotFound'); } };
+    const notFound = async (p) => { throw new WorkspaceError(`File not found: ${p}`, 'NotFound'); };
+    const provider = { ...jsProvider(t.root), readFile: notFound, readFileBytes: notFound };
     const registry = new ToolRegistry().registerMany(createFsTools(provider));
     expect(await registry.execute('read_file', { path: 'a.txt' })).toEqual({ error: 'WorkspaceError', toolName: 'read_file', message: 'File not found: a.txt' });
   });

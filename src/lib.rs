@@ -306,8 +306,13 @@ pub struct NativeFsTools {
 #[napi]
 impl NativeFsTools {
     #[napi(constructor, catch_unwind)]
-    pub fn new(fs: &NativeFs, options: Value, checkpoints: Option<&ckpt::NativeCheckpoints>) -> Result<Self> {
-        let mut opts = FsToolOptions::from_options(&options).napi()?;
+    pub fn new(
+        fs: &NativeFs,
+        options: Value,
+        checkpoints: Option<&ckpt::NativeCheckpoints>,
+        functions: Option<JsFn>,
+    ) -> Result<Self> {
+        let mut opts = FsToolOptions::from_options(&options, &crate::functions(functions)).napi()?;
         opts.checkpoints = checkpoints.map(|c| c.inner.clone());
         Ok(NativeFsTools { fs: fs.inner.clone(), opts })
     }
@@ -317,11 +322,15 @@ impl NativeFsTools {
     pub fn specs(&self) -> Vec<Value> {
         tools::specs(&self.opts)
             .into_iter()
-            .map(|s| json!({ "name": s.name, "description": s.description, "parameters": s.parameters }))
+            .map(|s| {
+                // `read_file` with `readImages` gets a `toModelOutput` for SDKs that send images.
+                let images = s.name == "read_file" && self.opts.read_images;
+                json!({ "name": s.name, "description": s.description, "parameters": s.parameters, "imageOutput": images })
+            })
             .collect()
     }
 
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<any>")]
     pub fn call<'e>(
         &self,
         env: &'e Env,
@@ -329,7 +338,7 @@ impl NativeFsTools {
         args: Value,
         ctx: Value,
         cancel: Option<&CancelToken>,
-    ) -> Result<PromiseRaw<'e, String>> {
+    ) -> Result<PromiseRaw<'e, Value>> {
         let fs = self.fs.clone();
         let opts = self.opts.clone();
         let ctx = Ctx::from_json(&ctx, cancel.map(|c| c.inner.clone())).napi()?;
@@ -354,4 +363,10 @@ impl NativeReadOnlyCommands {
     pub fn needs_approval(&self, command: String) -> bool {
         self.inner.needs_approval(&command)
     }
+}
+
+/// What an SDK that sends images gives the model for a `read_file` result.
+#[napi(catch_unwind)]
+pub fn read_file_model_output(output: Value) -> Value {
+    corral_core::tools::read::model_output(&output)
 }

@@ -21,6 +21,8 @@ pub enum Code {
     Aborted,
     CommandRefused,
     ReadOnly,
+    /// A `protect` glob refused a write.
+    Protected,
     /// An I/O failure that is none of the above (a full disk, a permission the OS refused).
     Io,
     /// Bad options or a bad root: a `ConfigurationError` in JS.
@@ -39,7 +41,7 @@ impl Code {
         !matches!(self, Code::Configuration | Code::EgressUnsupported | Code::Foreign)
     }
 
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 20] = [
         Code::NotFound,
         Code::OutsideWorkspace,
         Code::Denied,
@@ -55,6 +57,7 @@ impl Code {
         Code::Aborted,
         Code::CommandRefused,
         Code::ReadOnly,
+        Code::Protected,
         Code::Io,
         Code::Configuration,
         Code::EgressUnsupported,
@@ -83,6 +86,7 @@ impl Code {
             Code::Aborted => "Aborted",
             Code::CommandRefused => "CommandRefused",
             Code::ReadOnly => "ReadOnly",
+            Code::Protected => "Protected",
             Code::Io => "Io",
             Code::Configuration => "ConfigurationError",
             Code::EgressUnsupported => "LOUSHO_SANDBOX_EGRESS_UNSUPPORTED",

@@ -3,7 +3,7 @@
 //! not UTF-8 when the provider can read bytes; keeps a UTF-8 BOM.
 
 use super::{
-    check_read_size, check_write_size, checked_path, fmt_count, hooked_write, lock_path, path_prop, str_arg, Ctx,
+    check_protected, notify_edit, check_read_size, check_write_size, checked_path, fmt_count, hooked_write, lock_path, path_prop, str_arg, Ctx,
     FsToolOptions,
 };
 use serde_json::{json, Value};
@@ -20,6 +20,9 @@ fn not_utf8(path: &str, what: &str) -> Error {
     )
 }
 
+/// The most edits one `edit_file` call may make.
+pub const MAX_EDITS: usize = 100;
+
 /// The arguments of `edit_file`, as JSON Schema.
 pub(super) fn parameters() -> Value {
     json!({
@@ -28,16 +31,36 @@ pub(super) fn parameters() -> Value {
             "path": path_prop("Workspace-relative path of the file to edit."),
             "old_string": { "type": "string", "minLength": 1, "description": "The exact text to replace, including whitespace and indentation." },
             "new_string": { "type": "string", "description": "The text to put in its place." },
-            "replace_all": { "type": "boolean", "description": "Replace every occurrence instead of requiring exactly one." }
+            "replace_all": { "type": "boolean", "description": "Replace every occurrence instead of requiring exactly one." },
+            "edits": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_EDITS,
+                "description": "Several replacements at once, instead of old_string/new_string: all or nothing, each matched against the file as it was before the call, none overlapping.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "old_string": { "type": "string", "minLength": 1 },
+                        "new_string": { "type": "string" },
+                        "replace_all": { "type": "boolean" }
+                    },
+                    "required": ["old_string", "new_string"],
+                    "additionalProperties": false
+                }
+            }
         },
-        "required": ["path", "old_string", "new_string"],
+        "required": ["path"],
         "additionalProperties": false
     })
 }
 
 /// What the model is told about `edit_file`, with the limits these options set.
-pub(super) fn description(_o: &FsToolOptions) -> String {
-    "Replace exact text in a file: old_string must appear exactly once (or pass replace_all: true), including whitespace and indentation. Read the file first. Fails with an explanation when old_string is missing or appears more than once. Refuses files that are not UTF-8.".to_string()
+pub(super) fn description(o: &FsToolOptions) -> String {
+    let mut d = "Replace exact text in a file: old_string must appear exactly once (or pass replace_all: true), including whitespace and indentation. Read the file first. Fails with an explanation when old_string is missing or appears more than once. Refuses files that are not UTF-8. To make several changes at once, pass edits: [{ old_string, new_string, replace_all? }] instead (all or nothing; each is matched against the file as it was).".to_string();
+    if o.fuzzy_edit {
+        d.push_str(" When old_string is not found exactly, it is matched once more with whitespace runs, curly quotes and dashes normalised.");
+    }
+    d
 }
 
 /// The file's text, whether it started with a UTF-8 BOM, refusing what is not UTF-8.
@@ -64,11 +87,121 @@ async fn read_text(fs: &dyn FsProvider, path: &str) -> Result<(String, bool)> {
     }
 }
 
+/// One replacement of a call: the old text, the new, whether every occurrence.
+struct Change<'a> {
+    old: &'a str,
+    new: &'a str,
+    all: bool,
+}
+
+/// Where a change applies in the file: byte ranges, and whether the fuzzy matcher found them.
+struct Found {
+    spans: Vec<(usize, usize)>,
+    fuzzy: bool,
+}
+
+fn not_found(path: &str, text: &str, old: &str, which: &str) -> Error {
+    let mut msg = format!("{which}old_string was not found in {path}. Read the file and copy the exact text, including whitespace and indentation.");
+    if text.contains("\r\n") && old.contains('\n') && !old.contains("\r\n") {
+        msg.push_str(" The file has CRLF (\\r\\n) line endings but old_string uses \\n: match the file's line endings.");
+        if text.contains(&old.replace('\n', "\r\n")) {
+            msg.push_str(" With \\r\\n line endings, old_string would match.");
+        }
+    } else if !text.contains("\r\n") && old.contains("\r\n") {
+        msg.push_str(" old_string has CRLF (\\r\\n) line endings but the file uses \\n.");
+    }
+    Error::new(Code::NoMatch, msg)
+}
+
+/// Finds a change in the file as it is: exactly, else (with `fuzzyEdit`) normalised. One match,
+/// or every match with `all`.
+fn locate(path: &str, text: &str, c: &Change<'_>, fuzzy: bool, which: &str) -> Result<Found> {
+    let exact: Vec<(usize, usize)> = text.match_indices(c.old).map(|(i, m)| (i, i + m.len())).collect();
+    let found = if !exact.is_empty() {
+        Found { spans: exact, fuzzy: false }
+    } else if fuzzy {
+        let spans = super::fuzzy::find(text, c.old);
+        if spans.is_empty() {
+            return Err(not_found(path, text, c.old, which));
+        }
+        Found { spans, fuzzy: true }
+    } else {
+        return Err(not_found(path, text, c.old, which));
+    };
+    if found.spans.len() > 1 && !c.all {
+        let how = if found.fuzzy { " once whitespace, quotes and dashes are normalised" } else { "" };
+        return Err(Error::new(
+            Code::Ambiguous,
+            format!(
+                "{which}old_string appears {} times in {path}{how}. Include more surrounding lines to make it unique, or pass replace_all: true to replace every occurrence.",
+                found.spans.len()
+            ),
+        ));
+    }
+    Ok(found)
+}
+
+/// The replacements of a call, made on the text as it was: each span replaced, in order. Returns
+/// the new text and, for each change, the line it starts on in the new text.
+fn apply(path: &str, text: &str, bom: bool, changes: &[(usize, &Found, &str)]) -> Result<(String, Vec<usize>)> {
+    let mut spans: Vec<(usize, usize, usize, &str)> = Vec::new();
+    for (n, found, new) in changes {
+        for &(a, b) in &found.spans {
+            spans.push((a, b, *n, new));
+        }
+    }
+    spans.sort_by_key(|s| (s.0, s.1));
+    for w in spans.windows(2) {
+        if w[1].0 < w[0].1 {
+            return Err(Error::new(
+                Code::Ambiguous,
+                format!(
+                    "edits {} and {} overlap in {path}: each edit must change a different part of the file as it was.",
+                    w[0].2.min(w[1].2) + 1,
+                    w[0].2.max(w[1].2) + 1
+                ),
+            ));
+        }
+    }
+    // The result's size, computed before anything is allocated.
+    let size = spans.iter().fold(text.len() as u64 + 3 * bom as u64, |acc, (a, b, _, new)| {
+        acc.saturating_sub((b - a) as u64).saturating_add(new.len() as u64)
+    });
+    check_write_size(path, size, "the edited file")?;
+    let mut out = String::with_capacity(size as usize);
+    if bom {
+        out.push_str(BOM);
+    }
+    let mut lines = vec![0usize; changes.len()];
+    let (mut at, mut line) = (0usize, 1usize);
+    for (a, b, n, new) in spans {
+        line += text[at..a].matches('\n').count();
+        out.push_str(&text[at..a]);
+        if lines[n] == 0 {
+            lines[n] = line;
+        }
+        out.push_str(new);
+        line += new.matches('\n').count();
+        at = b;
+    }
+    out.push_str(&text[at..]);
+    Ok((out, lines))
+}
+
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
-    let old = str_arg(args, "old_string").unwrap_or_default();
-    let new = str_arg(args, "new_string").unwrap_or_default();
-    let replace_all = args.get("replace_all").and_then(Value::as_bool).unwrap_or(false);
+    let single = args.get("old_string").is_some() || args.get("new_string").is_some();
+    let edits = args.get("edits").and_then(Value::as_array);
+    let bad = |m: &str| Err(Error::new(Code::InvalidArguments, format!("Invalid arguments for edit_file: {m}")));
+    match (single, edits.is_some()) {
+        (true, true) => return bad("give either old_string/new_string or edits, not both."),
+        (false, false) => return bad("give old_string and new_string, or edits."),
+        (true, false) if args.get("old_string").is_none() || args.get("new_string").is_none() => {
+            return bad("old_string and new_string go together.")
+        }
+        _ => {}
+    }
+    check_protected(fs, o, &path).await?;
     let _writer = lock_path(fs, &path).await;
     match fs.stat(&path).await? {
         None => return Err(Error::not_found(&path)),
@@ -82,51 +215,73 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     }
     let (text, bom) = read_text(fs, &path).await?;
     check_write_size(&path, text.len() as u64, "the file to edit")?;
-    if old == new && text.contains(old) {
-        return Ok(format!("old_string and new_string are the same: {path} is left as it is. Nothing was written."));
-    }
-    let count = text.matches(old).count();
-    if count == 0 {
-        if !new.is_empty() && text.contains(new) {
-            return Ok(format!(
-                "The edit was already applied: {path} already contains new_string and not old_string. Nothing was written."
-            ));
-        }
-        let mut msg = format!("old_string was not found in {path}. Read the file and copy the exact text, including whitespace and indentation.");
-        if text.contains("\r\n") && old.contains('\n') && !old.contains("\r\n") {
-            msg.push_str(
-                " The file has CRLF (\\r\\n) line endings but old_string uses \\n: match the file's line endings.",
-            );
-            if text.contains(&old.replace('\n', "\r\n")) {
-                msg.push_str(" With \\r\\n line endings, old_string would match.");
+    let (out, summary) = match edits {
+        Some(list) => {
+            let changes: Vec<Change<'_>> = list
+                .iter()
+                .map(|e| Change {
+                    old: str_arg(e, "old_string").unwrap_or_default(),
+                    new: str_arg(e, "new_string").unwrap_or_default(),
+                    all: e.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
+                })
+                .collect();
+            let found: Vec<Found> = changes
+                .iter()
+                .enumerate()
+                .map(|(i, c)| locate(&path, &text, c, o.fuzzy_edit, &format!("edit {}: ", i + 1)))
+                .collect::<Result<_>>()?;
+            let plan: Vec<(usize, &Found, &str)> =
+                found.iter().zip(&changes).enumerate().map(|(i, (f, c))| (i, f, c.new)).collect();
+            let (out, lines) = apply(&path, &text, bom, &plan)?;
+            let mut summary = format!("Edited {path} with {} edits:", changes.len());
+            for (i, f) in found.iter().enumerate() {
+                summary.push_str(&format!("\n  {}. line {}", i + 1, lines[i]));
+                if f.spans.len() > 1 {
+                    summary.push_str(&format!(" ({} occurrences)", fmt_count(f.spans.len())));
+                }
+                if f.fuzzy {
+                    summary.push_str(" (matched after normalising whitespace, quotes and dashes)");
+                }
             }
-        } else if !text.contains("\r\n") && old.contains("\r\n") {
-            msg.push_str(" old_string has CRLF (\\r\\n) line endings but the file uses \\n.");
+            (out, summary)
         }
-        return Err(Error::new(Code::NoMatch, msg));
+        None => {
+            let c = Change {
+                old: str_arg(args, "old_string").unwrap_or_default(),
+                new: str_arg(args, "new_string").unwrap_or_default(),
+                all: args.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
+            };
+            if c.old == c.new && text.contains(c.old) {
+                return Ok(format!(
+                    "old_string and new_string are the same: {path} is left as it is. Nothing was written."
+                ));
+            }
+            if !text.contains(c.old) && !c.new.is_empty() && text.contains(c.new) {
+                return Ok(format!(
+                    "The edit was already applied: {path} already contains new_string and not old_string. Nothing was written."
+                ));
+            }
+            let found = locate(&path, &text, &c, o.fuzzy_edit, "")?;
+            let count = found.spans.len();
+            let (out, _) = apply(&path, &text, bom, &[(0, &found, c.new)])?;
+            let mut summary = if count == 1 {
+                format!("Edited {path}: replaced 1 occurrence.")
+            } else {
+                format!("Edited {path}: replaced {} occurrences.", fmt_count(count))
+            };
+            if found.fuzzy {
+                summary.push_str(
+                    " old_string was not found exactly; it matched once whitespace, quotes and dashes were normalised: read the result to check it.",
+                );
+            }
+            (out, summary)
+        }
+    };
+    let before = if bom { format!("{BOM}{text}") } else { text };
+    if out == before {
+        return Ok(format!("{path} is left as it is: the edits change nothing. Nothing was written."));
     }
-    if count > 1 && !replace_all {
-        return Err(Error::new(
-            Code::Ambiguous,
-            format!("old_string appears {count} times in {path}. Include more surrounding lines to make it unique, or pass replace_all: true to replace every occurrence."),
-        ));
-    }
-    // The result's size, computed before anything is allocated: a short old_string replaced
-    // everywhere by a long new_string must not grow the file past the limit.
-    let replacements = if replace_all { count } else { 1 } as u64;
-    let size = (bom as u64 * 3 + text.len() as u64 - replacements * old.len() as u64)
-        .saturating_add(replacements.saturating_mul(new.len() as u64));
-    check_write_size(&path, size, "the edited file")?;
-    let replaced = if replace_all { text.replace(old, new) } else { text.replacen(old, new, 1) };
-    let mut out = String::with_capacity(replaced.len() + 3);
-    if bom {
-        out.push_str(BOM);
-    }
-    out.push_str(&replaced);
     hooked_write(fs, o, ctx, &path, out.as_bytes()).await?;
-    Ok(if count == 1 {
-        format!("Edited {path}: replaced 1 occurrence.")
-    } else {
-        format!("Edited {path}: replaced {} occurrences.", fmt_count(count))
-    })
+    notify_edit(o, ctx, &path, &before, &out).await;
+    Ok(summary)
 }

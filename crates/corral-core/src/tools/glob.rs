@@ -37,6 +37,11 @@ pub(super) fn description(o: &FsToolOptions) -> String {
 pub const MAX_GLOB_BYTES: usize = 1024;
 
 pub(super) fn compile_glob(pattern: &str) -> Result<GlobMatcher> {
+    compile_glob_pattern(pattern).map(|g| g.compile_matcher())
+}
+
+/// A glob as `glob` reads it: relative, `*` within one directory, `**` across.
+pub(super) fn compile_glob_pattern(pattern: &str) -> Result<globset::Glob> {
     let unified = pattern.replace('\\', "/");
     if unified.starts_with('/') || unified.split('/').any(|s| s == "..") {
         return Err(Error::new(
@@ -53,7 +58,12 @@ pub(super) fn compile_glob(pattern: &str) -> Result<GlobMatcher> {
     let unified = unified.trim_start_matches("./").to_string();
     let invalid = |why: String| Error::new(Code::InvalidPattern, format!("Invalid glob pattern {pattern}: {why}"));
     // globset panics on a glob whose regex outgrows its size limit: that is a bad pattern too.
-    std::panic::catch_unwind(|| GlobBuilder::new(&unified).literal_separator(true).build().map(|g| g.compile_matcher()))
+    std::panic::catch_unwind(|| {
+        let g = GlobBuilder::new(&unified).literal_separator(true).build()?;
+        // Compiling is where globset can panic: do it here, under the catch.
+        let _ = g.compile_matcher();
+        Ok::<_, globset::Error>(g)
+    })
         .map_err(|_| invalid("it is too complex".to_string()))?
         .map_err(|e| invalid(e.kind().to_string()))
 }

@@ -15,10 +15,12 @@ use crate::path::{check_denied, normalize, Flavor};
 use crate::shell::Cancel;
 
 mod edit;
+mod fuzzy;
 mod glob;
 mod grep;
+pub mod image;
 mod list;
-mod read;
+pub mod read;
 mod walk;
 mod write;
 
@@ -52,6 +54,16 @@ pub struct FsToolOptions {
     pub deny: Vec<String>,
     /// Backs up every file `write_file` and `edit_file` change, so the changes can be rewound.
     pub checkpoints: Option<Arc<Checkpoints>>,
+    /// `read_file` returns PNG, JPEG, GIF and WebP files as images.
+    pub read_images: bool,
+    /// Globs `write_file` and `edit_file` refuse (`Protected`), checked where a path really leads.
+    pub protect: Vec<String>,
+    protect_set: Option<Arc<globset::GlobSet>>,
+    /// `edit_file` tries a normalised match when the exact text is not found.
+    pub fuzzy_edit: bool,
+    /// Told of every change `write_file` and `edit_file` make: `{ path, diff, sessionId, turn,
+    /// toolCallId }`.
+    pub on_edit: Option<Arc<dyn crate::options::Callable>>,
 }
 
 impl Default for FsToolOptions {
@@ -66,13 +78,34 @@ impl Default for FsToolOptions {
             ignore: vec![".git".into(), "node_modules".into()],
             deny: crate::path::default_deny(),
             checkpoints: None,
+            read_images: false,
+            protect: Vec::new(),
+            protect_set: None,
+            fuzzy_edit: false,
+            on_edit: None,
         }
     }
 }
 
 impl FsToolOptions {
-    /// `createFsTools`'s options (checkpoints are attached by the binding).
-    pub fn from_options(v: &Value) -> Result<FsToolOptions> {
+    /// These options with `protect` globs (same syntax as `glob`).
+    pub fn with_protect(mut self, globs: Vec<String>) -> Result<FsToolOptions> {
+        let mut set = globset::GlobSetBuilder::new();
+        for g in &globs {
+            set.add(glob::compile_glob_pattern(g)?);
+        }
+        self.protect_set = if globs.is_empty() {
+            None
+        } else {
+            Some(Arc::new(set.build().map_err(|e| Error::new(Code::InvalidPattern, e.to_string()))?))
+        };
+        self.protect = globs;
+        Ok(self)
+    }
+
+    /// `createFsTools`'s options (checkpoints are attached by the binding); `fns` gives the
+    /// functions their tags name.
+    pub fn from_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<FsToolOptions> {
         use crate::options::{is_function, is_js_object, Reader};
         let r = Reader::new(
             "createFsTools",
@@ -88,6 +121,10 @@ impl FsToolOptions {
                 "ignore",
                 "deny",
                 "checkpoints",
+                "readImages",
+                "protect",
+                "fuzzyEdit",
+                "onEdit",
             ],
         )?;
         if let Some(na) = r.get("needsApproval") {
@@ -109,7 +146,9 @@ impl FsToolOptions {
         if r.get("checkpoints").is_some_and(|c| !is_js_object(c)) {
             return Err(r.err("checkpoints must be a WorkspaceCheckpoints."));
         }
-        let d = FsToolOptions::default();
+        let d = FsToolOptions::default()
+            .with_protect(r.strings("protect")?.unwrap_or_default())
+            .map_err(|e| r.err(format!("protect: {}", e.message)))?;
         Ok(FsToolOptions {
             read_only: r.bool("readOnly", d.read_only)?,
             max_read_lines: r.int("maxReadLines", d.max_read_lines as u64, 1..=1_000_000)? as usize,
@@ -120,6 +159,15 @@ impl FsToolOptions {
             ignore: r.names("ignore", d.ignore)?,
             deny: r.names("deny", d.deny)?,
             checkpoints: None,
+            read_images: r.bool("readImages", d.read_images)?,
+            fuzzy_edit: r.bool("fuzzyEdit", d.fuzzy_edit)?,
+            on_edit: match r.get("onEdit") {
+                None => None,
+                Some(f) => Some(
+                    crate::options::function_of(f, fns).ok_or_else(|| r.err("onEdit must be a function."))?,
+                ),
+            },
+            ..d
         })
     }
 }
@@ -129,12 +177,13 @@ impl FsToolOptions {
 pub struct Ctx {
     pub session_id: String,
     pub turn: u32,
+    pub tool_call_id: Option<String>,
     pub cancel: Option<Cancel>,
 }
 
 impl Default for Ctx {
     fn default() -> Self {
-        Ctx { session_id: "default".into(), turn: 0, cancel: None }
+        Ctx { session_id: "default".into(), turn: 0, tool_call_id: None, cancel: None }
     }
 }
 
@@ -156,7 +205,12 @@ impl Ctx {
                 })? as u32
             }
         };
-        Ok(Ctx { session_id, turn, cancel })
+        let tool_call_id = match v.get("toolCallId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(bad("toolCallId must be a string.")),
+        };
+        Ok(Ctx { session_id, turn, tool_call_id, cancel })
     }
 
     pub fn check_cancel(&self) -> Result<()> {
@@ -289,7 +343,8 @@ pub(crate) async fn checked_path(fs: &dyn FsProvider, o: &FsToolOptions, raw: &s
 }
 
 /// Runs one tool. `args` must be a JSON object.
-pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<String> {
+/// The result is a string, except an image `read_file` returns with `readImages`.
+pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<Value> {
     match fs.as_local() {
         // On disk the deny list is also checked where each operation really goes, at the moment
         // it runs: a directory swapped for a link to `.git` after the path was checked is refused.
@@ -298,7 +353,7 @@ pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Val
     }
 }
 
-async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<String> {
+async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<Value> {
     validate(name, args)?;
     ctx.check_cancel()?;
     let writes = matches!(name, "write_file" | "edit_file");
@@ -307,11 +362,11 @@ async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Valu
     }
     match name {
         "read_file" => read::run(fs, o, args).await,
-        "write_file" => write::run(fs, o, args, ctx).await,
-        "edit_file" => edit::run(fs, o, args, ctx).await,
-        "list_dir" => list::run(fs, o, args).await,
-        "glob" => glob::glob(fs, o, args, ctx).await,
-        "grep" => grep::grep(fs, o, args, ctx).await,
+        "write_file" => write::run(fs, o, args, ctx).await.map(Value::String),
+        "edit_file" => edit::run(fs, o, args, ctx).await.map(Value::String),
+        "list_dir" => list::run(fs, o, args).await.map(Value::String),
+        "glob" => glob::glob(fs, o, args, ctx).await.map(Value::String),
+        "grep" => grep::grep(fs, o, args, ctx).await.map(Value::String),
         _ => Err(Error::new(Code::InvalidArguments, format!("Unknown tool: {name}"))),
     }
 }
@@ -403,6 +458,71 @@ pub(crate) fn push_line(out: &mut String, chars: &mut usize, line: &str, max_cha
     out.push_str(line);
     out.push('\n');
     true
+}
+
+/// Directories the shell tool spills whole outputs to, per provider (`provider_identity`): the
+/// file tools refuse to write there, as they refuse `protect` globs.
+static SPILL_DIRS: OnceLock<std::sync::Mutex<std::collections::HashMap<usize, Vec<String>>>> = OnceLock::new();
+
+/// One value per provider: a directory on disk and every view of it share theirs.
+pub fn provider_identity(fs: &dyn FsProvider) -> usize {
+    match fs.as_local() {
+        Some(local) => local.identity(),
+        None => fs as *const dyn FsProvider as *const () as usize,
+    }
+}
+
+/// Marks `dir` of this provider as the shell tool's spill directory.
+pub fn protect_spill_dir(fs: &dyn FsProvider, dir: &str) {
+    let mut map = SPILL_DIRS.get_or_init(Default::default).lock().unwrap();
+    let dirs = map.entry(provider_identity(fs)).or_default();
+    if !dirs.iter().any(|d| d == dir) {
+        dirs.push(dir.to_string());
+    }
+}
+
+/// Refuses a write to a path a `protect` glob or a spill directory covers, by its name and by
+/// where it really leads.
+pub(crate) async fn check_protected(fs: &dyn FsProvider, o: &FsToolOptions, path: &str) -> Result<()> {
+    let spill = SPILL_DIRS.get().and_then(|m| m.lock().unwrap().get(&provider_identity(fs)).cloned()).unwrap_or_default();
+    if o.protect_set.is_none() && spill.is_empty() {
+        return Ok(());
+    }
+    let real = if fs.caps().real_path { fs.real_path(path).await? } else { path.to_string() };
+    for p in [path, real.as_str()] {
+        if let Some(set) = &o.protect_set {
+            if let Some(i) = set.matches(p).first() {
+                return Err(Error::new(
+                    Code::Protected,
+                    format!("{path} is protected (it matches '{}'): write_file and edit_file leave it alone.", o.protect[*i]),
+                ));
+            }
+        }
+        if let Some(dir) = spill.iter().find(|d| p == d.as_str() || p.starts_with(&format!("{d}/"))) {
+            return Err(Error::new(
+                Code::Protected,
+                format!("{path} is protected: {dir} holds the shell's saved outputs; read them, do not change them."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Tells `onEdit` of a change, with a unified diff; what the listener does is its own business.
+pub(crate) async fn notify_edit(o: &FsToolOptions, ctx: &Ctx, path: &str, before: &str, after: &str) {
+    let Some(f) = &o.on_edit else { return };
+    let diff = similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string();
+    let event = json!({
+        "path": path,
+        "diff": diff,
+        "sessionId": ctx.session_id,
+        "turn": ctx.turn,
+        "toolCallId": ctx.tool_call_id,
+    });
+    let _ = f.call(vec![event]).await;
 }
 
 /// Refuses a file over `MAX_READ_BYTES` for `what` ("read", "edit").

@@ -1,7 +1,7 @@
 //! `read_file`: numbered lines, cut at `maxReadLines` lines or `maxOutputChars` characters with a
 //! last line that says what was shown and the offset to continue from.
 
-use super::{
+use super::{image, 
     check_read_size, checked_path, fmt_count, fmt_num, format_bytes, path_prop, plural, str_arg, FsToolOptions,
     MAX_READ_BYTES,
 };
@@ -32,7 +32,7 @@ pub(super) fn description(o: &FsToolOptions) -> String {
         )
 }
 
-pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<String> {
+pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<Value> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
     match fs.stat(&path).await? {
         None => return Err(Error::not_found(&path)),
@@ -53,16 +53,109 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
         }
         _ => {}
     }
-    let content = fs.read_file(&path).await?;
     let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(1) as usize;
     let limit =
         args.get("limit").and_then(Value::as_u64).map(|l| l as usize).unwrap_or(o.max_read_lines).min(o.max_read_lines);
-    Ok(format_lines(&path, &content, offset, limit, o.max_output_chars))
+    if !fs.caps().read_bytes {
+        // A provider that reads text only: its text is shown as it comes.
+        let content = fs.read_file(&path).await?;
+        return Ok(Value::String(format_lines(&path, &content, offset, limit, o.max_output_chars, None)));
+    }
+    let bytes = fs.read_file_bytes(&path).await?;
+    check_read_size(&path, bytes.len() as u64, "read", " Use grep to find the lines you need.")?;
+    if let Some(kind) = image::sniff(&bytes) {
+        if o.read_images {
+            return Ok(image_result(&path, kind, bytes));
+        }
+    }
+    if image::sniff(&bytes).is_some() || image::is_binary(&bytes) {
+        return Ok(Value::String(format!(
+            "({path} is a binary file: {}, {}. Its bytes are not shown.)",
+            plural(bytes.len(), "byte"),
+            image::binary_kind(&bytes)
+        )));
+    }
+    Ok(Value::String(match String::from_utf8(bytes) {
+        Ok(text) => format_lines(&path, &text, offset, limit, o.max_output_chars, None),
+        Err(e) => {
+            let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let note = format!(
+                "({path} is not valid UTF-8: the bytes that are not are shown as U+FFFD. It may be latin1 or Windows-1252; edit_file leaves such files unchanged.)"
+            );
+            format_lines(&path, &text, offset, limit, o.max_output_chars, Some(&note))
+        }
+    }))
+}
+
+/// An image as the tool returns it, or the note that says why it is not sent.
+fn image_result(path: &str, kind: image::ImageKind, bytes: Vec<u8>) -> Value {
+    let media = kind.media_type();
+    let size = bytes.len() as u64;
+    let dims = image::dimensions(kind, &bytes);
+    let why = match dims {
+        None => Some("its header gives no size".to_string()),
+        Some((w, h)) if w > image::MAX_IMAGE_SIDE || h > image::MAX_IMAGE_SIDE => {
+            Some(format!("it is larger than {} pixels a side", fmt_num(image::MAX_IMAGE_SIDE as u64)))
+        }
+        _ if size > image::MAX_IMAGE_BYTES => {
+            Some(format!("it is larger than 3.75 MiB ({} bytes)", fmt_num(image::MAX_IMAGE_BYTES)))
+        }
+        _ => None,
+    };
+    if let Some(why) = why {
+        let shape = dims.map(|(w, h)| format!(", {w}x{h} px")).unwrap_or_default();
+        return Value::String(format!(
+            "(The image {path} ({media}, {}{shape}) is not sent: {why}. Read a smaller copy: scale it down or recompress it with a command, then read that file.)",
+            plural(size as usize, "byte")
+        ));
+    }
+    let (width, height) = dims.unwrap_or_default();
+    use base64::Engine;
+    json!({
+        "type": "image",
+        "path": path,
+        "mediaType": media,
+        "bytes": size,
+        "width": width,
+        "height": height,
+        "data": base64::engine::general_purpose::STANDARD.encode(&bytes),
+    })
+}
+
+/// What an SDK that sends images gives the model for a `read_file` result (the AI SDK's tool
+/// output): an image as text plus image data, anything else as text.
+pub fn model_output(output: &Value) -> Value {
+    match output {
+        Value::Object(m) if m.get("type").and_then(Value::as_str) == Some("image") => {
+            let text = format!(
+                "[Image {} ({}, {}).]",
+                m.get("path").and_then(Value::as_str).unwrap_or_default(),
+                m.get("mediaType").and_then(Value::as_str).unwrap_or_default(),
+                plural(m.get("bytes").and_then(Value::as_u64).unwrap_or(0) as usize, "byte")
+            );
+            json!({ "type": "content", "value": [
+                { "type": "text", "text": text },
+                { "type": "image-data", "data": m.get("data").cloned().unwrap_or(Value::Null), "mediaType": m.get("mediaType").cloned().unwrap_or(Value::Null) }
+            ] })
+        }
+        Value::String(s) => json!({ "type": "text", "value": s }),
+        other => json!({ "type": "text", "value": other.to_string() }),
+    }
 }
 
 /// Formats `content` as numbered lines from 1-based `offset`, at most `limit` lines and about
 /// `max_chars` characters.
-pub fn format_lines(path: &str, content: &str, offset: usize, limit: usize, max_chars: usize) -> String {
+///
+/// `note` (a line about the content, such as invalid UTF-8) comes after the lines and before the
+/// line that says how to continue, which stays last.
+pub fn format_lines(
+    path: &str,
+    content: &str,
+    offset: usize,
+    limit: usize,
+    max_chars: usize,
+    note: Option<&str>,
+) -> String {
     if content.is_empty() {
         return format!("({path} is empty.)");
     }
@@ -89,6 +182,10 @@ pub fn format_lines(path: &str, content: &str, offset: usize, limit: usize, max_
                 let cut: String = entry.chars().take(max_chars.saturating_sub(1)).collect();
                 out.push_str(&cut);
                 out.push('\n');
+                if let Some(note) = note {
+                    out.push_str(note);
+                    out.push('\n');
+                }
                 out.push_str(&format!(
                     "(Line {n} is longer than {} characters and was cut. Showing line {n} of {}. Use offset {} to continue.)",
                     fmt_count(max_chars),
@@ -102,6 +199,10 @@ pub fn format_lines(path: &str, content: &str, offset: usize, limit: usize, max_
         chars += len;
         out.push_str(&entry);
         shown_to = n;
+    }
+    if let Some(note) = note {
+        out.push_str(note);
+        out.push('\n');
     }
     if shown_to < total {
         out.push_str(&format!(

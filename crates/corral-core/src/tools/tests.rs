@@ -8,7 +8,12 @@ fn mem(files: &[(&str, &str)]) -> MemoryFs {
 }
 
 async fn run(fs: &dyn FsProvider, name: &str, args: Value) -> Result<String> {
-    call(fs, &FsToolOptions::default(), name, &args, &Ctx::default()).await
+    call_text(fs, &FsToolOptions::default(), name, args).await
+}
+
+/// A tool's text result.
+async fn call_text(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: Value) -> Result<String> {
+    call(fs, o, name, &args, &Ctx::default()).await.map(|v| v.as_str().expect("a text result").to_string())
 }
 
 #[tokio::test]
@@ -16,7 +21,7 @@ async fn read_file_numbers_lines_and_says_how_to_continue() {
     let content: String = (1..=30).map(|i| format!("line {i}\n")).collect();
     let fs = mem(&[("a.txt", &content)]);
     let o = FsToolOptions { max_read_lines: 10, ..Default::default() };
-    let out = call(&fs, &o, "read_file", &json!({"path": "a.txt"}), &Ctx::default()).await.unwrap();
+    let out = call_text(&fs, &o, "read_file", json!({"path": "a.txt"})).await.unwrap();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "  1\tline 1");
     assert_eq!(lines[9], " 10\tline 10");
@@ -89,9 +94,9 @@ async fn git_is_refused_and_hidden() {
     }
     assert_eq!(run(&fs, "list_dir", json!({})).await.unwrap(), ".github/\n.gitignore\nsrc/");
     let o = FsToolOptions { ignore: vec![], ..Default::default() };
-    let g = call(&fs, &o, "grep", &json!({"pattern": "token|a|x"}), &Ctx::default()).await.unwrap();
+    let g = call_text(&fs, &o, "grep", json!({"pattern": "token|a|x"})).await.unwrap();
     assert!(!g.contains(".git/"), "{g}");
-    let all = call(&fs, &o, "glob", &json!({"pattern": "**/*"}), &Ctx::default()).await.unwrap();
+    let all = call_text(&fs, &o, "glob", json!({"pattern": "**/*"})).await.unwrap();
     assert_eq!(all, ".github/ci.yml\n.gitignore\nsrc/a.ts");
 }
 

@@ -1,6 +1,6 @@
 //! `write_file`: creates or overwrites a file, creating missing parent directories.
 
-use super::{check_write_size, checked_path, hooked_write, lock_path, path_prop, plural, str_arg, Ctx, FsToolOptions};
+use super::{check_protected, notify_edit, check_write_size, checked_path, hooked_write, lock_path, path_prop, plural, str_arg, Ctx, FsToolOptions};
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};
@@ -28,6 +28,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
     let content = str_arg(args, "content").unwrap_or_default();
     check_write_size(&path, content.len() as u64, "the content")?;
+    check_protected(fs, o, &path).await?;
     let _writer = lock_path(fs, &path).await;
     let existed = match fs.stat(&path).await? {
         Some(s) if s.kind == EntryType::Directory => {
@@ -39,17 +40,18 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         Some(_) => true,
         None => false,
     };
+    let mut before = String::new();
     if existed {
-        let same = if fs.caps().read_bytes {
-            fs.read_file_bytes(&path).await? == content.as_bytes()
-        } else {
-            fs.read_file(&path).await? == content
-        };
-        if same {
+        let old = if fs.caps().read_bytes { fs.read_file_bytes(&path).await? } else { fs.read_file(&path).await?.into_bytes() };
+        if old == content.as_bytes() {
             return Ok(format!("{path} already has this content; nothing was written."));
+        }
+        if o.on_edit.is_some() {
+            before = String::from_utf8_lossy(&old).into_owned();
         }
     }
     hooked_write(fs, o, ctx, &path, content.as_bytes()).await?;
+    notify_edit(o, ctx, &path, &before, content).await;
     let size = format!("{}, {}", plural(content.len(), "byte"), plural(content.lines().count(), "line"));
     Ok(if existed { format!("Overwrote {path} ({size}).") } else { format!("Created {path} ({size}).") })
 }

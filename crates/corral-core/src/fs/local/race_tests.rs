@@ -77,8 +77,9 @@ async fn a_directory_swapped_with_a_link_never_lets_the_file_tools_out_of_the_ro
             call(&fs, &o, "glob", &json!({"pattern": "**/outside-only.txt"}), &ctx).await,
         ];
         for r in results.iter().flatten() {
+            let r = r.to_string();
             if r.contains("OUTSIDE") || r.contains("outside-only") {
-                leaks.push(r.clone());
+                leaks.push(r);
             }
         }
         calls += 1;
