@@ -3,8 +3,8 @@
 //! not UTF-8 when the provider can read bytes; keeps a UTF-8 BOM.
 
 use super::{
-    check_protected, notify_edit, check_read_size, check_write_size, checked_path, fmt_count, hooked_write, lock_path, path_prop, str_arg, Ctx,
-    FsToolOptions,
+    check_protected, check_read_size, check_write_size, checked_path, fmt_count, hooked_write, lock_path, notify_edit,
+    path_prop, str_arg, Ctx, FsToolOptions,
 };
 use serde_json::{json, Value};
 
@@ -103,7 +103,9 @@ struct Found {
 fn not_found(path: &str, text: &str, old: &str, which: &str) -> Error {
     let mut msg = format!("{which}old_string was not found in {path}. Read the file and copy the exact text, including whitespace and indentation.");
     if text.contains("\r\n") && old.contains('\n') && !old.contains("\r\n") {
-        msg.push_str(" The file has CRLF (\\r\\n) line endings but old_string uses \\n: match the file's line endings.");
+        msg.push_str(
+            " The file has CRLF (\\r\\n) line endings but old_string uses \\n: match the file's line endings.",
+        );
         if text.contains(&old.replace('\n', "\r\n")) {
             msg.push_str(" With \\r\\n line endings, old_string would match.");
         }

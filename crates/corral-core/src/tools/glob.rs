@@ -64,8 +64,8 @@ pub(super) fn compile_glob_pattern(pattern: &str) -> Result<globset::Glob> {
         let _ = g.compile_matcher();
         Ok::<_, globset::Error>(g)
     })
-        .map_err(|_| invalid("it is too complex".to_string()))?
-        .map_err(|e| invalid(e.kind().to_string()))
+    .map_err(|_| invalid("it is too complex".to_string()))?
+    .map_err(|e| invalid(e.kind().to_string()))
 }
 
 /// The search base: a directory to walk, or one file.

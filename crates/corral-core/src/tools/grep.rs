@@ -27,7 +27,10 @@ pub(super) fn parameters() -> Value {
             "pattern": { "type": "string", "minLength": 1, "description": "A JavaScript regular expression (without slashes)." },
             "path": path_prop("File or directory to search (the root when omitted)."),
             "glob": { "type": "string", "description": "Only search files matching this glob, such as `*.ts` or `src/**/*.rs`." },
-            "ignore_case": { "type": "boolean", "description": "Match case-insensitively." }
+            "ignore_case": { "type": "boolean", "description": "Match case-insensitively." },
+            "literal": { "type": "boolean", "description": "The pattern is plain text, not a regular expression." },
+            "context": { "type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (shown as `path-12- text`, groups separated by `--`)." },
+            "limit": { "type": "integer", "minimum": 1, "description": "Most matching lines to show (at most the tool's own limit)." }
         },
         "required": ["pattern"],
         "additionalProperties": false
@@ -55,12 +58,52 @@ struct Grep {
     stop: AtomicBool,
     cancel: Option<Cancel>,
     keep: usize,
+    context: usize,
+}
+
+/// The most lines of context grep shows around a match.
+pub const MAX_CONTEXT: u64 = 10;
+
+/// A line grep shows: a match, or context around one.
+struct Line {
+    n: usize,
+    text: String,
+    matched: bool,
 }
 
 struct FileHits {
     path: String,
-    lines: Vec<(usize, String)>,
+    /// Matching lines (and their context), in order.
+    lines: Vec<Line>,
     count: usize,
+}
+
+impl FileHits {
+    /// Keeps the first `keep` matches and their context.
+    fn truncate(&mut self, keep: usize, context: usize) {
+        let mut seen = 0;
+        let mut last = None;
+        let mut cut = self.lines.len();
+        for (i, l) in self.lines.iter().enumerate() {
+            if l.matched {
+                if seen == keep {
+                    cut = i;
+                    break;
+                }
+                seen += 1;
+                last = Some(l.n);
+            }
+        }
+        self.lines.truncate(cut);
+        // The context before a match no longer shown goes with it.
+        if let Some(last) = last {
+            self.lines.retain(|l| l.matched || l.n <= last + context || l.n < last);
+        }
+    }
+
+    fn matches(&self) -> usize {
+        self.lines.iter().filter(|l| l.matched).count()
+    }
 }
 
 /// The hits kept for the output: every match is counted, but only lines that can still be among
@@ -70,23 +113,24 @@ struct Collected {
     kept: usize,
     total: usize,
     keep: usize,
+    context: usize,
 }
 
 impl Collected {
-    fn new(keep: usize) -> Self {
-        Collected { files: Vec::new(), kept: 0, total: 0, keep }
+    fn new(keep: usize, context: usize) -> Self {
+        Collected { files: Vec::new(), kept: 0, total: 0, keep, context }
     }
 
     fn add(&mut self, h: FileHits) {
         self.total += h.count;
-        self.kept += h.lines.len();
+        self.kept += h.matches();
         self.files.push(h);
         if self.kept > 2 * self.keep.max(64) {
             self.prune();
         }
     }
 
-    /// Sorts by path and keeps the first `keep` lines.
+    /// Sorts by path and keeps the first `keep` matches (with their context).
     fn prune(&mut self) {
         self.files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut n = 0;
@@ -96,8 +140,8 @@ impl Collected {
                 cut = i;
                 break;
             }
-            f.lines.truncate(self.keep - n);
-            n += f.lines.len();
+            f.truncate(self.keep - n, self.context);
+            n += f.matches();
         }
         self.files.truncate(cut);
         self.kept = n;
@@ -147,7 +191,10 @@ impl Grep {
         let already = self.spent_nanos.load(Ordering::Relaxed);
         // A final newline ends the last line; it does not start another.
         let body = text.strip_suffix('\n').unwrap_or(&text);
-        for (i, line) in body.split('\n').enumerate() {
+        let all: Vec<&str> = body.split('\n').map(|l| cut_line(l.strip_suffix('\r').unwrap_or(l))).collect();
+        let mut shown_to = 0; // lines before this index are already in `hits.lines`
+        let mut last_match: Option<usize> = None;
+        for (i, line) in all.iter().enumerate() {
             // Time and cancellation are checked before every line: one line of a slow pattern can
             // take milliseconds, and a budget checked every thousand lines ran seconds over.
             if self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos {
@@ -155,16 +202,30 @@ impl Grep {
                 self.stop.store(true, Ordering::Relaxed);
                 return None;
             }
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            let line = cut_line(line);
             match self.re.is_match(line) {
                 Ok(true) => {
                     hits.count += 1;
-                    if hits.lines.len() < self.keep {
-                        hits.lines.push((i + 1, line.to_string()));
+                    if hits.count <= self.keep {
+                        // The context before (not shown yet), the match; the context after is
+                        // added as the lines come, below.
+                        for (j, before) in
+                            all.iter().enumerate().take(i).skip(i.saturating_sub(self.context).max(shown_to))
+                        {
+                            hits.lines.push(Line { n: j + 1, text: before.to_string(), matched: false });
+                        }
+                        hits.lines.push(Line { n: i + 1, text: line.to_string(), matched: true });
+                        shown_to = i + 1;
+                        last_match = Some(i + 1);
                     }
                 }
-                Ok(false) => {}
+                Ok(false) => {
+                    if let Some(m) = last_match.filter(|_| self.context > 0) {
+                        if hits.count <= self.keep && i + 1 <= m + self.context && i >= shown_to {
+                            hits.lines.push(Line { n: i + 1, text: line.to_string(), matched: false });
+                            shown_to = i + 1;
+                        }
+                    }
+                }
                 Err(_) => {
                     self.step_limit.store(true, Ordering::Relaxed);
                     self.stop.store(true, Ordering::Relaxed);
@@ -179,7 +240,13 @@ impl Grep {
 pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let pattern = str_arg(args, "pattern").unwrap_or_default();
     let flags = if args.get("ignore_case").and_then(Value::as_bool).unwrap_or(false) { "i" } else { "" };
-    let re = JsRegex::new(pattern, flags)?;
+    let re = if args.get("literal").and_then(Value::as_bool).unwrap_or(false) {
+        JsRegex::new(&escape_literal(pattern), flags)?
+    } else {
+        JsRegex::new(pattern, flags)?
+    };
+    let keep = args.get("limit").and_then(Value::as_u64).map_or(o.max_results, |l| (l as usize).min(o.max_results));
+    let context = args.get("context").and_then(Value::as_u64).unwrap_or(0) as usize;
     let file_glob = match str_arg(args, "glob") {
         Some(g) if !g.is_empty() => Some((compile_glob(g)?, g.replace('\\', "/").contains('/'))),
         _ => None,
@@ -200,10 +267,11 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         step_limit: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         cancel: ctx.cancel.clone(),
-        keep: o.max_results,
+        keep,
+        context,
     });
     let too_large = Arc::new(AtomicUsize::new(0));
-    let found = Arc::new(Mutex::new(Collected::new(o.max_results)));
+    let found = Arc::new(Mutex::new(Collected::new(keep, context)));
     let mut notes = Vec::new();
     if kind == EntryType::File {
         let size = fs.stat(&base).await?.map(|s| s.size).unwrap_or(0);
@@ -311,8 +379,8 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
             ),
         ));
     }
-    let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0));
-    Ok(format_hits(results, o, &notes, too_large.load(Ordering::Relaxed)))
+    let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0, 0));
+    Ok(format_hits(results, o, keep, &notes, too_large.load(Ordering::Relaxed)))
 }
 
 /// Reads a regular file a walk found on disk (never a FIFO or device that took its place).
@@ -336,22 +404,53 @@ async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
     }
 }
 
-fn format_hits(mut results: Collected, o: &FsToolOptions, notes: &[String], too_large: usize) -> String {
+/// A JavaScript regex that matches `text` literally.
+fn escape_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}/-".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Matches as `path:12: text`; with context, context lines as `path-12- text` and `--` between
+/// groups that do not touch (ripgrep's convention).
+fn format_hits(mut results: Collected, o: &FsToolOptions, keep: usize, notes: &[String], too_large: usize) -> String {
     results.prune();
     let total = results.total;
+    let context = results.context > 0;
     let results = results.files;
     let mut out = String::new();
     let mut shown = 0usize;
     let mut chars = 0usize;
-    'files: for file in &results {
-        for (n, text) in &file.lines {
-            if shown >= o.max_results {
+    let mut last: Option<(usize, usize)> = None; // (file index, line) of the last line shown
+    'files: for (fi, file) in results.iter().enumerate() {
+        for l in &file.lines {
+            if l.matched && shown >= keep {
                 break 'files;
             }
-            if !push_line(&mut out, &mut chars, &format!("{}:{}: {}", file.path, n, text), o.max_output_chars) {
+            if context
+                && last.is_some_and(|(f, n)| f != fi || l.n > n + 1)
+                && !push_line(&mut out, &mut chars, "--", o.max_output_chars)
+            {
                 break 'files;
             }
-            shown += 1;
+            let sep = if l.matched { ':' } else { '-' };
+            if !push_line(
+                &mut out,
+                &mut chars,
+                &format!("{}{sep}{}{sep} {}", file.path, l.n, l.text),
+                o.max_output_chars,
+            ) {
+                break 'files;
+            }
+            last = Some((fi, l.n));
+            if l.matched {
+                shown += 1;
+            }
         }
     }
     if total == 0 {

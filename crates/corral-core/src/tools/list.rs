@@ -1,4 +1,4 @@
-//! `list_dir`: sorted entries, directories ending with `/`, denied names left out.
+//! `list_dir`: sorted entries, directories ending with `/`, links with `@`, denied names left out.
 
 use super::{checked_path, fmt_count, fmt_num, kind_of, path_prop, push_line, str_arg, FsToolOptions};
 use serde_json::{json, Value};
@@ -19,7 +19,7 @@ pub(super) fn parameters() -> Value {
 /// What the model is told about `list_dir`, with the limits these options set.
 pub(super) fn description(o: &FsToolOptions) -> String {
     format!(
-            "List a directory of the workspace (the root when path is omitted). Entries are sorted; directories end with '/'. At most {} entries.",
+            "List a directory of the workspace (the root when path is omitted). Entries are sorted; directories end with '/', links with '@'. At most {} entries.",
             fmt_num(o.max_results as u64)
         )
 }
@@ -38,7 +38,11 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
         .await?
         .into_iter()
         .filter(|e| !name_is_denied(&e.name, &o.deny))
-        .map(|e| if e.kind == EntryType::Directory { format!("{}/", e.name) } else { e.name })
+        .map(|e| match e.kind {
+            EntryType::Directory => format!("{}/", e.name),
+            EntryType::Symlink => format!("{}@", e.name),
+            _ => e.name,
+        })
         .collect();
     names.sort();
     if names.is_empty() {

@@ -163,9 +163,9 @@ impl FsToolOptions {
             fuzzy_edit: r.bool("fuzzyEdit", d.fuzzy_edit)?,
             on_edit: match r.get("onEdit") {
                 None => None,
-                Some(f) => Some(
-                    crate::options::function_of(f, fns).ok_or_else(|| r.err("onEdit must be a function."))?,
-                ),
+                Some(f) => {
+                    Some(crate::options::function_of(f, fns).ok_or_else(|| r.err("onEdit must be a function."))?)
+                }
             },
             ..d
         })
@@ -484,7 +484,8 @@ pub fn protect_spill_dir(fs: &dyn FsProvider, dir: &str) {
 /// Refuses a write to a path a `protect` glob or a spill directory covers, by its name and by
 /// where it really leads.
 pub(crate) async fn check_protected(fs: &dyn FsProvider, o: &FsToolOptions, path: &str) -> Result<()> {
-    let spill = SPILL_DIRS.get().and_then(|m| m.lock().unwrap().get(&provider_identity(fs)).cloned()).unwrap_or_default();
+    let spill =
+        SPILL_DIRS.get().and_then(|m| m.lock().unwrap().get(&provider_identity(fs)).cloned()).unwrap_or_default();
     if o.protect_set.is_none() && spill.is_empty() {
         return Ok(());
     }
@@ -494,7 +495,10 @@ pub(crate) async fn check_protected(fs: &dyn FsProvider, o: &FsToolOptions, path
             if let Some(i) = set.matches(p).first() {
                 return Err(Error::new(
                     Code::Protected,
-                    format!("{path} is protected (it matches '{}'): write_file and edit_file leave it alone.", o.protect[*i]),
+                    format!(
+                        "{path} is protected (it matches '{}'): write_file and edit_file leave it alone.",
+                        o.protect[*i]
+                    ),
                 ));
             }
         }

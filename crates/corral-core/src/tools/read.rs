@@ -1,8 +1,8 @@
 //! `read_file`: numbered lines, cut at `maxReadLines` lines or `maxOutputChars` characters with a
 //! last line that says what was shown and the offset to continue from.
 
-use super::{image, 
-    check_read_size, checked_path, fmt_count, fmt_num, format_bytes, path_prop, plural, str_arg, FsToolOptions,
+use super::{
+    check_read_size, checked_path, fmt_count, fmt_num, format_bytes, image, path_prop, plural, str_arg, FsToolOptions,
     MAX_READ_BYTES,
 };
 use serde_json::{json, Value};

@@ -197,3 +197,30 @@ async fn a_grep_stopped_by_the_step_limit_says_so_not_that_it_took_too_long() {
     assert!(e.message.contains("backtracking steps"), "{}", e.message);
     assert!(!e.message.contains("took longer"), "{}", e.message);
 }
+
+#[tokio::test]
+async fn grep_context_shows_lines_around_matches_as_ripgrep_does() {
+    let text: String = (1..=20)
+        .map(|i| if i == 5 || i == 7 || i == 15 { format!("hit {i}\n") } else { format!("line {i}\n") })
+        .collect();
+    let fs = mem(&[("a.txt", &text), ("b.txt", "x\nhit b\n")]);
+    let out = run(&fs, "grep", json!({"pattern": "hit", "context": 1})).await.unwrap();
+    assert_eq!(
+        out,
+        "a.txt-4- line 4\na.txt:5: hit 5\na.txt-6- line 6\na.txt:7: hit 7\na.txt-8- line 8\n--\na.txt-14- line 14\na.txt:15: hit 15\na.txt-16- line 16\n--\nb.txt-1- x\nb.txt:2: hit b"
+    );
+    let e = run(&fs, "grep", json!({"pattern": "hit", "context": 11})).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments);
+    let e = run(&fs, "grep", json!({"pattern": "hit", "context": -1})).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments);
+}
+
+#[tokio::test]
+async fn grep_literal_and_limit() {
+    let fs = mem(&[("a.txt", "a.b(c)\naxb(c)\n[x]\n[x]\n[x]\n")]);
+    assert_eq!(run(&fs, "grep", json!({"pattern": "a.b(c)", "literal": true})).await.unwrap(), "a.txt:1: a.b(c)");
+    let out = run(&fs, "grep", json!({"pattern": "[x]", "literal": true, "limit": 2})).await.unwrap();
+    assert_eq!(out, "a.txt:3: [x]\na.txt:4: [x]\n(Showing the first 2 of 3 matches. Narrow the pattern, path or glob to see the rest.)");
+    let e = run(&fs, "grep", json!({"pattern": "x", "limit": 0})).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments);
+}
