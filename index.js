@@ -83,6 +83,12 @@ const FS_METHODS = ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm'];
 const fsDispatch = (fs, call) => FS_OPS[call.op](fs, call);
 const stubDispatch = (stub, c) => stub(c.command, c.options);
 const functionsDispatch = (fns, { index, args }) => fns[index](...args);
+// A JS shell's run; when the core wants the output as it comes, the provider gets onOutput.
+const shellDispatch = (runs) => (target, c) => {
+  if (c.op === 'abort') return runs.abort(c.id);
+  const onOutput = c.stream ? (stream, text) => native.shellOutput(c.id, stream, String(text)) : undefined;
+  return runs.run(c.id, (signal) => target.exec(c.command, onOutput ? { ...c.options, signal, onOutput } : { ...c.options, signal }));
+};
 
 /** The calls the core makes on a JS FsProvider. */
 const FS_OPS = {
@@ -156,7 +162,7 @@ function nativeShell(shell) {
   if (shell && shellOf.has(shell)) return shellOf.get(shell);
   if (!shell || typeof shell.exec !== 'function') throw new ConfigurationError('Expected a ShellProvider: an object with an exec(command, options) method.');
   const runs = abortableRuns();
-  const dispatch = weakCallback(shell, (target, c) => (c.op === 'abort' ? runs.abort(c.id) : runs.run(c.id, (signal) => target.exec(c.command, { ...c.options, signal }))));
+  const dispatch = weakCallback(shell, shellDispatch(runs));
   const handle = native.NativeShell.fromJs(dispatch, typeof shell.shell === 'string' ? shell.shell : undefined);
   shellOf.set(shell, keep(handle, shell));
   return handle;
@@ -278,12 +284,15 @@ function createFsTools(fs, options) {
 function createShellTool(shell, options) {
   const fns = [];
   const handle = nativeShell(shell);
-  const tool = keep(lift(() => new native.NativeShellTool(handle, optionData(options ?? null, fns), functionsCallback(fns))), handle, fns);
+  // Whole outputs (spillDir) are written through the shell when it is a file provider too.
+  const spillFs = options?.spillFs != null ? nativeFs(options.spillFs) : nativeOf.get(shell);
+  const given = typeof options?.onProgress === 'function' ? { ...options, onProgress: notifier(options.onProgress) } : options ?? null;
+  const tool = keep(lift(() => new native.NativeShellTool(handle, optionData(given, fns), functionsCallback(fns), spillFs)), handle, fns, spillFs);
   return defineTool({
     ...tool.spec(),
     // A command allow/deny refuse is never offered to a human: execute() throws CommandRefused.
     needsApproval: (args) => lift(() => tool.needsApproval(args ?? null)),
-    execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.call(args === undefined ? null : args, token)),
+    execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.call(args === undefined ? null : args, ctxData(ctx), token)),
   });
 }
 

@@ -356,13 +356,13 @@ async function expectRuns(m, tool, command) {
 }
 
 describe('createShellTool: the tool object and its options', () => {
-  it('is one plain-object tool named shell taking command and an optional timeout_ms', () => {
+  it('is one plain-object tool named shell taking command and optional timeout_ms and stdin', () => {
     const tool = createShellTool(mem());
     expect(tool.name).toBe('shell');
     expect(Object.getPrototypeOf(tool)).toBe(Object.prototype);
     expect(tool.inputSchema).toBe(tool.parameters);
     expect(tool.parameters.required).toEqual(['command']);
-    expect(Object.keys(tool.parameters.properties).sort()).toEqual(['command', 'timeout_ms']);
+    expect(Object.keys(tool.parameters.properties).sort()).toEqual(['command', 'stdin', 'timeout_ms']);
     expect(typeof tool.execute).toBe('function');
   });
 

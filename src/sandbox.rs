@@ -36,6 +36,7 @@ fn request_from(v: &Value) -> CoreResult<SandboxRequest> {
             Some(t) => t.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| bad("timeoutMs"))? as u64,
         },
         stdin: v.get("stdin").and_then(Value::as_str).map(str::to_string),
+        on_output: None,
         mount: None,
     })
 }

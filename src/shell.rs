@@ -48,6 +48,7 @@ pub(crate) fn exec_options(o: &Value, cancel: Option<Cancel>) -> CoreResult<Exec
             _ => return Err(bad("stdin")),
         },
         cancel,
+        on_output: None,
     })
 }
 
@@ -86,11 +87,40 @@ impl ExecStub for JsStub {
     }
 }
 
-/// A `ShellProvider` written in JavaScript. A cancel is passed on as `{ op: 'abort', id }`.
+/// A `ShellProvider` written in JavaScript. A cancel is passed on as `{ op: 'abort', id }`; while a
+/// run wants its output (`stream: true`), the provider's `options.onOutput(stream, text)` reaches
+/// `shellOutput(id, stream, text)`, which hands it to the run's sink.
 struct JsShell {
     cb: JsCallback,
     shell: Option<String>,
-    next: std::sync::atomic::AtomicU64,
+}
+
+/// Run ids of JS shells, unique in the process (`shellOutput` finds a run by its id alone).
+static NEXT_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The sinks of JS shell runs that stream, by run id.
+fn sinks() -> &'static std::sync::Mutex<std::collections::HashMap<u64, corral_core::shell::Sink>> {
+    static SINKS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, corral_core::shell::Sink>>> =
+        std::sync::OnceLock::new();
+    SINKS.get_or_init(Default::default)
+}
+
+/// Removes a run's sink when the run ends, however it ends.
+struct SinkGuard(u64);
+
+impl Drop for SinkGuard {
+    fn drop(&mut self) {
+        sinks().lock().unwrap().remove(&self.0);
+    }
+}
+
+/// Output a JS shell provider reports while a run goes on (`options.onOutput`).
+#[napi(catch_unwind)]
+pub fn shell_output(id: f64, stream: String, text: String) {
+    let sink = sinks().lock().unwrap().get(&(id as u64)).cloned();
+    if let (Some(sink), Some(stream)) = (sink, corral_core::shell::Stream::parse(&stream)) {
+        sink.0.output(stream, text.as_bytes());
+    }
 }
 
 #[async_trait]
@@ -99,11 +129,16 @@ impl ShellProvider for JsShell {
         self.shell.clone()
     }
     async fn exec(&self, command: &str, o: ExecOptions) -> CoreResult<ExecResult> {
-        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = NEXT_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stream = o.on_output.is_some();
+        let _guard = o.on_output.clone().map(|sink| {
+            sinks().lock().unwrap().insert(id, sink);
+            SinkGuard(id)
+        });
         let v = self
             .cb
             .call_cancellable(
-                json!({ "op": "exec", "id": id, "command": command, "options": exec_options_js(&o) }),
+                json!({ "op": "exec", "id": id, "command": command, "options": exec_options_js(&o), "stream": stream }),
                 id,
                 o.cancel.as_ref(),
             )
@@ -144,10 +179,7 @@ impl NativeShell {
 
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn, shell: Option<String>) -> NativeShell {
-        NativeShell {
-            inner: Arc::new(JsShell { cb: JsCallback(Arc::new(dispatch)), shell, next: Default::default() }),
-            stub: None,
-        }
+        NativeShell { inner: Arc::new(JsShell { cb: JsCallback(Arc::new(dispatch)), shell }), stub: None }
     }
 
     #[napi(getter)]
@@ -200,8 +232,14 @@ pub struct NativeShellTool {
 #[napi]
 impl NativeShellTool {
     #[napi(constructor, catch_unwind)]
-    pub fn new(shell: &NativeShell, options: Value, functions: Option<JsFn>) -> Result<Self> {
-        let opts = ShellToolOptions::from_options(&options, &crate::functions(functions)).napi()?;
+    pub fn new(
+        shell: &NativeShell,
+        options: Value,
+        functions: Option<JsFn>,
+        spill_fs: Option<&crate::NativeFs>,
+    ) -> Result<Self> {
+        let spill_fs = spill_fs.map(|f| f.inner.clone());
+        let opts = ShellToolOptions::from_options(&options, &crate::functions(functions), spill_fs).napi()?;
         Ok(NativeShellTool { shell: shell.inner.clone(), opts: Arc::new(opts) })
     }
 
@@ -222,9 +260,16 @@ impl NativeShellTool {
     }
 
     #[napi(ts_return_type = "Promise<any>")]
-    pub fn call<'e>(&self, env: &'e Env, args: Value, cancel: Option<&CancelToken>) -> Result<PromiseRaw<'e, Value>> {
+    pub fn call<'e>(
+        &self,
+        env: &'e Env,
+        args: Value,
+        ctx: Value,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'e, Value>> {
         let (shell, opts) = (self.shell.clone(), self.opts.clone());
         let cancel = cancel.map(|c| c.inner.clone());
-        env.spawn_future(async move { tool::call(shell.as_ref(), &opts, &args, cancel).await.napi() })
+        let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
+        env.spawn_future(async move { tool::call(shell.as_ref(), &opts, &args, ctx.tool_call_id, cancel).await.napi() })
     }
 }

@@ -280,6 +280,12 @@ pub trait Callable: Send + Sync {
     async fn call(&self, args: Vec<Value>) -> Result<Value>;
 }
 
+impl std::fmt::Debug for dyn Callable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Callable(..)")
+    }
+}
+
 /// The functions of one options object, by the index their tags carry.
 pub type Functions<'a> = &'a dyn Fn(usize) -> Option<Arc<dyn Callable>>;
 

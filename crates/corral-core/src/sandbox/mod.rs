@@ -49,6 +49,9 @@ pub struct SandboxRequest {
     /// cwd below it still sees the whole of it); `cwd` itself when `None`. Not part of the
     /// request a JS adapter receives.
     pub mount: Option<String>,
+    /// Where the output goes while the command runs, for an adapter that can stream it. Not part
+    /// of the request a JS adapter receives.
+    pub on_output: Option<crate::shell::Sink>,
 }
 
 /// Runs one command in some sandbox (API.md `SandboxAdapter`). Like a `ShellProvider`, `run`
@@ -210,6 +213,7 @@ impl ShellProvider for SandboxShell {
             timeout_ms,
             stdin: options.stdin,
             mount: self.cwd().to_str().map(str::to_string),
+            on_output: options.on_output,
         };
         let cancel = options.cancel;
         if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {

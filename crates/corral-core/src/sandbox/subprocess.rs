@@ -377,11 +377,19 @@ async fn read_attached(
     out: Arc<Mutex<Capture>>,
     err: Arc<Mutex<Capture>>,
     done: CancellationToken,
+    on_output: Option<crate::shell::Sink>,
 ) {
+    use crate::shell::Stream;
     let mut demux = Demux::default();
-    let mut sink = |stream: u8, data: &[u8]| match stream {
-        2 | 3 => err.lock().unwrap().push(data),
-        _ => out.lock().unwrap().push(data),
+    let mut sink = |stream: u8, data: &[u8]| {
+        let stream = if matches!(stream, 2 | 3) { Stream::Stderr } else { Stream::Stdout };
+        match stream {
+            Stream::Stderr => err.lock().unwrap().push(data),
+            Stream::Stdout => out.lock().unwrap().push(data),
+        }
+        if let Some(s) = &on_output {
+            s.0.output(stream, data);
+        }
     };
     match attached {
         Attached::Raw(io) => {
@@ -486,8 +494,14 @@ impl SandboxAdapter for SubprocessSandbox {
         let mut reader: Option<tokio::task::JoinHandle<()>> = None;
         let work = async {
             let attached = client.attach(&id, with_stdin).await?;
-            reader =
-                Some(tokio::spawn(read_attached(attached, req.stdin.clone(), out.clone(), err.clone(), done.clone())));
+            reader = Some(tokio::spawn(read_attached(
+                attached,
+                req.stdin.clone(),
+                out.clone(),
+                err.clone(),
+                done.clone(),
+                req.on_output.clone(),
+            )));
             client.json(Method::POST, &format!("/containers/{id}/start"), None).await?;
             let waited =
                 client.json(Method::POST, &format!("/containers/{id}/wait?condition=not-running"), None).await?;

@@ -1,7 +1,9 @@
 //! The shell provider interface (API.md `ShellProvider`).
 
 pub mod exec;
+pub mod progress;
 pub mod rules;
+pub mod spill;
 pub mod tool;
 
 use std::collections::BTreeMap;
@@ -11,6 +13,52 @@ use async_trait::async_trait;
 use crate::error::Result;
 
 pub type Cancel = tokio_util::sync::CancellationToken;
+
+/// One of a command's output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Stream> {
+        match s {
+            "stdout" => Some(Stream::Stdout),
+            "stderr" => Some(Stream::Stderr),
+            _ => None,
+        }
+    }
+}
+
+/// Takes a command's output while it runs (for progress), as the bytes come.
+pub trait OutputSink: Send + Sync {
+    fn output(&self, stream: Stream, chunk: &[u8]);
+}
+
+/// An output sink, as options carry it.
+#[derive(Clone)]
+pub struct Sink(pub std::sync::Arc<dyn OutputSink>);
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sink(..)")
+    }
+}
+
+impl PartialEq for Sink {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Sink {}
 
 #[derive(Debug, Clone, Default)]
 pub struct ExecOptions {
@@ -22,6 +70,8 @@ pub struct ExecOptions {
     /// Standard input; closed when `None` (never inherited).
     pub stdin: Option<String>,
     pub cancel: Option<Cancel>,
+    /// Where the output goes while the command runs, for a provider that can stream it.
+    pub on_output: Option<Sink>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -36,6 +36,11 @@ pub struct ShellToolOptions {
     pub name: String,
     /// `needsApproval`: true by default.
     pub approval: Approval,
+    /// Where whole outputs go when a stream is cut (`spillDir`).
+    pub spill: Option<std::sync::Arc<super::spill::Spill>>,
+    /// Told of the output while a command runs (`onProgress`).
+    pub on_progress: Option<std::sync::Arc<dyn crate::options::Callable>>,
+    pub progress_ms: u64,
 }
 
 /// The shell tool's `needsApproval` option.
@@ -67,13 +72,23 @@ impl Default for ShellToolOptions {
             env: BTreeMap::new(),
             name: "shell".to_string(),
             approval: Approval::Always(true),
+            spill: None,
+            on_progress: None,
+            progress_ms: super::progress::PROGRESS_MS,
         }
     }
 }
 
 impl ShellToolOptions {
     /// `createShellTool`'s options; `fns` gives the functions their tags name.
-    pub fn from_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<ShellToolOptions> {
+    /// `createShellTool`'s options; `fns` gives the functions their tags name, `spill_fs` is where
+    /// `spillDir` files are written (the shell provider when it is also a file provider, or the
+    /// `spillFs` option).
+    pub fn from_options(
+        v: &Value,
+        fns: crate::options::Functions<'_>,
+        spill_fs: Option<std::sync::Arc<dyn crate::fs::FsProvider>>,
+    ) -> Result<ShellToolOptions> {
         use crate::options::{function_of, Reader};
         let r = Reader::new(
             "createShellTool",
@@ -88,8 +103,32 @@ impl ShellToolOptions {
                 "cwd",
                 "env",
                 "name",
+                "spillDir",
+                "spillFs",
+                "onProgress",
+                "progressMs",
             ],
         )?;
+        let spill = match r.string("spillDir")? {
+            None => None,
+            Some(dir) => {
+                let dir = crate::path::normalize(&dir, crate::path::Flavor::Posix)
+                    .map_err(|e| r.err(format!("spillDir: {}", e.message)))?;
+                crate::path::check_denied(&dir, &crate::path::default_deny())
+                    .map_err(|e| r.err(format!("spillDir: {}", e.message)))?;
+                if dir == "." {
+                    return Err(r.err("spillDir must be a directory below the root, such as '.corral/output'."));
+                }
+                let fs = spill_fs.ok_or_else(|| {
+                    r.err("spillDir needs a place to write: this shell is not a file provider (NodeWorkspace, MemoryWorkspace), so pass spillFs too.")
+                })?;
+                Some(std::sync::Arc::new(super::spill::Spill::new(dir, fs)))
+            }
+        };
+        let on_progress = match r.get("onProgress") {
+            None => None,
+            Some(f) => Some(function_of(f, fns).ok_or_else(|| r.err("onProgress must be a function."))?),
+        };
         let patterns = |which: &str| -> Result<Option<Vec<CommandPattern>>> {
             match r.get(which) {
                 None => Ok(None),
@@ -123,6 +162,9 @@ impl ShellToolOptions {
             env: r.string_map("env")?,
             name,
             approval,
+            spill,
+            on_progress,
+            progress_ms: r.int("progressMs", super::progress::PROGRESS_MS, 1..=600_000)?,
         })
     }
 
@@ -182,7 +224,8 @@ pub fn parameters_schema() -> Value {
                 "type": "integer",
                 "minimum": 1,
                 "description": "Milliseconds before the command is stopped (lowered to the tool's maximum)."
-            }
+            },
+            "stdin": { "type": "string", "description": "Text given to the command on its standard input." }
         },
         "required": ["command"],
         "additionalProperties": false
@@ -275,19 +318,27 @@ pub async fn run(
     timeout_ms: Option<u64>,
     cancel: Option<Cancel>,
 ) -> Result<Value> {
-    run_with_grace(shell, opts, command, timeout_ms, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL)
-        .await
+    let call = Call { command, timeout_ms, stdin: None, tool_call_id: None };
+    run_with_grace(shell, opts, &call, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL).await
+}
+
+/// One call of the tool: what the model asked for, and the call's id.
+pub struct Call<'a> {
+    pub command: &'a str,
+    pub timeout_ms: Option<u64>,
+    pub stdin: Option<String>,
+    pub tool_call_id: Option<String>,
 }
 
 async fn run_with_grace(
     shell: &dyn ShellProvider,
     opts: &ShellToolOptions,
-    command: &str,
-    timeout_ms: Option<u64>,
+    call: &Call<'_>,
     cancel: Option<Cancel>,
     grace_after_timeout: Duration,
     grace_after_cancel: Duration,
 ) -> Result<Value> {
+    let (command, timeout_ms) = (call.command, call.timeout_ms);
     if command.trim().is_empty() {
         return Err(Error::new(Code::InvalidArguments, "command must be a non-empty string."));
     }
@@ -300,14 +351,18 @@ async fn run_with_grace(
         let r = ExecResult { aborted: true, ..Default::default() };
         return Ok(result_json(&r, timeout, opts.max_output_chars));
     }
+    let progress = opts.on_progress.as_ref().map(|l| {
+        super::progress::Progress::start(l.clone(), call.tool_call_id.clone(), Duration::from_millis(opts.progress_ms))
+    });
     let exec = shell.exec(
         command,
         ExecOptions {
             cwd: opts.cwd.clone(),
             timeout_ms: Some(timeout),
             env: opts.env.clone(),
-            stdin: None,
+            stdin: call.stdin.clone(),
             cancel: cancel.clone(),
+            on_output: progress.as_ref().and_then(|p| p.sink()),
         },
     );
     // A provider that ignores its timeout or the cancel is not waited on forever.
@@ -342,7 +397,47 @@ async fn run_with_grace(
             return Ok(Value::Object(m));
         }
     };
-    Ok(result_json(&r, timeout, opts.max_output_chars))
+    if let Some(p) = progress {
+        p.finish(&r.stdout, &r.stderr).await;
+    }
+    let mut result = result_json(&r, timeout, opts.max_output_chars);
+    if let Some(spill) = &opts.spill {
+        save_whole_output(spill, &r, opts.max_output_chars, call.tool_call_id.as_deref(), &mut result).await?;
+    }
+    Ok(result)
+}
+
+/// Saves each stream that was cut for the model, and says where.
+async fn save_whole_output(
+    spill: &super::spill::Spill,
+    r: &ExecResult,
+    max_chars: usize,
+    tool_call_id: Option<&str>,
+    result: &mut Value,
+) -> Result<()> {
+    let mut said = Vec::new();
+    for (stream, text, key) in
+        [(super::Stream::Stdout, &r.stdout, "outputFile"), (super::Stream::Stderr, &r.stderr, "errorFile")]
+    {
+        if text.chars().count() <= max_chars {
+            continue;
+        }
+        let path = spill.save(tool_call_id, stream, text).await?;
+        said.push(format!(
+            "The whole {} ({} bytes) is saved in {path}: read it with read_file or search it with grep.",
+            stream.as_str(),
+            text.len()
+        ));
+        result[key] = Value::from(path);
+    }
+    if !said.is_empty() {
+        let note = match result.get("note").and_then(Value::as_str) {
+            Some(n) => format!("{n} {}", said.join(" ")),
+            None => said.join(" "),
+        };
+        result["note"] = Value::from(note);
+    }
+    Ok(())
 }
 
 /// Runs one call from the model's arguments: checked against the tool's JSON Schema first.
@@ -350,14 +445,19 @@ pub async fn call(
     shell: &dyn ShellProvider,
     opts: &ShellToolOptions,
     args: &Value,
+    tool_call_id: Option<String>,
     cancel: Option<Cancel>,
 ) -> Result<Value> {
     static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
     let v = SCHEMA.get_or_init(|| jsonschema::validator_for(&parameters_schema()).expect("the shell schema is valid"));
     crate::tools::check_args(&opts.name, v, args)?;
-    let command = args.get("command").and_then(Value::as_str).unwrap_or_default();
-    let timeout = args.get("timeout_ms").and_then(Value::as_f64).map(|t| t as u64);
-    run(shell, opts, command, timeout, cancel).await
+    let call = Call {
+        command: args.get("command").and_then(Value::as_str).unwrap_or_default(),
+        timeout_ms: args.get("timeout_ms").and_then(Value::as_f64).map(|t| t as u64),
+        stdin: args.get("stdin").and_then(Value::as_str).map(str::to_string),
+        tool_call_id,
+    };
+    run_with_grace(shell, opts, &call, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL).await
 }
 
 #[cfg(test)]
@@ -547,7 +647,16 @@ mod tests {
         let fake = Fake { hang: true, ..Default::default() };
         let grace = Duration::from_millis(50);
         let opts = ShellToolOptions { default_timeout_ms: 100, ..Default::default() };
-        let v = run_with_grace(&fake, &opts, "x", None, None, grace, grace).await.unwrap();
+        let v = run_with_grace(
+            &fake,
+            &opts,
+            &Call { command: "x", timeout_ms: None, stdin: None, tool_call_id: None },
+            None,
+            grace,
+            grace,
+        )
+        .await
+        .unwrap();
         assert_eq!(v["timedOut"], true);
         let cancel = Cancel::new();
         let c2 = cancel.clone();
@@ -555,8 +664,16 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
             c2.cancel();
         });
-        let v =
-            run_with_grace(&fake, &ShellToolOptions::default(), "x", None, Some(cancel), grace, grace).await.unwrap();
+        let v = run_with_grace(
+            &fake,
+            &ShellToolOptions::default(),
+            &Call { command: "x", timeout_ms: None, stdin: None, tool_call_id: None },
+            Some(cancel),
+            grace,
+            grace,
+        )
+        .await
+        .unwrap();
         assert_eq!(v["aborted"], true);
     }
 

@@ -255,6 +255,7 @@ fn request(cwd: &str, command: &str) -> SandboxRequest {
         timeout_ms: 10_000,
         stdin: None,
         mount: None,
+        on_output: None,
     }
 }
 

@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::shell::{Sink, Stream};
+
 /// One stream's bytes, at most `cap` of them: the first half, and a rolling last half.
 pub(crate) struct Capture {
     head: Vec<u8>,
@@ -53,16 +55,24 @@ impl Capture {
     }
 }
 
+/// Reads a stream to its end into `capture`, handing each chunk to `sink` as it comes.
 pub(crate) async fn read_into<R: AsyncRead + Unpin>(
     mut reader: R,
     capture: Arc<Mutex<Capture>>,
     done: CancellationToken,
+    stream: Stream,
+    sink: Option<Sink>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match reader.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => capture.lock().unwrap().push(&buf[..n]),
+            Ok(n) => {
+                capture.lock().unwrap().push(&buf[..n]);
+                if let Some(s) = &sink {
+                    s.0.output(stream, &buf[..n]);
+                }
+            }
         }
     }
     done.cancel();

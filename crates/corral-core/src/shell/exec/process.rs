@@ -16,6 +16,7 @@ use crate::error::{Code, Error, Result};
 use crate::shell::{Cancel, ExecResult};
 
 use super::*;
+use crate::shell::{Sink, Stream};
 
 /// How long to wait for the pipes after the group was killed (a process that left the group
 /// may still hold them).
@@ -154,6 +155,7 @@ pub async fn run_shell_command(
     stdin: Option<String>,
     timeout_ms: Option<u64>,
     cancel: Option<Cancel>,
+    on_output: Option<Sink>,
 ) -> Result<ExecResult> {
     if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
         return Ok(ExecResult { aborted: true, ..Default::default() });
@@ -194,11 +196,17 @@ pub async fn run_shell_command(
     let out_done = CancellationToken::new();
     let err_done = CancellationToken::new();
     match child.stdout.take() {
-        Some(pipe) => guard.tasks.push(tokio::spawn(read_into(pipe, out.clone(), out_done.clone())).abort_handle()),
+        Some(pipe) => guard.tasks.push(
+            tokio::spawn(read_into(pipe, out.clone(), out_done.clone(), Stream::Stdout, on_output.clone()))
+                .abort_handle(),
+        ),
         None => out_done.cancel(),
     }
     match child.stderr.take() {
-        Some(pipe) => guard.tasks.push(tokio::spawn(read_into(pipe, err.clone(), err_done.clone())).abort_handle()),
+        Some(pipe) => guard.tasks.push(
+            tokio::spawn(read_into(pipe, err.clone(), err_done.clone(), Stream::Stderr, on_output.clone()))
+                .abort_handle(),
+        ),
         None => err_done.cancel(),
     }
 
