@@ -224,6 +224,20 @@ function notifier(fn) {
   };
 }
 
+// What workspacePrompt reads of corral's own tools: not enumerable, so copies and JSON leave it out.
+const kInfo = Symbol('corral.info');
+const describedBy = (tool, native) => Object.defineProperty(tool, kInfo, { value: () => native.info() });
+
+/**
+ * A system-prompt section about the workspace the tools work in: its name (never the host path),
+ * the tools and their limits, the shell and the commands it allows, what is protected.
+ */
+function workspacePrompt(tools, options) {
+  if (!Array.isArray(tools)) throw new ConfigurationError('workspacePrompt: tools must be an array of tools.');
+  const list = tools.map((t) => ({ name: String(t?.name ?? ''), description: String(t?.description ?? ''), info: t?.[kInfo]?.() ?? null }));
+  return lift(() => native.workspacePrompt(list, optionData(options ?? null)));
+}
+
 /** A tool as a plain object: name, description, parameters (and inputSchema), needsApproval, execute. */
 function defineTool(spec) {
   if (!spec || typeof spec.name !== 'string' || typeof spec.execute !== 'function') {
@@ -277,7 +291,7 @@ function createFsTools(fs, options) {
       execute: (args, ctx) => withSignal(ctx?.signal, (token) => tools.call(spec.name, args === undefined ? null : args, ctxData(ctx), token)),
     });
     if (imageOutput) tool.toModelOutput = ({ output }) => native.readFileModelOutput(output);
-    return tool;
+    return describedBy(tool, tools);
   });
 }
 
@@ -288,12 +302,12 @@ function createShellTool(shell, options) {
   const spillFs = options?.spillFs != null ? nativeFs(options.spillFs) : nativeOf.get(shell);
   const given = typeof options?.onProgress === 'function' ? { ...options, onProgress: notifier(options.onProgress) } : options ?? null;
   const tool = keep(lift(() => new native.NativeShellTool(handle, optionData(given, fns), functionsCallback(fns), spillFs)), handle, fns, spillFs);
-  return defineTool({
+  return describedBy(defineTool({
     ...tool.spec(),
     // A command allow/deny refuse is never offered to a human: execute() throws CommandRefused.
     needsApproval: (args) => lift(() => tool.needsApproval(args ?? null)),
     execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.call(args === undefined ? null : args, ctxData(ctx), token)),
-  });
+  }), tool);
 }
 
 /**
@@ -487,4 +501,5 @@ module.exports = {
   defineTool,
   normalizeWorkspacePath,
   readOnlyCommands,
+  workspacePrompt,
 };

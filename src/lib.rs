@@ -317,6 +317,13 @@ impl NativeFsTools {
         Ok(NativeFsTools { fs: fs.inner.clone(), opts })
     }
 
+    /// What `workspacePrompt` says of these tools.
+    #[napi(catch_unwind)]
+    pub fn info(&self) -> Value {
+        let root = self.fs.as_local().and_then(|l| l.root().file_name().map(|n| n.to_string_lossy().into_owned()));
+        tools::info(&self.opts, root.as_deref())
+    }
+
     /// `[{ name, description, parameters }]` in the documented order.
     #[napi(catch_unwind)]
     pub fn specs(&self) -> Vec<Value> {
@@ -369,4 +376,12 @@ impl NativeReadOnlyCommands {
 #[napi(catch_unwind)]
 pub fn read_file_model_output(output: Value) -> Value {
     corral_core::tools::read::model_output(&output)
+}
+
+/// `workspacePrompt(tools, options?)`: `tools` as `[{ name, description, info }]`.
+#[napi(catch_unwind)]
+pub fn workspace_prompt(tools: Vec<Value>, options: Value) -> Result<String> {
+    let r = corral_core::options::Reader::new("workspacePrompt", &options, &["name"]).napi()?;
+    let name = r.string("name").napi()?;
+    Ok(corral_core::prompt::workspace_prompt(&tools, name.as_deref()))
 }

@@ -252,6 +252,12 @@ impl NativeShellTool {
         })
     }
 
+    /// What `workspacePrompt` says of this tool.
+    #[napi(catch_unwind)]
+    pub fn info(&self) -> Value {
+        tool::info(&self.opts, self.shell.shell().as_deref())
+    }
+
     /// The tool's `needsApproval(args)`.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn needs_approval<'e>(&self, env: &'e Env, args: Value) -> Result<PromiseRaw<'e, bool>> {

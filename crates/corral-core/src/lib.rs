@@ -6,6 +6,7 @@ pub mod error;
 pub mod fs;
 pub mod options;
 pub mod path;
+pub mod prompt;
 pub mod sandbox;
 pub mod search;
 pub mod shell;

@@ -192,7 +192,7 @@ pub fn description(opts: &ShellToolOptions, shell: Option<&str>) -> String {
         None => d.push_str(&format!(" Commands run {place}.")),
     }
     d.push_str(
-        " A command gets no standard input, so interactive programs do not work: pass the flags that make them non-interactive.",
+        " A command's standard input is empty unless you pass stdin (text), so interactive programs do not work: pass the flags that make them non-interactive.",
     );
     d.push_str(&format!(
         " Timeout: {} ms unless you pass timeout_ms (at most {} ms); a command that runs longer is stopped together with every process it started, and the result has timedOut: true.",
@@ -438,6 +438,21 @@ async fn save_whole_output(
         result["note"] = Value::from(note);
     }
     Ok(())
+}
+
+/// What `workspacePrompt` says of this tool.
+pub fn info(opts: &ShellToolOptions, shell: Option<&str>) -> Value {
+    json!({
+        "kind": "shell",
+        "name": opts.name,
+        "shell": shell,
+        "cwd": opts.cwd,
+        "allow": opts.allow.as_ref().map(|a| a.iter().map(CommandPattern::describe).collect::<Vec<_>>()),
+        "deny": opts.deny.iter().map(CommandPattern::describe).collect::<Vec<_>>(),
+        "defaultTimeoutMs": opts.effective_timeout(None),
+        "maxTimeoutMs": opts.max_timeout_ms,
+        "spillDir": opts.spill.as_ref().map(|s| s.dir.clone()),
+    })
 }
 
 /// Runs one call from the model's arguments: checked against the tool's JSON Schema first.

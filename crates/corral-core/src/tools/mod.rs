@@ -286,6 +286,20 @@ pub fn description(name: &str, o: &FsToolOptions) -> String {
     }
 }
 
+/// What `workspacePrompt` says of the file tools (`root`: the workspace's name, never a path).
+pub fn info(o: &FsToolOptions, root: Option<&str>) -> Value {
+    json!({
+        "kind": "files",
+        "root": root,
+        "readOnly": o.read_only,
+        "maxReadLines": o.max_read_lines,
+        "maxResults": o.max_results,
+        "maxOutputChars": o.max_output_chars,
+        "deny": o.deny,
+        "protect": o.protect,
+    })
+}
+
 /// The tools `createFsTools` creates with these options, in their documented order.
 pub fn specs(o: &FsToolOptions) -> Vec<ToolSpec> {
     let names: &[&'static str] = if o.read_only { &READ_TOOLS } else { &ALL_TOOLS };
@@ -568,7 +582,7 @@ pub(crate) fn plural(n: usize, noun: &str) -> String {
     }
 }
 
-pub(crate) fn fmt_count(n: usize) -> String {
+pub fn fmt_count(n: usize) -> String {
     fmt_num(n as u64)
 }
 
