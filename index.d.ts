@@ -81,6 +81,11 @@ export interface ExecOptions {
   env?: Record<string, string>;
   signal?: AbortSignal;
   stdin?: string;
+  /**
+   * Given to a JS ShellProvider when the shell tool wants the output while the command runs
+   * (onProgress): call it with each piece of output as it comes.
+   */
+  onOutput?: (stream: 'stdout' | 'stderr', text: string) => void;
 }
 
 export interface ExecResult {
@@ -171,9 +176,61 @@ export interface FsToolsOptions {
   /** Entry names no tool reads, lists, searches or writes. Default ['.git']. */
   deny?: string[];
   checkpoints?: WorkspaceCheckpoints;
+  /** read_file returns PNG, JPEG, GIF and WebP files (by their bytes) as images. Default false. */
+  readImages?: boolean;
+  /** Globs (glob's syntax) write_file and edit_file refuse with Protected. Default []. */
+  protect?: string[];
+  /** edit_file matches once more with whitespace, quotes and dashes normalised. Default false. */
+  fuzzyEdit?: boolean;
+  /** Told of every change write_file and edit_file make; not awaited, its errors become warnings. */
+  onEdit?: (event: EditEvent) => void | Promise<void>;
 }
 
-export declare function createFsTools(fs: FsProvider, options?: FsToolsOptions): Tool<any, string>[];
+export interface EditEvent {
+  path: string;
+  /** A unified diff (`--- a/path`, `+++ b/path`). */
+  diff: string;
+  sessionId: string;
+  turn: number;
+  toolCallId?: string | null;
+}
+
+/** What read_file resolves to for an image, with readImages. */
+export interface ImageResult {
+  type: 'image';
+  path: string;
+  mediaType: 'image/png' | 'image/jpeg' | 'image/gif' | 'image/webp';
+  /** The file's size in bytes. */
+  bytes: number;
+  width: number;
+  height: number;
+  /** The file, in base64. */
+  data: string;
+}
+
+/** The AI SDK's tool output, as read_file's toModelOutput gives it. */
+export type ModelOutput =
+  | { type: 'text'; value: string }
+  | { type: 'content'; value: ({ type: 'text'; text: string } | { type: 'image-data'; data: string; mediaType: string })[] };
+
+export interface FsTool extends Tool<any, string | ImageResult> {
+  /** read_file with readImages only. */
+  toModelOutput?: (arg: { output: string | ImageResult }) => ModelOutput;
+}
+
+export declare function createFsTools(fs: FsProvider, options?: FsToolsOptions): FsTool[];
+
+/** Arguments of edit_file: one replacement, or several at once with edits. */
+export interface EditFileArgs {
+  path: string;
+  old_string?: string;
+  new_string?: string;
+  replace_all?: boolean;
+  edits?: { old_string: string; new_string: string; replace_all?: boolean }[];
+}
+
+/** A system-prompt section about the workspace the tools work in. */
+export declare function workspacePrompt(tools: Tool[], options?: { name?: string }): string;
 
 /** A rule that pins a command's arguments: `{ command: 'npm test' }` matches exactly that line. */
 export interface CommandRule {
@@ -203,11 +260,26 @@ export interface ShellToolOptions {
   env?: Record<string, string>;
   /** Default 'shell'. */
   name?: string;
+  /** Where a stream's whole output goes when it is cut (a workspace directory). */
+  spillDir?: string;
+  /** Where spillDir files are written when the shell is not a file provider itself. */
+  spillFs?: FsProvider;
+  /** Output while a command runs, gathered for progressMs at a time. */
+  onProgress?: (event: ProgressEvent) => void | Promise<void>;
+  /** Default 250. */
+  progressMs?: number;
+}
+
+export interface ProgressEvent {
+  toolCallId?: string | null;
+  stream: 'stdout' | 'stderr';
+  text: string;
 }
 
 export interface ShellToolArgs {
   command: string;
   timeout_ms?: number;
+  stdin?: string;
 }
 
 export interface ShellToolResult {
@@ -217,6 +289,10 @@ export interface ShellToolResult {
   timedOut?: true;
   aborted?: true;
   note?: string;
+  /** With spillDir: where the whole stdout was saved. */
+  outputFile?: string;
+  /** With spillDir: where the whole stderr was saved. */
+  errorFile?: string;
 }
 
 export declare function createShellTool(shell: ShellProvider, options?: ShellToolOptions): Tool<ShellToolArgs, ShellToolResult>;

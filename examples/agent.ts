@@ -13,6 +13,7 @@ import {
   FileWorkspaceCheckpointStore,
   WorkspaceError,
   readOnlyCommands,
+  workspacePrompt,
   normalizeWorkspacePath,
   type Tool,
   type ToolContext,
@@ -145,4 +146,14 @@ export async function sandboxExample(root: string): Promise<void> {
   await host.exec('true');
   await sandbox.close();
   await broker.close();
+}
+
+export async function pluginFeatures(workspace: NodeWorkspace): Promise<string> {
+  const [read, , edit] = createFsTools(workspace, { readImages: true, fuzzyEdit: true, protect: ['dist/**'], onEdit: (e) => console.log(e.diff) });
+  const out = await read.execute({ path: 'logo.png' });
+  if (typeof out !== 'string') console.log(out.width, out.height, read.toModelOutput?.({ output: out }));
+  await edit.execute({ path: 'src/a.ts', edits: [{ old_string: 'a', new_string: 'b' }] });
+  const shell = createShellTool(workspace, { spillDir: '.corral/output', onProgress: ({ stream, text }) => console.log(stream, text) });
+  const r = await shell.execute({ command: 'npm test', stdin: '' }, { toolCallId: 'c1' });
+  return workspacePrompt([read, edit, shell]) + (r.outputFile ?? '');
 }
