@@ -119,6 +119,33 @@ async fn real_engine_network_none_lifecycle() {
 
 #[tokio::test]
 #[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
+async fn real_engine_streams_output_while_the_container_runs() {
+    use crate::shell::{OutputSink, Sink, Stream};
+    struct Recorder(std::sync::Mutex<Vec<(Instant, Stream, String)>>);
+    impl OutputSink for Recorder {
+        fn output(&self, stream: Stream, chunk: &[u8]) {
+            self.0.lock().unwrap().push((Instant::now(), stream, String::from_utf8_lossy(chunk).into_owned()));
+        }
+    }
+    let Some(host) = real_host("real_engine_streams_output_while_the_container_runs") else { return };
+    let (_d, dir) = workdir();
+    let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
+    let rec = Arc::new(Recorder(Default::default()));
+    let o = ExecOptions { on_output: Some(Sink(rec.clone())), ..opts(30_000) };
+    let r = shell.exec("echo first; sleep 1; echo second >&2", o).await.unwrap();
+    let done = Instant::now();
+    assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("first\n", "second\n"));
+    let seen = rec.0.lock().unwrap().clone();
+    assert_eq!(seen.first().map(|(_, s, t)| (*s, t.as_str())), Some((Stream::Stdout, "first\n")));
+    assert!(
+        done.duration_since(seen[0].0) >= Duration::from_millis(500),
+        "the first output came while the command ran"
+    );
+    assert!(seen.iter().any(|(_, s, t)| *s == Stream::Stderr && t == "second\n"));
+}
+
+#[tokio::test]
+#[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
 async fn real_engine_exit_codes_output_and_stdin() {
     let Some(host) = real_host("real_engine_exit_codes_output_and_stdin") else { return };
     let (_d, dir) = workdir();
