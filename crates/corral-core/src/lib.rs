@@ -7,9 +7,11 @@ pub mod fs;
 pub mod options;
 pub mod path;
 pub mod prompt;
+pub mod registry;
 pub mod sandbox;
 pub mod search;
 pub mod shell;
+pub mod templates;
 pub mod tools;
 
 pub use error::{Code, Error, Result};

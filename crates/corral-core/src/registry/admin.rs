@@ -1,0 +1,165 @@
+//! The admin API's routing and answers, transport-neutral (the facade reads the HTTP request,
+//! asks these functions what to do, and writes what they say):
+//!
+//! - 503 when there is no registry; 401 for no bearer token or one `authenticate` refuses;
+//! - 404 for a path that is not `/admin/workspace-tools` or `/admin/workspace-tools/{name}`;
+//! - 405 (with `Allow`) for another method;
+//! - `GET /admin/workspace-tools` → 200 `[spec…]`; `GET …/{name}` → 200 spec or 404;
+//!   `PUT …/{name}` → 200 with the stored spec (the path's name wins); `DELETE …/{name}` → 204,
+//!   or 404 when unknown or another workspace's (never 403: the fence does not say what exists);
+//! - 400 for malformed JSON, a body that is not a valid spec, an invalid name; 413 over 1 MiB.
+//!
+//! Errors are JSON `{ error, message }`.
+
+use serde_json::{json, Value};
+
+/// The largest request body read.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+pub const COLLECTION: &str = "/admin/workspace-tools";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    List,
+    Get(String),
+    Put(String),
+    Delete(String),
+}
+
+/// An answer that is not a success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    pub error: &'static str,
+    pub message: String,
+    /// The `Allow` header of a 405.
+    pub allow: Option<&'static str>,
+}
+
+impl Refusal {
+    pub fn new(status: u16, message: impl Into<String>) -> Refusal {
+        let error = match status {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            413 => "PayloadTooLarge",
+            503 => "ServiceUnavailable",
+            _ => "InternalError",
+        };
+        Refusal { status, error, message: message.into(), allow: None }
+    }
+
+    pub fn body(&self) -> Value {
+        json!({ "error": self.error, "message": self.message })
+    }
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// What a request asks for.
+pub fn route(method: &str, url: &str) -> Result<Route, Refusal> {
+    let path = url.split(['?', '#']).next().unwrap_or("");
+    let not_found = || Refusal::new(404, format!("No such resource: {}", path.chars().take(200).collect::<String>()));
+    if path == COLLECTION || path == format!("{COLLECTION}/") {
+        return match method {
+            "GET" => Ok(Route::List),
+            _ => Err(Refusal {
+                allow: Some("GET"),
+                ..Refusal::new(405, format!("{method} is not allowed on {COLLECTION}; use GET."))
+            }),
+        };
+    }
+    let Some(raw) = path.strip_prefix(&format!("{COLLECTION}/")) else { return Err(not_found()) };
+    if raw.is_empty() || raw.contains('/') {
+        return Err(not_found());
+    }
+    let name = percent_decode(raw).ok_or_else(not_found)?;
+    match method {
+        "GET" => Ok(Route::Get(name)),
+        "PUT" => {
+            if !crate::templates::valid_name(&name) {
+                return Err(Refusal::new(
+                    400,
+                    format!(
+                        "Invalid tool name '{}': 1 to 64 letters, digits, '_' or '-'.",
+                        name.chars().take(80).collect::<String>()
+                    ),
+                ));
+            }
+            Ok(Route::Put(name))
+        }
+        "DELETE" => Ok(Route::Delete(name)),
+        _ => Err(Refusal {
+            allow: Some("GET, PUT, DELETE"),
+            ..Refusal::new(405, format!("{method} is not allowed on a workspace tool; use GET, PUT or DELETE."))
+        }),
+    }
+}
+
+/// A PUT body: a JSON object, else a 400 that says what is wrong.
+pub fn parse_body(body: &[u8]) -> Result<Value, Refusal> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(Refusal::new(413, "The body is larger than 1 MiB."));
+    }
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| Refusal::new(400, format!("The body is not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(Refusal::new(400, "The body must be a JSON object (a WorkspaceToolSpec)."));
+    }
+    Ok(v)
+}
+
+/// The bearer token of an `Authorization` header.
+pub fn bearer(header: Option<&str>) -> Option<&str> {
+    let h = header?.trim();
+    let (scheme, token) = h.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_methods_and_names() {
+        assert_eq!(route("GET", "/admin/workspace-tools"), Ok(Route::List));
+        assert_eq!(route("GET", "/admin/workspace-tools?x=1"), Ok(Route::List));
+        assert_eq!(route("PUT", "/admin/workspace-tools/grep_repo"), Ok(Route::Put("grep_repo".into())));
+        assert_eq!(route("DELETE", "/admin/workspace-tools/a-b"), Ok(Route::Delete("a-b".into())));
+        assert_eq!(route("POST", "/admin/workspace-tools").unwrap_err().allow, Some("GET"));
+        assert_eq!(route("PATCH", "/admin/workspace-tools/x").unwrap_err().status, 405);
+        assert_eq!(route("GET", "/admin/other").unwrap_err().status, 404);
+        assert_eq!(route("GET", "/admin/workspace-tools/a/b").unwrap_err().status, 404);
+        assert_eq!(route("PUT", "/admin/workspace-tools/has%20space").unwrap_err().status, 400);
+        assert_eq!(route("GET", "/admin/workspace-tools/has%20space"), Ok(Route::Get("has space".into())));
+    }
+
+    #[test]
+    fn bodies_and_bearers() {
+        assert_eq!(parse_body(b"{").unwrap_err().status, 400);
+        assert_eq!(parse_body(b"[]").unwrap_err().status, 400);
+        assert_eq!(parse_body(&vec![b' '; MAX_BODY_BYTES + 1]).unwrap_err().status, 413);
+        assert!(parse_body(b"{\"name\":\"x\"}").is_ok());
+        assert_eq!(bearer(Some("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(Some("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer(Some("Basic abc")), None);
+        assert_eq!(bearer(Some("Bearer ")), None);
+        assert_eq!(bearer(None), None);
+    }
+}
