@@ -420,3 +420,76 @@ export declare class SandboxShell implements ShellProvider {
   readonly shell: string;
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Workspace-defined tools
+
+export interface WorkspaceToolSpec {
+  /** /^[A-Za-z0-9_-]{1,64}$/ */
+  name: string;
+  /** Default ''. */
+  description?: string;
+  /** JSON Schema of the arguments; default {}. */
+  parameters?: Record<string, unknown>;
+  handler_kind: 'shell_template' | 'python_template';
+  /** shell_template: { command }; python_template: { code } or { command }. */
+  handler_payload: { command?: string; code?: string };
+}
+
+export interface TemplateToolOptions {
+  shell: ShellProvider;
+  /** Default 120,000. */
+  timeoutMs?: number;
+  /** Default 30,000 characters per stream. */
+  maxOutputChars?: number;
+  /** Default false: an operator registered the tool, and its arguments are quoted. */
+  needsApproval?: boolean | ((args: any, ctx?: ToolContext) => boolean | Promise<boolean>);
+}
+
+export declare function createTemplateTool(spec: WorkspaceToolSpec, options: TemplateToolOptions): Tool<Record<string, unknown>, ShellToolResult>;
+
+export interface ToolStore {
+  get(workspaceId: string, name: string): Promise<WorkspaceToolSpec | undefined | null>;
+  put(workspaceId: string, spec: Required<WorkspaceToolSpec>): Promise<void>;
+  delete(workspaceId: string, name: string): Promise<boolean>;
+  list(workspaceId: string): Promise<WorkspaceToolSpec[]>;
+}
+
+/** Specs in memory. */
+export declare class MemoryToolStore {
+  constructor();
+}
+
+/** Specs in an embedded SQLite database file: survives restarts, safe for several processes at once. */
+export declare class SqliteToolStore {
+  constructor(path: string);
+  readonly path: string;
+}
+
+export interface DispatchEvent {
+  workspaceId: string;
+  sessionId: string;
+  toolName: string;
+  kind: 'builtin' | 'workspace';
+  args: unknown;
+  ok: boolean;
+  error?: { code: string; message: string };
+  durationMs: number;
+}
+
+export declare class WorkspaceToolRegistry {
+  constructor(options?: { store?: MemoryToolStore | SqliteToolStore | ToolStore; onDispatch?: (event: DispatchEvent) => void | Promise<void> });
+  upsert(workspaceId: string, spec: WorkspaceToolSpec): Promise<Required<WorkspaceToolSpec>>;
+  get(workspaceId: string, name: string): Promise<Required<WorkspaceToolSpec> | undefined>;
+  list(workspaceId: string): Promise<Required<WorkspaceToolSpec>[]>;
+  delete(workspaceId: string, name: string): Promise<boolean>;
+  toolsFor(workspaceId: string, options: { shell: ShellProvider; builtins?: Tool[]; timeoutMs?: number; maxOutputChars?: number }): Promise<Tool[]>;
+}
+
+export interface WorkspaceToolsHandlerOptions {
+  registry?: WorkspaceToolRegistry;
+  /** The workspace id a bearer token stands for, or null to refuse it. */
+  authenticate(token: string, req: import('node:http').IncomingMessage): string | null | undefined | Promise<string | null | undefined>;
+}
+
+export declare function createWorkspaceToolsHandler(options: WorkspaceToolsHandlerOptions): (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => Promise<void>;

@@ -485,6 +485,10 @@ function normalizeWorkspacePath(path, flavor) {
   return lift(() => native.normalizeWorkspacePath(path, flavor));
 }
 
+const { createTemplateTool, MemoryToolStore, SqliteToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler } = require('./workspace-tools.js')({
+  native, lift, nativeShell, callback, weakCallback, keep, optionData, withSignal, ctxData, defineTool, ConfigurationError,
+});
+
 module.exports = {
   WorkspaceError,
   ConfigurationError,
@@ -502,4 +506,9 @@ module.exports = {
   normalizeWorkspacePath,
   readOnlyCommands,
   workspacePrompt,
+  createTemplateTool,
+  MemoryToolStore,
+  SqliteToolStore,
+  WorkspaceToolRegistry,
+  createWorkspaceToolsHandler,
 };

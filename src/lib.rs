@@ -23,6 +23,7 @@ mod ckpt;
 mod jsfs;
 mod sandbox;
 mod shell;
+mod workspace_tools;
 
 pub(crate) const SEP: char = '\u{1}';
 

@@ -322,6 +322,17 @@ pub async fn run(
     run_with_grace(shell, opts, &call, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL).await
 }
 
+/// Runs a command line the caller built (a template tool's), with these options' timeout, caps,
+/// progress and spill, and no allow/deny rules of its own.
+pub async fn run_call(
+    shell: &dyn ShellProvider,
+    opts: &ShellToolOptions,
+    call: &Call<'_>,
+    cancel: Option<Cancel>,
+) -> Result<Value> {
+    run_with_grace(shell, opts, call, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL).await
+}
+
 /// One call of the tool: what the model asked for, and the call's id.
 pub struct Call<'a> {
     pub command: &'a str,

@@ -122,6 +122,30 @@ impl WorkspaceToolSpec {
     }
 }
 
+/// `createTemplateTool(spec, { shell, timeoutMs?, maxOutputChars?, needsApproval? })`'s options,
+/// as the shell tool's: 120 s, 30,000 characters per stream, and no approval by default (an
+/// operator registered the tool; its arguments are quoted).
+pub fn tool_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<crate::shell::tool::ShellToolOptions> {
+    use crate::options::{function_of, Reader};
+    use crate::shell::tool::{Approval, ShellToolOptions, DEFAULT_TIMEOUT_MS, MAX_OUTPUT_CHARS};
+    let r = Reader::new("createTemplateTool", v, &["shell", "timeoutMs", "maxOutputChars", "needsApproval"])?;
+    let timeout = r.int("timeoutMs", DEFAULT_TIMEOUT_MS, 1..=86_400_000)?;
+    let approval = match r.get("needsApproval") {
+        None => Approval::Always(false),
+        Some(Value::Bool(b)) => Approval::Always(*b),
+        Some(f) => Approval::Predicate(
+            function_of(f, fns).ok_or_else(|| r.err("needsApproval must be true, false or a predicate."))?,
+        ),
+    };
+    Ok(ShellToolOptions {
+        default_timeout_ms: timeout,
+        max_timeout_ms: timeout,
+        max_output_chars: r.int("maxOutputChars", MAX_OUTPUT_CHARS as u64, 1..=100_000_000)? as usize,
+        approval,
+        ..ShellToolOptions::default()
+    })
+}
+
 /// A spec made runnable: its template parsed and its arguments' schema compiled.
 pub struct TemplateTool {
     pub spec: WorkspaceToolSpec,

@@ -1,0 +1,219 @@
+//! Workspace-defined tools as JS classes: template tools, the registry and its stores.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::{json, Value};
+
+use corral_core::registry::{self, MemoryToolStore, Merged, Registry, SqliteToolStore, ToolStore};
+use corral_core::shell::tool::{self, Approval, Call, ShellToolOptions};
+use corral_core::shell::ShellProvider;
+use corral_core::templates::{TemplateTool, WorkspaceToolSpec};
+
+use crate::shell::NativeShell;
+use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
+
+/// A template tool over a shell provider.
+#[napi]
+pub struct NativeTemplateTool {
+    tool: Arc<TemplateTool>,
+    shell: Arc<dyn ShellProvider>,
+    opts: Arc<ShellToolOptions>,
+}
+
+#[napi]
+impl NativeTemplateTool {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(spec: Value, shell: &NativeShell, options: Value) -> Result<Self> {
+        let spec = WorkspaceToolSpec::from_json(&spec).napi()?;
+        let opts = corral_core::templates::tool_options(&options, &|_| None).napi()?;
+        Ok(NativeTemplateTool {
+            tool: Arc::new(TemplateTool::new(spec).napi()?),
+            shell: shell.inner.clone(),
+            opts: Arc::new(opts),
+        })
+    }
+
+    /// `{ name, description, parameters, needsApproval }` (a boolean; a predicate stays in JS).
+    #[napi(catch_unwind)]
+    pub fn spec(&self) -> Value {
+        let s = &self.tool.spec;
+        let approval = matches!(self.opts.approval, Approval::Always(true));
+        json!({ "name": s.name, "description": s.description, "parameters": s.parameters, "needsApproval": approval })
+    }
+
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn call<'e>(
+        &self,
+        env: &'e Env,
+        args: Value,
+        ctx: Value,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'e, Value>> {
+        let (t, shell, opts) = (self.tool.clone(), self.shell.clone(), self.opts.clone());
+        let cancel = cancel.map(|c| c.inner.clone());
+        let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
+        env.spawn_future(async move {
+            let command = t.command(&args).napi()?;
+            let call = Call { command: &command, timeout_ms: None, stdin: None, tool_call_id: ctx.tool_call_id };
+            tool::run_call(shell.as_ref(), &opts, &call, cancel).await.napi()
+        })
+    }
+}
+
+/// A tool store written in JS: `dispatch({ op, workspaceId, name?, spec? })`.
+struct JsToolStore(JsCallback);
+
+#[async_trait]
+impl ToolStore for JsToolStore {
+    async fn get(&self, workspace: &str, name: &str) -> CoreResult<Option<Value>> {
+        let v = self.0.call(json!({ "op": "get", "workspaceId": workspace, "name": name })).await?;
+        Ok((!v.is_null()).then_some(v))
+    }
+    async fn put(&self, workspace: &str, spec: &WorkspaceToolSpec) -> CoreResult<()> {
+        self.0.call(json!({ "op": "put", "workspaceId": workspace, "spec": spec.to_json() })).await.map(|_| ())
+    }
+    async fn delete(&self, workspace: &str, name: &str) -> CoreResult<bool> {
+        let v = self.0.call(json!({ "op": "delete", "workspaceId": workspace, "name": name })).await?;
+        Ok(corral_core::options::truthy(&v))
+    }
+    async fn list(&self, workspace: &str) -> CoreResult<Vec<Value>> {
+        match self.0.call(json!({ "op": "list", "workspaceId": workspace })).await? {
+            Value::Array(a) => Ok(a),
+            Value::Null => Ok(Vec::new()),
+            _ => Err(corral_core::Error::new(corral_core::Code::Io, "A tool store's list() must return an array.")),
+        }
+    }
+}
+
+#[napi]
+pub struct NativeToolStore {
+    inner: Arc<dyn ToolStore>,
+}
+
+#[napi]
+impl NativeToolStore {
+    #[napi(factory, catch_unwind)]
+    pub fn memory() -> NativeToolStore {
+        NativeToolStore { inner: Arc::new(MemoryToolStore::default()) }
+    }
+
+    #[napi(factory, catch_unwind)]
+    pub fn sqlite(path: String) -> Result<NativeToolStore> {
+        Ok(NativeToolStore { inner: Arc::new(SqliteToolStore::open(path).napi()?) })
+    }
+
+    #[napi(factory, catch_unwind)]
+    pub fn from_js(dispatch: JsFn) -> NativeToolStore {
+        NativeToolStore { inner: Arc::new(JsToolStore(JsCallback(Arc::new(dispatch)))) }
+    }
+}
+
+#[napi]
+pub struct NativeToolRegistry {
+    inner: Arc<Registry>,
+}
+
+fn specs_json(specs: Vec<WorkspaceToolSpec>) -> Value {
+    Value::Array(specs.into_iter().map(|s| s.to_json()).collect())
+}
+
+#[napi]
+impl NativeToolRegistry {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(store: Option<&NativeToolStore>) -> Self {
+        let store = store.map(|s| s.inner.clone()).unwrap_or_else(|| Arc::new(MemoryToolStore::default()));
+        NativeToolRegistry { inner: Arc::new(Registry::new(store)) }
+    }
+
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn upsert<'e>(
+        &self,
+        env: &'e Env,
+        workspace: String,
+        spec: Value,
+        name: Option<String>,
+    ) -> Result<PromiseRaw<'e, Value>> {
+        let r = self.inner.clone();
+        env.spawn_future(async move { r.upsert(&workspace, &spec, name.as_deref()).await.map(|s| s.to_json()).napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn get<'e>(&self, env: &'e Env, workspace: String, name: String) -> Result<PromiseRaw<'e, Value>> {
+        let r = self.inner.clone();
+        env.spawn_future(async move {
+            r.get(&workspace, &name).await.map(|s| s.map_or(Value::Null, |s| s.to_json())).napi()
+        })
+    }
+
+    #[napi(ts_return_type = "Promise<any[]>")]
+    pub fn list<'e>(&self, env: &'e Env, workspace: String) -> Result<PromiseRaw<'e, Value>> {
+        let r = self.inner.clone();
+        env.spawn_future(async move { r.list(&workspace).await.map(specs_json).napi() })
+    }
+
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn delete<'e>(&self, env: &'e Env, workspace: String, name: String) -> Result<PromiseRaw<'e, bool>> {
+        let r = self.inner.clone();
+        env.spawn_future(async move { r.delete(&workspace, &name).await.napi() })
+    }
+}
+
+/// The merged order of a workspace's tools: `[{ builtin: index } | { workspace: name }]`.
+#[napi(catch_unwind)]
+pub fn merge_tools(builtins: Vec<String>, workspace: Vec<String>) -> Vec<Value> {
+    registry::merge(&builtins, &workspace)
+        .into_iter()
+        .map(|m| match m {
+            Merged::Builtin(i) => json!({ "builtin": i }),
+            Merged::Workspace(name) => json!({ "workspace": name }),
+        })
+        .collect()
+}
+
+/// The admin API: what a request asks for, or the refusal to answer with.
+#[napi(catch_unwind)]
+pub fn admin_route(method: String, url: String) -> Value {
+    match registry::admin::route(&method, &url) {
+        Ok(r) => match r {
+            registry::admin::Route::List => json!({ "op": "list" }),
+            registry::admin::Route::Get(n) => json!({ "op": "get", "name": n }),
+            registry::admin::Route::Put(n) => json!({ "op": "put", "name": n }),
+            registry::admin::Route::Delete(n) => json!({ "op": "delete", "name": n }),
+        },
+        Err(r) => refusal_js(&r),
+    }
+}
+
+fn refusal_js(r: &registry::admin::Refusal) -> Value {
+    json!({ "status": r.status, "body": r.body(), "allow": r.allow })
+}
+
+/// The admin API's refusal for a status (401, 404, 413, 503, …) with a message.
+#[napi(catch_unwind)]
+pub fn admin_refusal(status: u32, message: String) -> Value {
+    refusal_js(&registry::admin::Refusal::new(status as u16, message))
+}
+
+/// A PUT body as JSON, or the refusal.
+#[napi(catch_unwind)]
+pub fn admin_body(body: Buffer) -> Value {
+    match registry::admin::parse_body(&body) {
+        Ok(v) => json!({ "spec": v }),
+        Err(r) => refusal_js(&r),
+    }
+}
+
+/// The bearer token of an Authorization header.
+#[napi(catch_unwind)]
+pub fn admin_bearer(header: Option<String>) -> Option<String> {
+    registry::admin::bearer(header.as_deref()).map(str::to_string)
+}
+
+/// The largest admin request body.
+#[napi(catch_unwind)]
+pub fn admin_max_body() -> u32 {
+    registry::admin::MAX_BODY_BYTES as u32
+}

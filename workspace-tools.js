@@ -1,0 +1,176 @@
+'use strict';
+// Workspace-defined tools: template tools, the registry and its stores, and the admin HTTP
+// handler. It only adapts: the rules (spec checks, quoting, merge order, routing and status codes)
+// are the core's; this file moves values and HTTP bytes between them and JavaScript.
+
+module.exports = function workspaceTools({ native, lift, nativeShell, callback, weakCallback, keep, optionData, withSignal, ctxData, defineTool, ConfigurationError }) {
+  /** A Tool from a WorkspaceToolSpec, run through `shell` with the shell tool's result. */
+  function createTemplateTool(spec, options) {
+    const shell = options?.shell;
+    if (shell == null) throw new ConfigurationError('createTemplateTool: options.shell (a ShellProvider) is required.');
+    const handle = nativeShell(shell);
+    const tool = keep(lift(() => new native.NativeTemplateTool(optionData(spec ?? null), handle, optionData({ ...options, needsApproval: typeof options?.needsApproval === 'function' ? true : options?.needsApproval }))), handle);
+    const { needsApproval, ...data } = tool.spec();
+    return defineTool({
+      ...data,
+      needsApproval: typeof options?.needsApproval === 'function' ? options.needsApproval : needsApproval,
+      execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.call(args === undefined ? null : args, ctxData(ctx), token)),
+    });
+  }
+
+  const storeOf = new WeakMap();
+  const storeDispatch = (store, c) => {
+    switch (c.op) {
+      case 'get': return Promise.resolve(store.get(c.workspaceId, c.name)).then((v) => v ?? null);
+      case 'put': return store.put(c.workspaceId, c.spec);
+      case 'delete': return store.delete(c.workspaceId, c.name);
+      default: return store.list(c.workspaceId);
+    }
+  };
+
+  /** Specs in memory. */
+  class MemoryToolStore {
+    constructor() { storeOf.set(this, native.NativeToolStore.memory()); }
+  }
+
+  /** Specs in an embedded SQLite database file: survives restarts, safe for several processes. */
+  class SqliteToolStore {
+    constructor(path) {
+      if (typeof path !== 'string' || !path) throw new ConfigurationError('SqliteToolStore: path must be a file path.');
+      storeOf.set(this, lift(() => native.NativeToolStore.sqlite(path)));
+      Object.defineProperty(this, 'path', { value: path, enumerable: true });
+    }
+  }
+
+  function nativeToolStore(store) {
+    if (store == null) return undefined;
+    if (storeOf.has(store)) return storeOf.get(store);
+    for (const m of ['get', 'put', 'delete', 'list']) {
+      if (typeof store[m] !== 'function') throw new ConfigurationError(`WorkspaceToolRegistry: store must implement get, put, delete and list (missing ${m}).`);
+    }
+    const handle = keep(native.NativeToolStore.fromJs(weakCallback(store, storeDispatch)), store);
+    storeOf.set(store, handle);
+    return handle;
+  }
+
+  const registryOf = new WeakMap();
+
+  class WorkspaceToolRegistry {
+    constructor(options) {
+      if (options != null && typeof options !== 'object') throw new ConfigurationError('WorkspaceToolRegistry: options must be an object.');
+      const { store, onDispatch, ...rest } = options ?? {};
+      const unknown = Object.keys(rest);
+      if (unknown.length) throw new ConfigurationError(`WorkspaceToolRegistry: unknown option '${unknown[0]}'; the options are store and onDispatch.`);
+      if (onDispatch !== undefined && typeof onDispatch !== 'function') throw new ConfigurationError('WorkspaceToolRegistry: onDispatch must be a function.');
+      const storeHandle = nativeToolStore(store);
+      registryOf.set(this, { native: keep(new native.NativeToolRegistry(storeHandle), storeHandle), onDispatch });
+    }
+    upsert(workspaceId, spec) { return lift(() => registryOf.get(this).native.upsert(workspaceId, optionData(spec ?? null), undefined)); }
+    get(workspaceId, name) { return lift(() => registryOf.get(this).native.get(workspaceId, name)).then((v) => v ?? undefined); }
+    list(workspaceId) { return lift(() => registryOf.get(this).native.list(workspaceId)); }
+    delete(workspaceId, name) { return lift(() => registryOf.get(this).native.delete(workspaceId, name)); }
+
+    /**
+     * The tools of one workspace: the built-ins in their order, a same-named workspace tool in its
+     * place, then the workspace's other tools by name; every call audited through onDispatch.
+     */
+    async toolsFor(workspaceId, { shell, builtins = [], ...templateOptions } = {}) {
+      const specs = await this.list(workspaceId);
+      const byName = new Map(specs.map((s) => [s.name, s]));
+      const order = native.mergeTools(builtins.map((t) => t.name), specs.map((s) => s.name));
+      const { onDispatch } = registryOf.get(this);
+      return order.map((m) => {
+        const kind = m.builtin !== undefined ? 'builtin' : 'workspace';
+        const tool = kind === 'builtin' ? builtins[m.builtin] : createTemplateTool(byName.get(m.workspace), { shell, ...templateOptions });
+        return onDispatch ? audited(tool, kind, workspaceId, onDispatch) : tool;
+      });
+    }
+  }
+
+  /** The tool with every call reported to onDispatch (awaited: an audit failure rejects the call). */
+  function audited(tool, kind, workspaceId, onDispatch) {
+    return {
+      ...tool,
+      execute: async (args, ctx) => {
+        const started = performance.now();
+        let ok = true;
+        let error;
+        let result;
+        try {
+          result = await tool.execute(args, ctx);
+        } catch (e) {
+          ok = false;
+          error = { code: typeof e?.code === 'string' ? e.code : String(e?.name ?? 'Error'), message: String(e?.message ?? e) };
+          await onDispatch({ workspaceId, sessionId: ctx?.sessionId ?? 'default', toolName: tool.name, kind, args, ok, error, durationMs: performance.now() - started });
+          throw e;
+        }
+        await onDispatch({ workspaceId, sessionId: ctx?.sessionId ?? 'default', toolName: tool.name, kind, args, ok, durationMs: performance.now() - started });
+        return result;
+      },
+    };
+  }
+
+  /** Reads a request body, stopping past `max` bytes. */
+  function readBody(req, max) {
+    return new Promise((resolve, reject) => {
+      const chunks = [];
+      let size = 0;
+      let over = false;
+      req.on('data', (c) => {
+        size += c.length;
+        if (size > max) { over = true; return; }
+        if (!over) chunks.push(c);
+      });
+      req.on('end', () => resolve(over ? null : Buffer.concat(chunks)));
+      req.on('error', reject);
+    });
+  }
+
+  function send(res, status, body, headers = {}) {
+    const text = body === undefined ? '' : JSON.stringify(body);
+    res.writeHead(status, { ...(body === undefined ? {} : { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) }), ...headers });
+    res.end(text);
+  }
+
+  const refuse = (res, r) => send(res, r.status, r.body, r.allow ? { allow: r.allow } : {});
+
+  /** `(req, res) => Promise<void>` for node:http: the admin API over a registry. */
+  function createWorkspaceToolsHandler(options) {
+    const { registry, authenticate } = options ?? {};
+    if (typeof authenticate !== 'function') throw new ConfigurationError('createWorkspaceToolsHandler: authenticate(token, req) must be a function.');
+    if (registry != null && !registryOf.has(registry)) throw new ConfigurationError('createWorkspaceToolsHandler: registry must be a WorkspaceToolRegistry.');
+    return async (req, res) => {
+      try {
+        if (registry == null) return refuse(res, native.adminRefusal(503, 'The workspace tool registry is not configured.'));
+        const token = native.adminBearer(req.headers.authorization ?? undefined);
+        const workspaceId = token == null ? null : await authenticate(token, req);
+        if (typeof workspaceId !== 'string' || !workspaceId) return refuse(res, native.adminRefusal(401, 'A valid bearer token is required.'));
+        const route = native.adminRoute(req.method, req.url ?? '');
+        if (route.status) return refuse(res, route);
+        if (route.op === 'list') return send(res, 200, await registry.list(workspaceId));
+        if (route.op === 'get') {
+          const spec = await registry.get(workspaceId, route.name);
+          return spec ? send(res, 200, spec) : refuse(res, native.adminRefusal(404, `No workspace tool named ${route.name}.`));
+        }
+        if (route.op === 'delete') {
+          return (await registry.delete(workspaceId, route.name)) ? send(res, 204) : refuse(res, native.adminRefusal(404, `No workspace tool named ${route.name}.`));
+        }
+        const body = await readBody(req, native.adminMaxBody());
+        if (body === null) return refuse(res, native.adminRefusal(413, 'The body is larger than 1 MiB.'));
+        const parsed = native.adminBody(body);
+        if (parsed.status) return refuse(res, parsed);
+        try {
+          return send(res, 200, await lift(() => registryOf.get(registry).native.upsert(workspaceId, parsed.spec, route.name)));
+        } catch (e) {
+          if (e?.name === 'ConfigurationError' || e?.code === 'InvalidArguments') return refuse(res, native.adminRefusal(400, e.message));
+          throw e;
+        }
+      } catch (e) {
+        if (!res.headersSent) send(res, 500, { error: 'InternalError', message: String(e?.message ?? e) });
+        else res.destroy(e);
+      }
+    };
+  }
+
+  return { createTemplateTool, MemoryToolStore, SqliteToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler };
+};
