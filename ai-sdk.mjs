@@ -1,0 +1,3 @@
+import m from './ai-sdk.js';
+export const { toAiSdkTools } = m;
+export default m;
