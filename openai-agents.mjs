@@ -1,0 +1,3 @@
+import m from './openai-agents.js';
+export const { toOpenAIAgentsTools } = m;
+export default m;
