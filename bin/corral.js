@@ -2,11 +2,13 @@
 'use strict';
 // corral <tool> '<json args>' [--root DIR]   run one file tool against a directory
 // corral tools [--root DIR]                   list the tools with their schemas
+// corral mcp --root DIR [...]                  an MCP server on stdio (see mcp.js)
 const { NodeWorkspace, createFsTools } = require('../index.js');
 const { executeTool } = require('../executor.js');
 
 const usage = `usage: corral <tool> '<json args>' [--root DIR]
        corral tools [--root DIR]
+       corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--read-only]
 Runs one of corral's file tools (read_file, write_file, edit_file, list_dir, glob, grep) against
 DIR (default: the current directory) and prints its result.`;
 
@@ -22,6 +24,7 @@ function parse(argv) {
 }
 
 async function main() {
+  if (process.argv[2] === 'mcp') return require('../mcp.js').serve(process.argv.slice(3));
   const { rest, root, help } = parse(process.argv.slice(2));
   if (help || rest.length === 0) {
     console.log(usage);
@@ -54,4 +57,4 @@ async function main() {
   return 1;
 }
 
-main().then((code) => { process.exitCode = code; }, (e) => { console.error(`corral: ${e.message}`); process.exitCode = 1; });
+main().then((code) => { if (code !== undefined) process.exitCode = code; }, (e) => { console.error(`corral: ${e.message}`); process.exitCode = 1; });

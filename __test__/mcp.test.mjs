@@ -1,0 +1,85 @@
+// `corral mcp` tested with the MCP SDK's own client over a real stdio transport, spawning the bin.
+import { describe, it, expect, afterAll, beforeAll } from 'vitest';
+import { writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { tempTree } from './helpers.mjs';
+
+const BIN = fileURLToPath(new URL('../bin/corral.js', import.meta.url));
+const trees = [];
+afterAll(() => trees.forEach((t) => t.cleanup()));
+
+async function connect(args) {
+  const client = new Client({ name: 'corral-test', version: '1.0.0' });
+  const stderr = [];
+  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', ...args], stderr: 'pipe' });
+  transport.stderr?.on('data', (d) => stderr.push(String(d)));
+  await client.connect(transport);
+  return { client, stderr, close: () => client.close() };
+}
+
+describe('corral mcp', () => {
+  let t;
+  let conn;
+  beforeAll(async () => {
+    t = tempTree({ 'src/a.js': 'const a = 1;\n', 'slow.sh': 'sleep 1\ntouch marker\n' });
+    trees.push(t);
+    writeFileSync(join(t.root, 'logo.png'), Buffer.from('89504e470d0a1a0a0000000d494844520000000200000002080600000000000000', 'hex'));
+    conn = await connect(['--root', t.root, '--allow', 'cat src/a.js', '--allow', 'sh slow.sh']);
+  });
+  afterAll(() => conn?.close());
+
+  it('lists every tool with its schema and read-only or destructive hints', async () => {
+    const { tools } = await conn.client.listTools();
+    expect(tools.map((x) => x.name)).toEqual(['read_file', 'write_file', 'edit_file', 'list_dir', 'glob', 'grep', 'shell']);
+    const by = Object.fromEntries(tools.map((x) => [x.name, x]));
+    expect(by.read_file.inputSchema.required).toEqual(['path']);
+    expect(by.grep.annotations).toMatchObject({ readOnlyHint: true });
+    for (const n of ['write_file', 'edit_file', 'shell']) expect(by[n].annotations).toMatchObject({ destructiveHint: true });
+  });
+
+  it('calls tools: text content, a WorkspaceError as isError, an image as image content, an unknown tool cleanly', async () => {
+    const read = await conn.client.callTool({ name: 'read_file', arguments: { path: 'src/a.js' } });
+    expect(read).toMatchObject({ content: [{ type: 'text', text: ' 1\tconst a = 1;' }] });
+    expect(read.isError).toBeFalsy();
+    const refused = await conn.client.callTool({ name: 'read_file', arguments: { path: '../x' } });
+    expect(refused.isError).toBe(true);
+    expect(refused.content[0].text).toMatch(/^OutsideWorkspace: /);
+    const img = await conn.client.callTool({ name: 'read_file', arguments: { path: 'logo.png' } });
+    expect(img.content[1]).toMatchObject({ type: 'image', mimeType: 'image/png' });
+    const unknown = await conn.client.callTool({ name: 'nope', arguments: {} });
+    expect(unknown.isError).toBe(true);
+    const shell = await conn.client.callTool({ name: 'shell', arguments: { command: 'cat src/a.js' } });
+    expect(shell.structuredContent).toMatchObject({ exitCode: 0, stdout: 'const a = 1;\n' });
+    const denied = await conn.client.callTool({ name: 'shell', arguments: { command: 'rm -rf src' } });
+    expect(denied.isError).toBe(true);
+    expect(existsSync(join(t.root, 'src/a.js'))).toBe(true);
+  });
+
+  it('a cancellation from the client aborts the running call, and the server keeps serving', async () => {
+    const ac = new AbortController();
+    const started = Date.now();
+    const running = conn.client.callTool({ name: 'shell', arguments: { command: 'sh slow.sh' } }, undefined, { signal: ac.signal });
+    setTimeout(() => ac.abort(), 300);
+    await expect(running).rejects.toThrow();
+    expect(Date.now() - started).toBeLessThan(1000);
+    // The command was killed: it never got to its second line.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(existsSync(join(t.root, 'marker'))).toBe(false);
+    const again = await conn.client.callTool({ name: 'list_dir', arguments: {} });
+    expect(again.content[0].text).toContain('src/');
+  });
+
+  it('--read-only offers only the read tools', async () => {
+    const ro = await connect(['--root', t.root, '--read-only']);
+    try {
+      const { tools } = await ro.client.listTools();
+      expect(tools.map((x) => x.name)).toEqual(['read_file', 'list_dir', 'glob', 'grep']);
+      expect(ro.stderr.join('')).toContain('serving 4 tools');
+    } finally {
+      await ro.close();
+    }
+  });
+});
