@@ -1,0 +1,3 @@
+import m from './conformance.js';
+export const { runConformance, ConformanceError } = m;
+export default m;
