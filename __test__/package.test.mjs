@@ -40,11 +40,33 @@ afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
 describe('npm pack', { timeout: 180_000 }, () => {
   it('the tarball holds the entry points, the addon, its loader and the bin, and no tests or Rust sources', () => {
     for (const f of ['package.json', 'index.js', 'index.mjs', 'index.d.ts', 'executor.js', 'executor.mjs', 'executor.d.ts',
-      'testing.js', 'testing.mjs', 'testing.d.ts', 'binding.js', NODE_FILE, 'bin/corral.js']) {
+      'testing.js', 'testing.mjs', 'testing.d.ts', 'binding.js', NODE_FILE, 'bin/corral.js', 'mcp.js', 'workspace-tools.js',
+      'ai-sdk.js', 'ai-sdk.mjs', 'ai-sdk.d.ts', 'openai-agents.js', 'openai-agents.mjs', 'openai-agents.d.ts',
+      'conformance.js', 'conformance.mjs', 'conformance.d.ts']) {
       expect(entries, f).toContain(f);
     }
     expect(entries.filter((e) => e.startsWith('__test__/') || e.startsWith('crates/') || e.startsWith('src/') || e.startsWith('target/'))).toEqual([]);
     expect(entries.filter((e) => e.endsWith('.rs') || e === 'Cargo.toml')).toEqual([]);
+  });
+
+  it('the per-platform packages live under the project\'s npm scope and hold only their addon', async () => {
+    const main = JSON.parse(readFileSync(join(PKG, 'package.json'), 'utf8'));
+    const optional = Object.keys(main.optionalDependencies);
+    expect(optional.length).toBe(main.napi.targets.length);
+    expect(optional.every((n) => n.startsWith('@corral-rs/binding-'))).toBe(true);
+    expect(readFileSync(join(PKG, 'binding.js'), 'utf8')).toContain("require('@corral-rs/binding-linux-x64-gnu')");
+    for (const d of readdirSync(join(PKG, 'npm'))) {
+      const pkg = JSON.parse(readFileSync(join(PKG, 'npm', d, 'package.json'), 'utf8'));
+      expect(optional, d).toContain(pkg.name);
+      expect(pkg.files, d).toEqual([pkg.main]);
+      expect(pkg.main, d).toMatch(/^corral\..+\.node$/);
+      const { stdout } = await run('npm', ['pack', '--dry-run', '--json'], { cwd: join(PKG, 'npm', d) });
+      const files = JSON.parse(stdout)[0].files.map((f) => f.path).filter((f) => !['package.json', 'README.md', pkg.main].includes(f));
+      expect(files, d).toEqual([]);
+    }
+    // The SDKs a user brings are optional peers; installing corral pulls in the MCP SDK only.
+    expect(main.peerDependenciesMeta).toEqual({ ai: { optional: true }, '@openai/agents': { optional: true } });
+    expect(Object.keys(main.dependencies)).toEqual(['@modelcontextprotocol/sdk']);
   });
 });
 
@@ -52,7 +74,7 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
   it('installs even though the optional per-platform packages are not published', () => {
     const installed = JSON.parse(readFileSync(join(project, 'node_modules', 'corral', 'package.json'), 'utf8'));
     expect(installed.name).toBe('corral');
-    expect(Object.keys(installed.optionalDependencies ?? {})).toContain('corral-linux-x64-gnu');
+    expect(Object.keys(installed.optionalDependencies ?? {})).toContain('@corral-rs/binding-linux-x64-gnu');
     expect(existsSync(join(project, 'node_modules', 'corral', NODE_FILE))).toBe(true);
     expect(readdirSync(join(project, 'node_modules', 'corral', 'bin'))).toContain('corral.js');
     expect(JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')).dependencies.corral).toMatch(/corral-.*\.tgz$/);
@@ -111,6 +133,20 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
     expect(out.rewind).toEqual({ dryRun: false, restored: ['src/a.ts'], deleted: [], skipped: [] });
     expect(out.restored).toBe('export const alpha = 1;\n');
     expect(out.refused).toMatchObject({ error: 'WorkspaceError', toolName: 'write_file' });
+  });
+
+  it('every subpath loads from the installed package', async () => {
+    const script = `
+      const subpaths = ['corral/ai-sdk', 'corral/openai-agents', 'corral/conformance', 'corral/executor', 'corral/testing'];
+      console.log(JSON.stringify(subpaths.map((p) => Object.keys(require(p)).sort())));
+    `;
+    const { stdout } = await run(process.execPath, ['-e', script], { cwd: project });
+    expect(JSON.parse(stdout)).toEqual([['toAiSdkTools'], ['toOpenAIAgentsTools'], ['ConformanceError', 'runConformance'], ['ToolRegistry', 'executeTool'], ['MemoryWorkspace']]);
+  });
+
+  it('npx corral mcp --help prints its usage on stderr from the installed bin', async () => {
+    const r = await run('npx', ['corral', 'mcp', '--help'], { cwd: project }).catch((e) => e);
+    expect(r.stderr).toContain('usage: corral mcp --root DIR');
   });
 
   it('npx corral runs a tool from the installed bin and prints the match', async () => {
