@@ -17,6 +17,8 @@ use crate::shell::exec::{base_env, set_var, InheritEnv, LocalShell};
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
 mod docker;
+#[cfg(target_os = "linux")]
+pub mod linux;
 mod noop;
 mod subprocess;
 

@@ -87,6 +87,8 @@ pub struct ExecResult {
     /// After a timeout or an abort: whether every process the command started is known to be
     /// dead (its control group emptied, its container removed), not only its process group.
     pub every_process_killed: bool,
+    /// What an adapter says about the run (a limit that stopped it); the shell tool passes it on.
+    pub note: Option<String>,
 }
 
 /// Resolves (does not fail) for a non-zero exit, a timeout or an abort; fails only when the
@@ -167,6 +169,7 @@ pub fn exec_result_from_json(v: &serde_json::Value) -> Result<ExecResult> {
         aborted: flag("aborted")?,
         signal: v.get("signal").and_then(|s| s.as_str()).map(str::to_string),
         every_process_killed: false,
+        note: v.get("note").and_then(|s| s.as_str()).map(str::to_string),
     })
 }
 

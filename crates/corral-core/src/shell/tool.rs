@@ -299,8 +299,16 @@ pub fn result_json(r: &ExecResult, timeout_ms: u64, max_output_chars: usize) -> 
     } else if r.aborted {
         m.insert("aborted".into(), Value::Bool(true));
         m.insert("note".into(), Value::from(format!("The command was aborted (the run was cancelled); {killed}.")));
-    } else if let (None, Some(sig)) = (r.exit_code, &r.signal) {
+    } else if let (None, Some(sig), None) = (r.exit_code, &r.signal, &r.note) {
         m.insert("note".into(), Value::from(format!("The command was killed by {sig}.")));
+    }
+    // An adapter's own note (a limit that stopped the command) comes after.
+    if let Some(extra) = &r.note {
+        let note = match m.get("note").and_then(Value::as_str) {
+            Some(n) => format!("{n} {extra}"),
+            None => extra.clone(),
+        };
+        m.insert("note".into(), Value::from(note));
     }
     Value::Object(m)
 }

@@ -27,24 +27,37 @@ mod imp {
     impl Cgroup {
         /// A new, empty group for one command, or `None` where none can be made.
         pub fn create() -> Option<Cgroup> {
+            PARENTS.iter().find_map(|p| Cgroup::create_in(p))
+        }
+
+        /// A new group under `parent` (a cgroup directory), or `None`.
+        pub fn create_in(parent: &str) -> Option<Cgroup> {
             static NEXT: AtomicU64 = AtomicU64::new(0);
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            for parent in PARENTS {
-                let base = PathBuf::from(parent);
-                if !base.join("cgroup.procs").exists() {
-                    continue;
-                }
-                let dir = base.join(format!("corral-{}-{n}", std::process::id()));
-                if std::fs::create_dir(&dir).is_err() {
-                    continue;
-                }
-                let procs = dir.join("cgroup.procs");
-                if let Ok(procs) = CString::new(procs.to_string_lossy().as_bytes()) {
-                    return Some(Cgroup { dir, procs });
-                }
-                let _ = std::fs::remove_dir(&dir);
+            let base = PathBuf::from(parent);
+            if !base.join("cgroup.procs").exists() {
+                return None;
             }
-            None
+            let dir = base.join(format!("corral-{}-{n}", std::process::id()));
+            std::fs::create_dir(&dir).ok()?;
+            let procs = dir.join("cgroup.procs");
+            match CString::new(procs.to_string_lossy().as_bytes()) {
+                Ok(procs) => Some(Cgroup { dir, procs }),
+                Err(_) => {
+                    let _ = std::fs::remove_dir(&dir);
+                    None
+                }
+            }
+        }
+
+        /// Writes one of the group's control files (`pids.max`, `memory.limit_in_bytes`).
+        pub fn set(&self, file: &str, value: &str) -> bool {
+            std::fs::write(self.dir.join(file), value).is_ok()
+        }
+
+        /// Reads one of the group's control files.
+        pub fn get(&self, file: &str) -> Option<String> {
+            std::fs::read_to_string(self.dir.join(file)).ok()
         }
 
         /// The path the child writes `0` to, moving itself into the group before exec.

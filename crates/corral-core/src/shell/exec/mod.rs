@@ -24,7 +24,7 @@ pub(crate) use capture::{read_into, Capture};
 #[cfg(test)]
 use env::is_base_name;
 pub use env::{base_env, set_var, InheritEnv};
-pub use process::run_shell_command;
+pub use process::{run_shell_command, run_shell_command_with, Isolation};
 
 /// Most bytes kept in memory per stream: the first half and the last half; the middle of a
 /// larger output is dropped (and said so in the text).

@@ -157,6 +157,34 @@ pub async fn run_shell_command(
     cancel: Option<Cancel>,
     on_output: Option<Sink>,
 ) -> Result<ExecResult> {
+    run_shell_command_with(command, cwd, env, stdin, timeout_ms, cancel, on_output, Isolation::default()).await
+}
+
+/// Code a sandbox runs in the child between fork and exec (raw syscalls only: the parent is
+/// multi-threaded), and the limits of the command's control group.
+#[derive(Default)]
+pub struct Isolation {
+    pub pre_exec: Option<Box<dyn FnMut() -> std::io::Result<()> + Send + Sync + 'static>>,
+    /// `pids.max` of the command's control group.
+    pub pids_max: Option<u64>,
+    /// Set when the group could not take the pids limit.
+    pub pids_unlimited: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// The group's `pids.events` / `max` count after the run (forks it refused).
+    pub pids_refused: Option<Arc<std::sync::atomic::AtomicU64>>,
+}
+
+/// `run_shell_command` with a sandbox's set-up in the child.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_shell_command_with(
+    command: &str,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+    stdin: Option<String>,
+    timeout_ms: Option<u64>,
+    cancel: Option<Cancel>,
+    on_output: Option<Sink>,
+    isolation: Isolation,
+) -> Result<ExecResult> {
     if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
         return Ok(ExecResult { aborted: true, ..Default::default() });
     }
@@ -174,10 +202,29 @@ pub async fn run_shell_command(
     let cgroup = crate::shell::exec::cgroup::Cgroup::create();
     #[cfg(target_os = "linux")]
     if let Some(group) = &cgroup {
+        if let Some(n) = isolation.pids_max {
+            if !group.set("pids.max", &n.to_string()) {
+                if let Some(flag) = &isolation.pids_unlimited {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
         let procs = group.procs_path();
         // SAFETY: the closure only makes async-signal-safe calls (open, write, close).
         unsafe {
             cmd.pre_exec(move || crate::shell::exec::cgroup::join_in_child(&procs));
+        }
+    }
+    #[cfg(target_os = "linux")]
+    if cgroup.is_none() && isolation.pids_max.is_some() {
+        if let Some(flag) = &isolation.pids_unlimited {
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    if let Some(setup) = isolation.pre_exec {
+        // SAFETY: the sandbox's set-up makes raw syscalls only, on data prepared before the fork.
+        unsafe {
+            cmd.pre_exec(setup);
         }
     }
     let mut child = cmd.spawn().map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
@@ -260,6 +307,14 @@ pub async fn run_shell_command(
             status
         }
     };
+    #[cfg(target_os = "linux")]
+    if let (Some(group), Some(counter)) = (&cgroup, &isolation.pids_refused) {
+        let refused = group
+            .get("pids.events")
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse().ok())))
+            .unwrap_or(0);
+        counter.store(refused, std::sync::atomic::Ordering::Relaxed);
+    }
     guard.armed = false;
     drop(guard);
 

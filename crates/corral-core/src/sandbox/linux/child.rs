@@ -1,0 +1,299 @@
+//! What runs in the child between fork and exec. Node is multi-threaded, so nothing here may
+//! allocate or take a lock: every path, map and filter is prepared in the parent (`Plan`), and the
+//! child makes raw syscalls on it.
+//!
+//! The child (C1) enters a user namespace when it is not root, then new mount, pid, net, ipc and
+//! uts namespaces, and forks C2, the pid namespace's init, which sets up the view and execs the
+//! command; C1 closes every descriptor, waits for C2 and exits with its status. When C2 dies, the
+//! kernel kills every process of the namespace, so nothing a command started outlives it.
+//!
+//! C2's view: the host's tree read-only (`mount_setattr(AT_RECURSIVE, RDONLY)`), a fresh /proc,
+//! a minimal /dev (null, zero, full, random, urandom, tty copied from the host with `open_tree`
+//! and attached with `move_mount`), a private /tmp,
+//! the `hide` paths empty (a tmpfs, or /dev/null over a file), the working directory read-write at
+//! the same path, the `protect` paths read-only again inside it. Then loopback up, the rlimits,
+//! `PR_SET_NO_NEW_PRIVS` and the seccomp filter.
+
+use std::ffi::{CStr, CString};
+use std::io;
+
+/// Everything the child needs, prepared before the fork.
+pub(super) struct Plan {
+    pub user_ns: bool,
+    /// `/proc/self/uid_map` and `gid_map` contents (user namespace only).
+    pub uid_map: Vec<u8>,
+    pub gid_map: Vec<u8>,
+    /// The host's device nodes the command gets (`/dev/null`, …), bound at the same paths.
+    pub devices: Vec<CString>,
+    pub cwd: CString,
+    /// The directories to create (parents first) so the cwd can be bound where a tmpfs hid it.
+    pub cwd_parents: Vec<CString>,
+    pub protect: Vec<CString>,
+    pub hide_dirs: Vec<CString>,
+    pub hide_files: Vec<CString>,
+    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    /// A memory control group's `cgroup.procs` to join.
+    pub memory_procs: Option<CString>,
+    pub seccomp: Vec<seccompiler::BpfProgram>,
+}
+
+fn check(r: libc::c_long) -> io::Result<()> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn mount(
+    src: *const libc::c_char,
+    target: &CStr,
+    fstype: *const libc::c_char,
+    flags: libc::c_ulong,
+    data: *const libc::c_char,
+) -> io::Result<()> {
+    // SAFETY: NUL-terminated strings (or null pointers) prepared before the fork.
+    check(unsafe { libc::mount(src, target.as_ptr(), fstype, flags, data.cast()) } as libc::c_long)
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_int = 0x8000;
+
+/// Sets (or clears) read-only on `path`'s mount, and with `recursive` on every mount below it.
+fn read_only(path: &CStr, on: bool, recursive: bool) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: if on { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if on { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: a NUL-terminated path and a mount_attr of the size given.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+}
+
+fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
+    // SAFETY: `path` ends with a NUL byte (the literals below do); raw syscalls only.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        libc::close(fd);
+        if n != data.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn touch(path: &CStr) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC, 0o666);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        libc::close(fd);
+    }
+    Ok(())
+}
+
+/// Brings the new network namespace's loopback interface up.
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: a zeroed ifreq with a NUL-terminated name; raw socket and ioctl calls.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        req.ifr_name[0] = b'l' as libc::c_char;
+        req.ifr_name[1] = b'o' as libc::c_char;
+        req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        let r = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+        libc::close(fd);
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+const NONE: *const libc::c_char = std::ptr::null();
+
+/// The pre-exec step. Returns in C2 (which then execs the command); C1 never returns.
+pub(super) fn enter(plan: &Plan) -> io::Result<()> {
+    if let Some(procs) = &plan.memory_procs {
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if fd >= 0 {
+            // SAFETY: a valid descriptor and a one-byte buffer.
+            unsafe {
+                libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+            }
+        }
+    }
+    if plan.user_ns {
+        // SAFETY: raw syscall.
+        check(unsafe { libc::unshare(libc::CLONE_NEWUSER) } as libc::c_long)?;
+        write_file(b"/proc/self/setgroups\0", b"deny")?;
+        write_file(b"/proc/self/uid_map\0", &plan.uid_map)?;
+        write_file(b"/proc/self/gid_map\0", &plan.gid_map)?;
+    }
+    let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    // SAFETY: raw syscall.
+    check(unsafe { libc::unshare(flags) } as libc::c_long)?;
+    // SAFETY: fork in a single-threaded child; the parent branch below only makes raw syscalls.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid > 0 {
+        // C1: hold nothing open (the command's pipes end when C2's copies close), wait, report.
+        // SAFETY: raw syscalls; _exit never returns.
+        unsafe {
+            libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+            let mut status = 0;
+            while libc::waitpid(pid, &mut status, 0) < 0 {
+                if *libc::__errno_location() != libc::EINTR {
+                    libc::_exit(126);
+                }
+            }
+            if libc::WIFEXITED(status) {
+                libc::_exit(libc::WEXITSTATUS(status));
+            }
+            let sig = libc::WTERMSIG(status);
+            // Die of the same signal, so the caller sees what killed the command.
+            libc::signal(sig, libc::SIG_DFL);
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+    }
+    // C2: the namespace's init.
+    // SAFETY: raw syscall; when the command's parent C1 dies, C2 is killed too.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    view(plan)?;
+    loopback_up()?;
+    // SAFETY: a NUL-terminated literal.
+    unsafe { libc::sethostname(b"corral".as_ptr().cast(), 6) };
+    for &(resource, value) in &plan.rlimits {
+        let lim = libc::rlimit { rlim_cur: value, rlim_max: value };
+        // SAFETY: a valid rlimit.
+        check(unsafe { libc::setrlimit(resource, &lim) } as libc::c_long)?;
+    }
+    // SAFETY: raw syscalls.
+    check(unsafe { libc::chdir(plan.cwd.as_ptr()) } as libc::c_long)?;
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)?;
+    for prog in &plan.seccomp {
+        seccompiler::apply_filter(prog).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+    }
+    Ok(())
+}
+
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+/// The most device nodes a plan names.
+const MAX_DEVICES: usize = 8;
+
+/// A detached copy of the mount tree at `path` (this namespace's), to attach elsewhere later.
+fn clone_tree(path: &CStr, recursive: bool) -> io::Result<libc::c_int> {
+    let flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | if recursive { AT_RECURSIVE as libc::c_uint } else { 0 };
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd as libc::c_int)
+}
+
+/// Attaches a detached tree at `target`.
+fn attach(tree: libc::c_int, target: &CStr) -> io::Result<()> {
+    // SAFETY: a descriptor from open_tree and NUL-terminated paths.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(tree) };
+    check(r)
+}
+
+/// The filesystem the command sees.
+fn view(plan: &Plan) -> io::Result<()> {
+    let root = c"/";
+    let (tmp, proc_, dev) = (c"/tmp", c"/proc", c"/dev");
+    let tmpfs = c"tmpfs";
+    // Nothing done here propagates back to the host.
+    mount(NONE, root, NONE, libc::MS_REC | libc::MS_PRIVATE, NONE)?;
+    // Copies of what will be covered (the working directory, the device nodes), taken before
+    // anything is covered: a bind from the parent's namespace is not allowed, a copy of ours is.
+    let cwd_tree = clone_tree(&plan.cwd, true)?;
+    let mut devices = [-1; MAX_DEVICES];
+    for (slot, dev) in devices.iter_mut().zip(&plan.devices) {
+        *slot = clone_tree(dev, false)?;
+    }
+    read_only(root, true, true)?;
+    // A private /tmp, a minimal /dev, a fresh /proc.
+    mount(tmpfs.as_ptr(), tmp, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777".as_ptr())?;
+    mount(tmpfs.as_ptr(), dev, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NOEXEC, c"mode=755".as_ptr())?;
+    for (tree, target) in devices.iter().zip(&plan.devices) {
+        touch(target)?;
+        attach(*tree, target)?;
+    }
+    // SAFETY: NUL-terminated literals.
+    unsafe {
+        libc::symlink(c"/proc/self/fd".as_ptr(), c"/dev/fd".as_ptr());
+        libc::symlink(c"/proc/self/fd/0".as_ptr(), c"/dev/stdin".as_ptr());
+        libc::symlink(c"/proc/self/fd/1".as_ptr(), c"/dev/stdout".as_ptr());
+        libc::symlink(c"/proc/self/fd/2".as_ptr(), c"/dev/stderr".as_ptr());
+    }
+    // Hidden paths look empty; they stay writable until the cwd is in place below them.
+    for d in &plan.hide_dirs {
+        mount(tmpfs.as_ptr(), d, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=755".as_ptr())?;
+    }
+    for f in &plan.hide_files {
+        mount(c"/dev/null".as_ptr(), f, NONE, libc::MS_BIND, NONE)?;
+    }
+    // The working directory, read-write at its own path (made again where a tmpfs covers it).
+    for p in &plan.cwd_parents {
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::mkdir(p.as_ptr(), 0o755) };
+    }
+    attach(cwd_tree, &plan.cwd)?;
+    for p in &plan.protect {
+        mount(p.as_ptr(), p, NONE, libc::MS_BIND | libc::MS_REC, NONE)?;
+        read_only(p, true, true)?;
+    }
+    for d in &plan.hide_dirs {
+        read_only(d, true, false)?;
+    }
+    mount(c"proc".as_ptr(), proc_, c"proc".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, NONE)?;
+    Ok(())
+}

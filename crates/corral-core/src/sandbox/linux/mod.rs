@@ -1,0 +1,409 @@
+//! `LinuxSandbox`: a `SandboxAdapter` built on the kernel's own isolation — namespaces, a
+//! read-only view of the host with the working directory writable, seccomp, rlimits and control
+//! groups — with no daemon and no helper binary.
+//!
+//! Why set-up in the forked child rather than a helper executable: the child's work is a fixed
+//! list of raw syscalls on data prepared before the fork (`child::Plan`), which is safe in a
+//! multi-threaded parent, and it costs one extra fork instead of starting and loading a second
+//! program for every command (see the README's figures). A helper would also have to be built and
+//! shipped in every platform package.
+
+mod child;
+mod seccomp;
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{SandboxAdapter, SandboxRequest};
+use crate::error::{Code, Error, Result};
+use crate::options::Reader;
+use crate::shell::exec::cgroup::Cgroup;
+use crate::shell::exec::{run_shell_command_with, Isolation};
+use crate::shell::{Cancel, ExecResult};
+
+/// What a command may use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+    pub file_size_bytes: Option<u64>,
+    pub open_files: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinuxSandboxOptions {
+    pub limits: Limits,
+    /// Paths inside the working directory kept read-only (default `.git`), relative or absolute.
+    pub protect: Vec<String>,
+    /// Paths that look empty inside (default the home directory, less the working directory).
+    pub hide: Option<Vec<String>>,
+    pub allow_weaker: bool,
+}
+
+impl Default for LinuxSandboxOptions {
+    fn default() -> Self {
+        LinuxSandboxOptions { limits: Limits::default(), protect: vec![".git".into()], hide: None, allow_weaker: false }
+    }
+}
+
+impl LinuxSandboxOptions {
+    /// `new LinuxSandbox({ network?, limits?, protect?, hide?, allowWeaker? })`.
+    pub fn from_options(v: &Value) -> Result<LinuxSandboxOptions> {
+        let r = Reader::new("LinuxSandbox", v, &["network", "limits", "protect", "hide", "allowWeaker"])?;
+        match r.get("network") {
+            None => {}
+            Some(Value::String(s)) if s == "none" => {}
+            Some(_) => {
+                return Err(r.err(
+                    "network must be 'none': commands get loopback only (use SubprocessSandbox with a broker for allowlisted egress).",
+                ))
+            }
+        }
+        let limits = match r.get("limits") {
+            None => Limits::default(),
+            Some(l) => {
+                let lr = Reader::new(
+                    "LinuxSandbox limits",
+                    l,
+                    &["memoryBytes", "pids", "cpuSeconds", "fileSizeBytes", "openFiles"],
+                )?;
+                let opt = |k: &str, range: std::ops::RangeInclusive<u64>| -> Result<Option<u64>> {
+                    Ok(match lr.get(k) {
+                        None => None,
+                        Some(_) => Some(lr.int(k, 0, range)?),
+                    })
+                };
+                Limits {
+                    memory_bytes: opt("memoryBytes", (1 << 20)..=(1 << 50))?,
+                    pids: opt("pids", 1..=1_000_000)?,
+                    cpu_seconds: opt("cpuSeconds", 1..=31_536_000)?,
+                    file_size_bytes: opt("fileSizeBytes", 1..=(1 << 50))?,
+                    open_files: opt("openFiles", 8..=1_048_576)?,
+                }
+            }
+        };
+        let paths = |k: &str| -> Result<Option<Vec<String>>> {
+            let list = r.strings(k)?;
+            if let Some(l) = &list {
+                if l.iter().any(|p| p.is_empty() || p.contains('\0')) {
+                    return Err(r.err(format!("{k} entries must be non-empty paths.")));
+                }
+            }
+            Ok(list)
+        };
+        Ok(LinuxSandboxOptions {
+            limits,
+            protect: paths("protect")?.unwrap_or_else(|| vec![".git".into()]),
+            hide: paths("hide")?,
+            allow_weaker: r.bool("allowWeaker", false)?,
+        })
+    }
+}
+
+/// What the machine offers (`LinuxSandbox.probe()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub user_namespaces: bool,
+    pub mount_namespaces: bool,
+    pub pid_namespaces: bool,
+    pub net_namespaces: bool,
+    pub seccomp: bool,
+    pub landlock: bool,
+    pub cgroups: Option<&'static str>,
+    pub root: bool,
+}
+
+impl Probe {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "userNamespaces": self.user_namespaces,
+            "mountNamespaces": self.mount_namespaces,
+            "pidNamespaces": self.pid_namespaces,
+            "netNamespaces": self.net_namespaces,
+            "seccomp": self.seccomp,
+            "landlock": self.landlock,
+            "cgroups": self.cgroups,
+        })
+    }
+}
+
+/// Tries the namespaces in a throwaway child process.
+fn can_unshare(flags: libc::c_int) -> bool {
+    // SAFETY: the child only makes raw syscalls and exits.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            let ok = libc::unshare(flags) == 0;
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+        if pid < 0 {
+            return false;
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+}
+
+pub fn probe() -> Probe {
+    // SAFETY: raw syscall.
+    let root = unsafe { libc::geteuid() } == 0;
+    let user = can_unshare(libc::CLONE_NEWUSER);
+    let base = if root { 0 } else { libc::CLONE_NEWUSER };
+    let cgroups = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        Some("v2")
+    } else if Path::new("/sys/fs/cgroup/pids").exists() || Path::new("/sys/fs/cgroup/memory").exists() {
+        Some("v1")
+    } else {
+        None
+    };
+    // SAFETY: a raw syscall that only asks (landlock_create_ruleset with the version flag).
+    let landlock =
+        unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) } > 0;
+    Probe {
+        user_namespaces: user,
+        mount_namespaces: can_unshare(base | libc::CLONE_NEWNS),
+        pid_namespaces: can_unshare(base | libc::CLONE_NEWPID),
+        net_namespaces: can_unshare(base | libc::CLONE_NEWNET),
+        seccomp: Path::new("/proc/self/status").exists()
+            && std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.contains("Seccomp:")),
+        landlock,
+        cgroups,
+        root,
+    }
+}
+
+pub struct LinuxSandbox {
+    options: LinuxSandboxOptions,
+    probe: Probe,
+}
+
+fn cstr(p: &Path) -> Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| Error::config(format!("LinuxSandbox: a NUL byte in {}", p.display())))
+}
+
+impl LinuxSandbox {
+    pub fn new(options: LinuxSandboxOptions) -> Result<LinuxSandbox> {
+        let probe = probe();
+        let needs: Vec<(&str, bool)> = vec![
+            ("mount namespaces", probe.mount_namespaces),
+            ("pid namespaces", probe.pid_namespaces),
+            ("network namespaces", probe.net_namespaces),
+            ("user namespaces (as a user other than root)", probe.root || probe.user_namespaces),
+        ];
+        let missing: Vec<&str> = needs.iter().filter(|(_, ok)| !ok).map(|(n, _)| *n).collect();
+        if !missing.is_empty() {
+            return Err(Error::config(format!(
+                "LinuxSandbox: this machine does not offer {}, which the sandbox cannot do without.",
+                missing.join(", ")
+            )));
+        }
+        let wants_cgroup = options.limits.pids.is_some() || options.limits.memory_bytes.is_some();
+        if wants_cgroup && !options.allow_weaker && !cgroup_writable() {
+            return Err(Error::config(
+                "LinuxSandbox: limits.pids and limits.memoryBytes need a writable control group (cgroup v1 pids/memory or v2); pass allowWeaker: true to fall back to per-process limits.",
+            ));
+        }
+        Ok(LinuxSandbox { options, probe })
+    }
+
+    pub fn probe(&self) -> &Probe {
+        &self.probe
+    }
+
+    /// The child's plan for one request, and the descriptors it refers to (held until the run ends).
+    fn plan(&self, req: &SandboxRequest, memory: Option<&Cgroup>) -> Result<child::Plan> {
+        let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
+        let cwd = PathBuf::from(&req.cwd);
+        if !mount.is_absolute() || !mount.is_dir() {
+            return Err(Error::new(
+                Code::NotFound,
+                format!("LinuxSandbox: the SandboxShell cwd {} is not a directory on this machine.", mount.display()),
+            ));
+        }
+        let devices: Vec<CString> = ["null", "zero", "full", "random", "urandom", "tty"]
+            .iter()
+            .map(|n| PathBuf::from("/dev").join(n))
+            .filter(|p| p.exists())
+            .map(|p| cstr(&p))
+            .collect::<Result<_>>()?;
+        // protect: inside the mount, existing paths only.
+        let mut protect = Vec::new();
+        for p in &self.options.protect {
+            let full = if Path::new(p).is_absolute() { PathBuf::from(p) } else { mount.join(p) };
+            if full.starts_with(&mount) && full.exists() {
+                protect.push(cstr(&full)?);
+            }
+        }
+        // hide: the home directory by default.
+        let hide: Vec<PathBuf> = match &self.options.hide {
+            Some(list) => list.iter().map(PathBuf::from).collect(),
+            None => std::env::var_os("HOME").map(PathBuf::from).into_iter().collect(),
+        };
+        let (mut hide_dirs, mut hide_files) = (Vec::new(), Vec::new());
+        let mut cwd_parents = Vec::new();
+        // A path under /tmp or /dev is already hidden: those are new and empty inside.
+        let covered_anyway = |h: &Path| h.starts_with("/tmp") || h.starts_with("/dev");
+        for h in hide.iter().filter(|h| h.is_absolute() && h.exists() && !covered_anyway(h)) {
+            // The working directory itself is never hidden; a hidden path around it is.
+            if mount.starts_with(h) && mount == *h {
+                continue;
+            }
+            if h.is_dir() {
+                hide_dirs.push(cstr(h)?);
+            } else {
+                hide_files.push(cstr(h)?);
+            }
+        }
+        // Where a tmpfs (/tmp, /dev or a hidden directory) covers the mount, its path is made again.
+        let covered = mount.starts_with("/tmp")
+            || mount.starts_with("/dev")
+            || hide.iter().any(|h| mount.starts_with(h) && mount != *h);
+        if covered {
+            let mut p = PathBuf::new();
+            for c in mount.components() {
+                p.push(c);
+                cwd_parents.push(cstr(&p)?);
+            }
+        }
+        let l = &self.options.limits;
+        let mut rlimits = vec![(libc::RLIMIT_CORE, 0)];
+        if let Some(n) = l.cpu_seconds {
+            rlimits.push((libc::RLIMIT_CPU, n));
+        }
+        if let Some(n) = l.file_size_bytes {
+            rlimits.push((libc::RLIMIT_FSIZE, n));
+        }
+        if let Some(n) = l.open_files {
+            rlimits.push((libc::RLIMIT_NOFILE, n));
+        }
+        if let (Some(n), None) = (l.memory_bytes, memory) {
+            rlimits.push((libc::RLIMIT_AS, n));
+        }
+        // SAFETY: raw syscalls.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let plan = child::Plan {
+            user_ns: !self.probe.root,
+            uid_map: format!("{uid} {uid} 1").into_bytes(),
+            gid_map: format!("{gid} {gid} 1").into_bytes(),
+            devices,
+            cwd: cstr(&mount)?,
+            cwd_parents,
+            protect,
+            hide_dirs,
+            hide_files,
+            rlimits,
+            memory_procs: memory.map(|m| m.procs_path()),
+            seccomp: seccomp::filter()?,
+        };
+        let _ = cwd;
+        Ok(plan)
+    }
+}
+
+fn cgroup_writable() -> bool {
+    match Cgroup::create() {
+        Some(g) => {
+            drop(g);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The note for a command a limit stopped.
+fn limit_note(r: &ExecResult, limits: &Limits, memory_hit: bool, pids_refused: u64) -> Option<String> {
+    // The signal that stopped the command, or the one its shell reports (128 + n).
+    let sig = r.signal.as_deref().or(match r.exit_code {
+        Some(c) if c == 128 + libc::SIGXCPU => Some("SIGXCPU"),
+        Some(c) if c == 128 + libc::SIGXFSZ => Some("SIGXFSZ"),
+        _ => None,
+    });
+    if memory_hit {
+        return Some(format!(
+            "The command ran out of its memory limit ({} bytes): memory.",
+            limits.memory_bytes.unwrap_or(0)
+        ));
+    }
+    if sig == Some("SIGXCPU") || (limits.cpu_seconds.is_some() && sig == Some("SIGKILL") && !r.timed_out && !r.aborted)
+    {
+        return Some(format!("The command used up its CPU time ({} s): cpu.", limits.cpu_seconds.unwrap_or(0)));
+    }
+    if sig == Some("SIGXFSZ") {
+        return Some(format!(
+            "The command wrote past its file size limit ({} bytes): file size.",
+            limits.file_size_bytes.unwrap_or(0)
+        ));
+    }
+    if pids_refused > 0 {
+        return Some(format!(
+            "The command tried to start more than {} processes and {pids_refused} forks were refused: pids.",
+            limits.pids.unwrap_or(0)
+        ));
+    }
+    None
+}
+
+#[async_trait]
+impl SandboxAdapter for LinuxSandbox {
+    async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
+        let limits = self.options.limits.clone();
+        let memory = match limits.memory_bytes {
+            Some(n) => {
+                Cgroup::create_in("/sys/fs/cgroup/memory").filter(|g| g.set("memory.limit_in_bytes", &n.to_string()))
+            }
+            None => None,
+        };
+        let plan = self.plan(&req, memory.as_ref())?;
+        let plan = Arc::new(plan);
+        let p2 = plan.clone();
+        let pids_refused = Arc::new(AtomicU64::new(0));
+        let isolation = Isolation {
+            pre_exec: Some(Box::new(move || child::enter(&p2))),
+            pids_max: limits.pids,
+            pids_unlimited: Some(Arc::new(AtomicBool::new(false))),
+            pids_refused: Some(pids_refused.clone()),
+        };
+        let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);
+        let mut r = run_shell_command_with(
+            &req.command,
+            Path::new(&req.cwd),
+            &req.env,
+            req.stdin,
+            timeout,
+            cancel,
+            req.on_output,
+            isolation,
+        )
+        .await?;
+        // The pid namespace's init took every process of the command with it.
+        if r.timed_out || r.aborted {
+            r.every_process_killed = true;
+        }
+        let memory_hit = memory
+            .as_ref()
+            .and_then(|m| m.get("memory.failcnt"))
+            .is_some_and(|c| c.trim().parse::<u64>().unwrap_or(0) > 0 && (r.exit_code != Some(0)));
+        if let Some(note) = limit_note(&r, &limits, memory_hit, pids_refused.load(Ordering::Relaxed)) {
+            r.note = Some(note);
+        }
+        Ok(r)
+    }
+}
+
+impl std::fmt::Debug for LinuxSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinuxSandbox").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests;

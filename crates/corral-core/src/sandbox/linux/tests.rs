@@ -1,0 +1,192 @@
+//! LinuxSandbox, tried the way an attacker would: each test is an escape attempt that must fail.
+//! They run as the user the tests run as; where the machine lacks what the sandbox needs they
+//! report "skipped" and return.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::sandbox::SandboxShell;
+use crate::shell::exec::InheritEnv;
+use crate::shell::{ExecOptions, ShellProvider};
+
+fn sandbox(options: LinuxSandboxOptions) -> Option<Arc<LinuxSandbox>> {
+    match LinuxSandbox::new(options) {
+        Ok(s) => Some(Arc::new(s)),
+        Err(e) => {
+            eprintln!("skipped: {}", e.message);
+            None
+        }
+    }
+}
+
+fn shell(options: LinuxSandboxOptions) -> Option<(tempfile::TempDir, SandboxShell)> {
+    let sb = sandbox(options)?;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("work/.git")).unwrap();
+    std::fs::write(dir.path().join("work/.git/config"), "[core]\n").unwrap();
+    let cwd = std::fs::canonicalize(dir.path().join("work")).unwrap();
+    let s = SandboxShell::new(sb, &cwd, BTreeMap::new(), InheritEnv::None).unwrap();
+    Some((dir, s))
+}
+
+fn opts() -> ExecOptions {
+    ExecOptions { timeout_ms: Some(20_000), ..Default::default() }
+}
+
+async fn sh(s: &SandboxShell, cmd: &str) -> ExecResult {
+    s.exec(cmd, opts()).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_working_directory_is_writable_and_the_rest_of_the_host_is_not() {
+    let Some((dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    let r = sh(&s, "echo inside > made.txt && cat made.txt && pwd").await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(r.stdout, format!("inside\n{}\n", s.cwd().display()));
+    assert_eq!(std::fs::read_to_string(dir.path().join("work/made.txt")).unwrap(), "inside\n");
+    // Outside the working directory: read-only.
+    let outside = dir.path().join("outside.txt");
+    let r = sh(&s, &format!("echo x > {} ; echo x > /etc/corral-escape", outside.display())).await;
+    assert!(r.stderr.contains("Read-only file system"), "{r:?}");
+    assert!(!outside.exists());
+    assert!(!std::path::Path::new("/etc/corral-escape").exists());
+}
+
+#[tokio::test]
+async fn git_stays_read_only_inside_the_working_directory() {
+    let Some((dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    let r = sh(&s, "echo evil >> .git/config; mkdir .git/hooks").await;
+    assert!(r.stderr.contains("Read-only file system"), "{r:?}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("work/.git/config")).unwrap(), "[core]\n");
+    assert!(!dir.path().join("work/.git/hooks").exists());
+}
+
+#[tokio::test]
+async fn hidden_paths_look_empty_and_tmp_is_private() {
+    // A directory outside /tmp (which is private inside anyway).
+    let secret_dir = tempfile::tempdir_in(std::env::current_dir().unwrap()).unwrap();
+    std::fs::write(secret_dir.path().join("id_rsa"), "PRIVATE KEY").unwrap();
+    let host_tmp = tempfile::NamedTempFile::new().unwrap();
+    let options =
+        LinuxSandboxOptions { hide: Some(vec![secret_dir.path().display().to_string()]), ..Default::default() };
+    let Some((_dir, s)) = shell(options) else { return };
+    let r = sh(
+        &s,
+        &format!(
+            "ls -A {}; cat {}/id_rsa; ls {}",
+            secret_dir.path().display(),
+            secret_dir.path().display(),
+            host_tmp.path().display()
+        ),
+    )
+    .await;
+    assert!(!r.stdout.contains("PRIVATE KEY") && !r.stdout.contains("id_rsa"), "{r:?}");
+    assert!(r.stderr.contains("No such file"), "the host's /tmp is not visible: {r:?}");
+}
+
+#[tokio::test]
+async fn a_listener_on_the_hosts_loopback_cannot_be_reached() {
+    let Some((_dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let r = sh(&s, &format!("cat < /dev/null > /dev/tcp/127.0.0.1/{port} 2>&1; busybox nc -w 2 127.0.0.1 {port} </dev/null; echo rc=$?; cat /proc/net/dev | grep -c :")).await;
+    assert!(listener.accept().is_err(), "nothing connected to the host's listener: {r:?}");
+    // Only the loopback interface exists inside.
+    assert!(r.stdout.trim_end().ends_with('1'), "{r:?}");
+}
+
+#[tokio::test]
+async fn sandbox_escaping_system_calls_are_refused() {
+    let Some((_dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    let r = sh(&s, "unshare -U true; echo u=$?; mount -t tmpfs x /mnt; echo m=$?").await;
+    assert!(r.stdout.contains("u=1") && r.stdout.contains("m=") && !r.stdout.contains("m=0"), "{r:?}");
+    // The command is the namespace's init's child: the host's processes are not there to trace.
+    let r = sh(&s, "ls /proc | grep -c '^[0-9]'").await;
+    let count: u32 = r.stdout.trim().parse().unwrap_or(99);
+    assert!(count <= 4, "only the sandbox's own processes are visible: {r:?}");
+}
+
+#[tokio::test]
+async fn an_abort_kills_a_background_child_that_would_outlive_it() {
+    let Some((dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    let cancel = Cancel::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c2.cancel();
+    });
+    let started = Instant::now();
+    let r = s
+        .exec(
+            "(sleep 1; touch marker) & setsid sh -c 'sleep 1; touch marker2' & sleep 30",
+            ExecOptions { cancel: Some(cancel), ..opts() },
+        )
+        .await
+        .unwrap();
+    assert!(r.aborted && started.elapsed() < Duration::from_secs(5), "{r:?}");
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert!(!dir.path().join("work/marker").exists() && !dir.path().join("work/marker2").exists());
+}
+
+#[tokio::test]
+async fn limits_stop_a_fork_bomb_a_cpu_spin_and_a_big_file_and_say_which() {
+    let limits = Limits { pids: Some(16), cpu_seconds: Some(1), file_size_bytes: Some(1 << 20), ..Default::default() };
+    let Some((_dir, s)) = shell(LinuxSandboxOptions { limits, allow_weaker: true, ..Default::default() }) else {
+        return;
+    };
+    let r = sh(&s, "i=0; while [ $i -lt 60 ]; do sleep 3 & i=$((i+1)); done; echo spawned").await;
+    if r.note.is_some() {
+        assert!(r.note.as_deref().unwrap().contains("pids"), "{r:?}");
+    } else {
+        eprintln!("skipped the pids check: no writable pids control group here");
+    }
+    let r = sh(&s, "while :; do :; done").await;
+    assert!(r.note.as_deref().is_some_and(|n| n.contains("cpu")), "{r:?}");
+    let r = sh(&s, "head -c 2000000 /dev/zero > big.bin").await;
+    assert!(r.note.as_deref().is_some_and(|n| n.contains("file size")), "{r:?}");
+}
+
+#[test]
+fn bad_options_are_configuration_errors_naming_the_option() {
+    for v in [
+        serde_json::json!({ "limits": { "pids": 0 } }),
+        serde_json::json!({ "limits": { "memoryBytes": -1 } }),
+        serde_json::json!({ "limits": { "cpuSeconds": 1e300 } }),
+        serde_json::json!({ "limits": { "cpu": 1 } }),
+        serde_json::json!({ "protect": [""] }),
+        serde_json::json!({ "network": { "allow": ["x"] } }),
+    ] {
+        let e = LinuxSandboxOptions::from_options(&v).unwrap_err();
+        assert_eq!(e.code, Code::Configuration, "{v}");
+    }
+}
+
+#[tokio::test]
+async fn a_memory_hog_is_stopped_by_its_limit_and_the_note_says_memory() {
+    let limits = Limits { memory_bytes: Some(64 << 20), ..Default::default() };
+    let Some((_dir, s)) = shell(LinuxSandboxOptions { limits, allow_weaker: true, ..Default::default() }) else {
+        return;
+    };
+    // tail keeps the last lines of a stream with no line ends: it grows without bound.
+    let r = sh(&s, "tail /dev/zero").await;
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    assert!(r.note.as_deref().is_some_and(|n| n.contains("memory")), "{r:?}");
+}
+
+#[tokio::test]
+async fn the_file_tools_keep_working_on_the_same_directory_while_a_command_runs() {
+    let Some((dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    let fs = crate::fs::local::LocalFs::new(dir.path().join("work").to_str().unwrap()).unwrap();
+    let running = s.exec("sleep 0.5; cat note.txt", opts());
+    let write = async {
+        use crate::fs::FsProvider;
+        fs.write_file("note.txt", "from the host\n").await.unwrap();
+        fs.read_file("note.txt").await.unwrap()
+    };
+    let (r, read) = tokio::join!(running, write);
+    assert_eq!(read, "from the host\n");
+    assert_eq!(r.unwrap().stdout, "from the host\n");
+}
