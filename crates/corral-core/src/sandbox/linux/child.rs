@@ -11,7 +11,7 @@
 //! a minimal /dev (null, zero, full, random, urandom, tty copied from the host with `open_tree`
 //! and attached with `move_mount`), a private /tmp,
 //! the `hide` paths empty (a tmpfs, or /dev/null over a file), the working directory read-write at
-//! the same path, the `protect` paths read-only again inside it. Then loopback up, the rlimits,
+//! the same path (and the `writable` paths), the `protect` paths read-only again inside it. Then loopback up, the rlimits,
 //! `PR_SET_NO_NEW_PRIVS` and the seccomp filter.
 
 use std::ffi::{CStr, CString};
@@ -26,8 +26,11 @@ pub(super) struct Plan {
     /// The host's device nodes the command gets (`/dev/null`, …), bound at the same paths.
     pub devices: Vec<CString>,
     pub cwd: CString,
-    /// The directories to create (parents first) so the cwd can be bound where a tmpfs hid it.
-    pub cwd_parents: Vec<CString>,
+    /// The trees bound read-write at their own paths: the request's mount first, then `writable`.
+    pub writable: Vec<CString>,
+    /// The directories to create (parents first) so a writable tree can be bound where a tmpfs
+    /// hid it.
+    pub writable_parents: Vec<CString>,
     pub protect: Vec<CString>,
     pub hide_dirs: Vec<CString>,
     pub hide_files: Vec<CString>,
@@ -214,6 +217,8 @@ const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 /// The most device nodes a plan names.
 const MAX_DEVICES: usize = 8;
+/// The most writable trees a plan names.
+pub(super) const MAX_WRITABLE: usize = 16;
 
 /// A detached copy of the mount tree at `path` (this namespace's), to attach elsewhere later.
 fn clone_tree(path: &CStr, recursive: bool) -> io::Result<libc::c_int> {
@@ -254,7 +259,10 @@ fn view(plan: &Plan) -> io::Result<()> {
     mount(NONE, root, NONE, libc::MS_REC | libc::MS_PRIVATE, NONE)?;
     // Copies of what will be covered (the working directory, the device nodes), taken before
     // anything is covered: a bind from the parent's namespace is not allowed, a copy of ours is.
-    let cwd_tree = clone_tree(&plan.cwd, true)?;
+    let mut trees = [-1; MAX_WRITABLE];
+    for (slot, w) in trees.iter_mut().zip(&plan.writable) {
+        *slot = clone_tree(w, true)?;
+    }
     let mut devices = [-1; MAX_DEVICES];
     for (slot, dev) in devices.iter_mut().zip(&plan.devices) {
         *slot = clone_tree(dev, false)?;
@@ -281,12 +289,15 @@ fn view(plan: &Plan) -> io::Result<()> {
     for f in &plan.hide_files {
         mount(c"/dev/null".as_ptr(), f, NONE, libc::MS_BIND, NONE)?;
     }
-    // The working directory, read-write at its own path (made again where a tmpfs covers it).
-    for p in &plan.cwd_parents {
+    // The working directory and the writable paths, read-write at their own paths (made again
+    // where a tmpfs covers them).
+    for p in &plan.writable_parents {
         // SAFETY: a NUL-terminated path.
         unsafe { libc::mkdir(p.as_ptr(), 0o755) };
     }
-    attach(cwd_tree, &plan.cwd)?;
+    for (tree, target) in trees.iter().zip(&plan.writable) {
+        attach(*tree, target)?;
+    }
     for p in &plan.protect {
         mount(p.as_ptr(), p, NONE, libc::MS_BIND | libc::MS_REC, NONE)?;
         read_only(p, true, true)?;

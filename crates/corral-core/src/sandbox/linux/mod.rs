@@ -42,6 +42,8 @@ pub struct LinuxSandboxOptions {
     pub limits: Limits,
     /// Paths inside the working directory kept read-only (default `.git`), relative or absolute.
     pub protect: Vec<String>,
+    /// Directories the command may write besides the request's working directory (absolute).
+    pub writable: Vec<String>,
     /// Paths that look empty inside (default the home directory, less the working directory).
     pub hide: Option<Vec<String>>,
     pub allow_weaker: bool,
@@ -49,22 +51,50 @@ pub struct LinuxSandboxOptions {
 
 impl Default for LinuxSandboxOptions {
     fn default() -> Self {
-        LinuxSandboxOptions { limits: Limits::default(), protect: vec![".git".into()], hide: None, allow_weaker: false }
+        LinuxSandboxOptions {
+            limits: Limits::default(),
+            protect: vec![".git".into()],
+            writable: Vec::new(),
+            hide: None,
+            allow_weaker: false,
+        }
     }
 }
 
 impl LinuxSandboxOptions {
-    /// `new LinuxSandbox({ network?, limits?, protect?, hide?, allowWeaker? })`.
+    /// `new LinuxSandbox({ network?, broker?, limits?, writable?, protect?, hide?, allowWeaker? })`.
     pub fn from_options(v: &Value) -> Result<LinuxSandboxOptions> {
-        let r = Reader::new("LinuxSandbox", v, &["network", "limits", "protect", "hide", "allowWeaker"])?;
-        match r.get("network") {
-            None => {}
-            Some(Value::String(s)) if s == "none" => {}
-            Some(_) => {
-                return Err(r.err(
-                    "network must be 'none': commands get loopback only (use SubprocessSandbox with a broker for allowlisted egress).",
-                ))
+        let r = Reader::new(
+            "LinuxSandbox",
+            v,
+            &["network", "broker", "limits", "writable", "protect", "hide", "allowWeaker"],
+        )?;
+        // `{ allow }` without a broker fails closed, as in SubprocessSandbox: loopback only.
+        let allow = match r.get("network") {
+            None => None,
+            Some(Value::String(s)) if s == "none" => None,
+            Some(Value::Object(o)) if o.keys().all(|k| k == "allow") => {
+                let hosts = o
+                    .get("allow")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| r.err("network.allow must be an array of host names."))?;
+                Some(
+                    hosts
+                        .iter()
+                        .map(|h| {
+                            h.as_str()
+                                .ok_or_else(|| r.err("network.allow entries must be strings."))
+                                .and_then(crate::sandbox::validate_host)
+                        })
+                        .collect::<Result<Vec<_>>>()?,
+                )
             }
+            Some(_) => return Err(r.err("network must be 'none' or { allow: string[] }.")),
+        };
+        if allow.is_some() && r.get("broker").is_some_and(|b| !b.is_null()) {
+            return Err(r.err(
+                "network.allow with a broker: LinuxSandbox commands reach loopback only, so a broker's proxy is out of their reach; use SubprocessSandbox for brokered egress, or leave the broker out (no network).",
+            ));
         }
         let limits = match r.get("limits") {
             None => Limits::default(),
@@ -98,8 +128,16 @@ impl LinuxSandboxOptions {
             }
             Ok(list)
         };
+        let writable = paths("writable")?.unwrap_or_default();
+        if writable.len() > child::MAX_WRITABLE - 1 {
+            return Err(r.err(format!("writable takes at most {} paths.", child::MAX_WRITABLE - 1)));
+        }
+        if let Some(w) = writable.iter().find(|w| !Path::new(w).is_absolute() || w.split('/').any(|c| c == "..")) {
+            return Err(r.err(format!("writable paths must be absolute, without '..': {w:?}.")));
+        }
         Ok(LinuxSandboxOptions {
             limits,
+            writable,
             protect: paths("protect")?.unwrap_or_else(|| vec![".git".into()]),
             hide: paths("hide")?,
             allow_weaker: r.bool("allowWeaker", false)?,
@@ -229,6 +267,12 @@ impl LinuxSandbox {
                 format!("LinuxSandbox: the SandboxShell cwd {} is not a directory on this machine.", mount.display()),
             ));
         }
+        if !cwd.starts_with(&mount) {
+            return Err(Error::new(
+                Code::InvalidArguments,
+                format!("LinuxSandbox: the request's cwd {} lies outside {}.", cwd.display(), mount.display()),
+            ));
+        }
         let devices: Vec<CString> = ["null", "zero", "full", "random", "urandom", "tty"]
             .iter()
             .map(|n| PathBuf::from("/dev").join(n))
@@ -249,7 +293,7 @@ impl LinuxSandbox {
             None => std::env::var_os("HOME").map(PathBuf::from).into_iter().collect(),
         };
         let (mut hide_dirs, mut hide_files) = (Vec::new(), Vec::new());
-        let mut cwd_parents = Vec::new();
+        let mut writable_parents = Vec::new();
         // A path under /tmp or /dev is already hidden: those are new and empty inside.
         let covered_anyway = |h: &Path| h.starts_with("/tmp") || h.starts_with("/dev");
         for h in hide.iter().filter(|h| h.is_absolute() && h.exists() && !covered_anyway(h)) {
@@ -263,15 +307,31 @@ impl LinuxSandbox {
                 hide_files.push(cstr(h)?);
             }
         }
-        // Where a tmpfs (/tmp, /dev or a hidden directory) covers the mount, its path is made again.
-        let covered = mount.starts_with("/tmp")
-            || mount.starts_with("/dev")
-            || hide.iter().any(|h| mount.starts_with(h) && mount != *h);
-        if covered {
-            let mut p = PathBuf::new();
-            for c in mount.components() {
-                p.push(c);
-                cwd_parents.push(cstr(&p)?);
+        // The trees bound read-write: the mount, then `writable` (outer paths before inner ones).
+        let mut writable = vec![mount.clone()];
+        for w in &self.options.writable {
+            let real = std::fs::canonicalize(w).ok().filter(|p| p.is_dir()).ok_or_else(|| {
+                Error::new(
+                    Code::NotFound,
+                    format!("LinuxSandbox: the writable path {w} is not a directory on this machine."),
+                )
+            })?;
+            if !writable.contains(&real) {
+                writable.push(real);
+            }
+        }
+        writable[1..].sort_by_key(|p| p.components().count());
+        // Where a tmpfs (/tmp, /dev or a hidden directory) covers a writable tree, its path is made
+        // again.
+        for w in &writable {
+            let covered =
+                w.starts_with("/tmp") || w.starts_with("/dev") || hide.iter().any(|h| w.starts_with(h) && w != h);
+            if covered {
+                let mut p = PathBuf::new();
+                for c in w.components() {
+                    p.push(c);
+                    writable_parents.push(cstr(&p)?);
+                }
             }
         }
         let l = &self.options.limits;
@@ -295,8 +355,9 @@ impl LinuxSandbox {
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
             devices,
-            cwd: cstr(&mount)?,
-            cwd_parents,
+            cwd: cstr(&cwd)?,
+            writable: writable.iter().map(|w| cstr(w)).collect::<Result<_>>()?,
+            writable_parents,
             protect,
             hide_dirs,
             hide_files,
@@ -304,7 +365,6 @@ impl LinuxSandbox {
             memory_procs: memory.map(|m| m.procs_path()),
             seccomp: seccomp::filter()?,
         };
-        let _ = cwd;
         Ok(plan)
     }
 }

@@ -157,7 +157,11 @@ fn bad_options_are_configuration_errors_naming_the_option() {
         serde_json::json!({ "limits": { "cpuSeconds": 1e300 } }),
         serde_json::json!({ "limits": { "cpu": 1 } }),
         serde_json::json!({ "protect": [""] }),
-        serde_json::json!({ "network": { "allow": ["x"] } }),
+        serde_json::json!({ "network": { "allow": ["https://x.com"] } }),
+        serde_json::json!({ "network": { "allow": ["x.com"] }, "broker": {} }),
+        serde_json::json!({ "network": "default" }),
+        serde_json::json!({ "writable": ["relative/dir"] }),
+        serde_json::json!({ "writable": ["/tmp/../etc"] }),
     ] {
         let e = LinuxSandboxOptions::from_options(&v).unwrap_err();
         assert_eq!(e.code, Code::Configuration, "{v}");
@@ -189,4 +193,50 @@ async fn the_file_tools_keep_working_on_the_same_directory_while_a_command_runs(
     let (r, read) = tokio::join!(running, write);
     assert_eq!(read, "from the host\n");
     assert_eq!(r.unwrap().stdout, "from the host\n");
+}
+
+#[tokio::test]
+async fn writable_paths_can_be_written_besides_the_working_directory_and_nothing_else() {
+    let extra = tempfile::tempdir().unwrap();
+    let extra_path = std::fs::canonicalize(extra.path()).unwrap();
+    let o = LinuxSandboxOptions { writable: vec![extra_path.display().to_string()], ..Default::default() };
+    let Some((dir, s)) = shell(o) else { return };
+    // The parent of a writable path is not writable (here a private /tmp, elsewhere read-only).
+    let cmd = format!(
+        "echo cache > {0}/c.txt && echo x > {0}/../corral-outside.txt; echo x > /etc/corral-escape",
+        extra_path.display()
+    );
+    let r = sh(&s, &cmd).await;
+    assert!(r.stderr.contains("Read-only file system"), "{r:?}");
+    assert_eq!(std::fs::read_to_string(extra_path.join("c.txt")).unwrap(), "cache\n");
+    assert!(!extra_path.join("../corral-outside.txt").exists());
+    assert!(!std::path::Path::new("/etc/corral-escape").exists());
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_missing_writable_path_is_a_clear_error_not_a_silent_read_only_run() {
+    let o = LinuxSandboxOptions { writable: vec!["/nonexistent/corral-writable".into()], ..Default::default() };
+    let Some((_dir, s)) = shell(o) else { return };
+    let e = s.exec("true", opts()).await.unwrap_err();
+    assert_eq!(e.code, Code::NotFound, "{e:?}");
+    assert!(e.message.contains("/nonexistent/corral-writable"), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_per_call_cwd_below_the_shell_cwd_runs_there_and_still_sees_the_whole_tree() {
+    let Some((dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    std::fs::create_dir_all(dir.path().join("work/sub")).unwrap();
+    std::fs::write(dir.path().join("work/top.txt"), "top").unwrap();
+    let o = ExecOptions { cwd: Some("sub".into()), ..opts() };
+    let r = s.exec("pwd && cat ../top.txt && echo w > ../w.txt", o).await.unwrap();
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(r.stdout, format!("{}\ntop", s.cwd().join("sub").display()));
+    assert!(dir.path().join("work/w.txt").exists());
+}
+
+#[test]
+fn network_allow_without_a_broker_is_accepted_and_fails_closed() {
+    let o = LinuxSandboxOptions::from_options(&serde_json::json!({ "network": { "allow": ["Example.com"] } }));
+    assert!(o.is_ok(), "{o:?}");
 }
