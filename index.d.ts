@@ -414,6 +414,55 @@ export declare class SubprocessSandbox implements SandboxAdapter {
   close(): Promise<void>;
 }
 
+export interface SandboxLimits {
+  /** The command's memory (a control group; RLIMIT_AS per process with allowWeaker). */
+  memoryBytes?: number;
+  /** Forks past this many processes are refused. */
+  pids?: number;
+  /** CPU time of the whole command where cgroups allow, else of each process. */
+  cpuSeconds?: number;
+  fileSizeBytes?: number;
+  openFiles?: number;
+}
+
+export interface LinuxSandboxOptions {
+  /** Default 'none' (loopback only). `{ allow }` without a broker means no network. */
+  network?: 'none' | { allow: string[] };
+  broker?: CredentialBroker;
+  limits?: SandboxLimits;
+  /** Absolute directories the command may write besides the request's cwd (default none but a private /tmp). */
+  writable?: string[];
+  /** Paths inside cwd kept read-only; default ['.git']. A path that does not exist is left alone. */
+  protect?: string[];
+  /** Paths that look empty inside; default the user's home directory, less cwd. */
+  hide?: string[];
+  /** Fall back to per-process limits where the machine lacks a layer the options need. Default false. */
+  allowWeaker?: boolean;
+}
+
+export interface LinuxSandboxProbe {
+  userNamespaces: boolean;
+  mountNamespaces: boolean;
+  pidNamespaces: boolean;
+  netNamespaces: boolean;
+  seccomp: boolean;
+  landlock: boolean;
+  cgroups: 'v1' | 'v2' | null;
+}
+
+/**
+ * Each command in new user, mount, pid, network, IPC and UTS namespaces: the host read-only,
+ * cwd (and `writable`) read-write, `hide` paths empty, loopback only, a seccomp filter, and the
+ * limits. No daemon, nothing to install. Linux only.
+ */
+export declare class LinuxSandbox implements SandboxAdapter {
+  constructor(options?: LinuxSandboxOptions);
+  /** What the machine offers. */
+  static probe(): LinuxSandboxProbe;
+  run(request: SandboxRequest, options?: SandboxRunOptions): Promise<ExecResult>;
+  close(): Promise<void>;
+}
+
 /** A ShellProvider over any SandboxAdapter. */
 export declare class SandboxShell implements ShellProvider {
   constructor(adapter: SandboxAdapter, options: { cwd: string; env?: Record<string, string>; inheritEnv?: string[] | boolean });

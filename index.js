@@ -374,6 +374,18 @@ class SubprocessSandbox {
 }
 adapterMethods(SubprocessSandbox);
 
+/** A SandboxAdapter built on the kernel's own isolation: namespaces, seccomp, rlimits and cgroups. */
+class LinuxSandbox {
+  constructor(options) {
+    const broker = options?.broker;
+    if (broker != null && !brokerOf.has(broker)) throw new ConfigurationError('LinuxSandbox: broker must come from createCredentialBroker().');
+    adapterOf.set(this, lift(() => native.NativeSandbox.linux(optionData(options ?? null))));
+  }
+  /** What the machine offers: { userNamespaces, mountNamespaces, pidNamespaces, netNamespaces, seccomp, landlock, cgroups }. */
+  static probe() { return native.NativeSandbox.linuxProbe(); }
+}
+adapterMethods(LinuxSandbox);
+
 /** A ShellProvider over any SandboxAdapter. */
 class SandboxShell {
   constructor(adapter, options) {
@@ -500,6 +512,7 @@ module.exports = {
   SandboxShell,
   NoopSandbox,
   SubprocessSandbox,
+  LinuxSandbox,
   WorkspaceCheckpoints,
   FileWorkspaceCheckpointStore,
   defineTool,

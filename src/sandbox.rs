@@ -92,6 +92,35 @@ impl NativeSandbox {
         Ok(NativeSandbox { inner: s.clone(), subprocess: Some(s) })
     }
 
+    /// `new LinuxSandbox(options)`: the kernel's own isolation (Linux only).
+    #[napi(factory, catch_unwind)]
+    pub fn linux(options: Value) -> Result<NativeSandbox> {
+        #[cfg(target_os = "linux")]
+        {
+            use corral_core::sandbox::linux::{LinuxSandbox, LinuxSandboxOptions};
+            let o = LinuxSandboxOptions::from_options(&options).napi()?;
+            Ok(NativeSandbox { inner: Arc::new(LinuxSandbox::new(o).napi()?), subprocess: None })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = options;
+            Err(CoreError::config("LinuxSandbox: this machine does not run Linux; use SubprocessSandbox.")).napi()
+        }
+    }
+
+    /// `LinuxSandbox.probe()`: what the machine offers.
+    #[napi(catch_unwind)]
+    pub fn linux_probe() -> Value {
+        #[cfg(target_os = "linux")]
+        {
+            corral_core::sandbox::linux::probe().to_json()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            json!({ "userNamespaces": false, "mountNamespaces": false, "pidNamespaces": false, "netNamespaces": false, "seccomp": false, "landlock": false, "cgroups": null })
+        }
+    }
+
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn) -> NativeSandbox {
         NativeSandbox {

@@ -199,6 +199,10 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     loopback_up()?;
     // SAFETY: a NUL-terminated literal.
     unsafe { libc::sethostname(b"corral".as_ptr().cast(), 6) };
+    // Node ignores SIGXFSZ, and an ignored signal stays ignored across exec: the file size limit
+    // would turn into a quiet EFBIG instead of stopping the command.
+    // SAFETY: resetting a disposition to its default.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_DFL) };
     for &(resource, value) in &plan.rlimits {
         let lim = libc::rlimit { rlim_cur: value, rlim_max: value };
         // SAFETY: a valid rlimit.
@@ -306,5 +310,14 @@ fn view(plan: &Plan) -> io::Result<()> {
         read_only(d, true, false)?;
     }
     mount(c"proc".as_ptr(), proc_, c"proc".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, NONE)?;
+    // The new network namespace's own /sys (only lo in /sys/class/net), where the kernel allows it;
+    // else the host's stays, read-only.
+    let _ = mount(
+        c"sysfs".as_ptr(),
+        c"/sys",
+        c"sysfs".as_ptr(),
+        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        NONE,
+    );
     Ok(())
 }

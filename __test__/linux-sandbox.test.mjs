@@ -1,0 +1,105 @@
+// LinuxSandbox through the public API, each case an escape attempt that must fail: writes
+// outside cwd, .git, the home directory, the host's loopback, namespace syscalls, a process that
+// would outlive an abort, and the limits. Reported as skipped where the kernel lacks namespaces.
+import { describe, it, expect, afterEach } from 'vitest';
+import net from 'node:net';
+import { existsSync, mkdirSync, readFileSync, realpathSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LinuxSandbox, SandboxShell, createShellTool, ConfigurationError, WorkspaceError } from 'corral';
+import { tempTree } from './helpers.mjs';
+
+const probe = LinuxSandbox.probe();
+const usable = process.platform === 'linux' && probe.mountNamespaces && probe.pidNamespaces && probe.netNamespaces
+  && (process.getuid?.() === 0 || probe.userNamespaces);
+
+const cleanups = [];
+afterEach(() => { while (cleanups.length) cleanups.pop()(); });
+const tree = (files) => { const t = tempTree(files); cleanups.push(t.cleanup); return t; };
+
+describe('LinuxSandbox.probe and options', () => {
+  it('probe() reports each layer the machine offers with the documented shape', () => {
+    expect(Object.keys(probe).sort()).toEqual(['cgroups', 'landlock', 'mountNamespaces', 'netNamespaces', 'pidNamespaces', 'seccomp', 'userNamespaces']);
+    for (const k of ['userNamespaces', 'mountNamespaces', 'pidNamespaces', 'netNamespaces', 'seccomp', 'landlock']) expect(typeof probe[k]).toBe('boolean');
+    expect([null, 'v1', 'v2']).toContain(probe.cgroups);
+  });
+
+  it('bad options are ConfigurationErrors naming the option', () => {
+    for (const o of [{ limits: { pids: 0 } }, { limits: { cpu: 1 } }, { network: 'default' }, { network: { allow: ['https://x.com/'] } }, { writable: ['rel'] }, { protec: ['.git'] }, { broker: {} }]) {
+      expect(() => new LinuxSandbox(o), JSON.stringify(o)).toThrow(ConfigurationError);
+    }
+    expect(() => new LinuxSandbox({ protec: [] })).toThrow(/protect/);
+  });
+});
+
+describe.skipIf(!usable)('LinuxSandbox on this kernel', () => {
+  const shellIn = (root, options) => new SandboxShell(new LinuxSandbox(options), { cwd: root });
+
+  it('the cwd is writable, the rest of the host is read-only and .git stays read-only', async () => {
+    const t = tree({ '.git/config': '[core]\n', 'a.txt': 'host\n' });
+    const r = await shellIn(t.root).exec('cat a.txt && echo new > b.txt; echo x > ../outside.txt; echo evil >> .git/config; echo y > /etc/corral-escape; true');
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toBe('host\n');
+    expect(readFileSync(join(t.root, 'b.txt'), 'utf8')).toBe('new\n');
+    expect(r.stderr).toMatch(/Read-only file system/);
+    expect(readFileSync(join(t.root, '.git/config'), 'utf8')).toBe('[core]\n');
+    expect(existsSync('/etc/corral-escape')).toBe(false);
+  });
+
+  it('writable paths can be written, hidden paths look empty and /tmp is private', async () => {
+    const t = tree();
+    const extra = realpathSync(mkdtempSync(join(tmpdir(), 'corral-writable-')));
+    const secret = join(t.dir, 'secret');
+    mkdirSync(secret);
+    writeFileSync(join(secret, 'key'), 'hunter2');
+    cleanups.push(() => rmSync(extra, { recursive: true, force: true }));
+    const shell = shellIn(t.root, { writable: [extra], hide: [secret] });
+    const r = await shell.exec(`echo cached > ${extra}/c; ls -A ${secret}; cat ${secret}/key; echo tmp > /tmp/corral-private-probe; true`);
+    expect(readFileSync(join(extra, 'c'), 'utf8')).toBe('cached\n');
+    expect(r.stdout).toBe('');
+    expect(r.stdout + r.stderr).not.toContain('hunter2');
+    expect(existsSync('/tmp/corral-private-probe')).toBe(false);
+  });
+
+  it("a listener on the host's loopback cannot be reached and only lo exists", async () => {
+    const t = tree();
+    const server = net.createServer((s) => s.end('reached\n'));
+    await new Promise((res) => server.listen(0, '127.0.0.1', res));
+    cleanups.push(() => server.close());
+    const { port } = server.address();
+    const r = await shellIn(t.root).exec(`ls /sys/class/net; (exec 3<>/dev/tcp/127.0.0.1/${port} && cat <&3) 2>&1 || echo refused`, { timeoutMs: 10_000 });
+    expect(r.stdout).not.toContain('reached');
+    // /dev/tcp is bash-only; sh reports a missing file instead, which is also "not reached".
+    expect(r.stdout.split('\n')[0]).toBe('lo');
+  });
+
+  it('an abort kills a background child that would outlive the command', async () => {
+    const t = tree();
+    const tool = createShellTool(shellIn(t.root), { needsApproval: false });
+    const controller = new AbortController();
+    const running = tool.execute({ command: '(setsid sh -c "sleep 2; touch late" &) ; sleep 30' }, { abortSignal: controller.signal, signal: controller.signal });
+    await sleep(500);
+    controller.abort();
+    await running.catch((e) => e);
+    await sleep(3000);
+    expect(existsSync(join(t.root, 'late'))).toBe(false);
+  });
+
+  it('a command stopped by a limit resolves with a note naming the limit, passed on by the shell tool', async () => {
+    const t = tree();
+    const tool = createShellTool(shellIn(t.root, { limits: { fileSizeBytes: 4096, cpuSeconds: 1 }, allowWeaker: true }), { needsApproval: false });
+    const big = await tool.execute({ command: 'head -c 100000 /dev/zero > big.bin' });
+    expect(big.note).toMatch(/file size/);
+    const spin = await tool.execute({ command: 'while :; do :; done' });
+    expect(spin.note).toMatch(/cpu/);
+  });
+
+  it('a missing writable path is a WorkspaceError naming it, not a silent read-only run', async () => {
+    const t = tree();
+    const e = await shellIn(t.root, { writable: ['/nonexistent/corral-w'] }).exec('true').catch((err) => err);
+    expect(e).toBeInstanceOf(WorkspaceError);
+    expect(e.code).toBe('NotFound');
+    expect(e.message).toContain('/nonexistent/corral-w');
+  });
+});
