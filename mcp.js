@@ -11,14 +11,15 @@ const { version } = require('./package.json');
 const READ_TOOLS = new Set(['read_file', 'list_dir', 'glob', 'grep']);
 
 const usage = `usage: corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--read-only]
-                  [--sandbox none|docker] [--image IMAGE]
+                  [--sandbox none|linux|docker] [--image IMAGE]
 An MCP server on stdio with corral's file tools over DIR and a shell tool.
   --allow CMD    a command the shell may run (a string pattern; repeatable); without any, every
                  command is offered to the client for approval
   --deny CMD     a command the shell refuses (repeatable)
   --read-only    only read_file, list_dir, glob and grep: no write_file, edit_file or shell
-  --sandbox      where commands run: none (on this machine, the default) or docker (a container
-                 per command, needs --image and a Docker Engine)`;
+  --sandbox      where commands run: none (on this machine, the default), linux (LinuxSandbox:
+                 namespaces, the host read-only but DIR, no network, no daemon) or docker (a
+                 container per command, needs --image and a Docker Engine)`;
 
 function parse(argv) {
   const o = { allow: [], deny: [], readOnly: false, sandbox: 'none' };
@@ -46,11 +47,13 @@ function toolsFor(o) {
   const fsTools = corral.createFsTools(workspace, { readOnly: o.readOnly, readImages: true });
   if (o.readOnly) return fsTools;
   let shell = workspace;
-  if (o.sandbox === 'docker') {
+  if (o.sandbox === 'linux') {
+    shell = new corral.SandboxShell(new corral.LinuxSandbox(), { cwd: workspace.root });
+  } else if (o.sandbox === 'docker') {
     if (!o.image) throw new Error('--sandbox docker needs --image IMAGE');
     shell = new corral.SandboxShell(new corral.SubprocessSandbox({ image: o.image }), { cwd: workspace.root });
   } else if (o.sandbox !== 'none') {
-    throw new Error(`--sandbox must be none or docker, not '${o.sandbox}'`);
+    throw new Error(`--sandbox must be none, linux or docker, not '${o.sandbox}'`);
   }
   const shellTool = corral.createShellTool(shell, {
     needsApproval: o.allow.length === 0,

@@ -5,7 +5,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { LinuxSandbox } from 'corral';
 import { tempTree } from './helpers.mjs';
+
+const probe = LinuxSandbox.probe();
+const linuxUsable = process.platform === 'linux' && probe.mountNamespaces && probe.pidNamespaces && probe.netNamespaces
+  && (process.getuid?.() === 0 || probe.userNamespaces);
 
 const BIN = fileURLToPath(new URL('../bin/corral.js', import.meta.url));
 const trees = [];
@@ -81,5 +86,25 @@ describe('corral mcp', () => {
     } finally {
       await ro.close();
     }
+  });
+
+  it.skipIf(!linuxUsable)('--sandbox linux runs the shell in LinuxSandbox: the root is writable, the host is not', async () => {
+    writeFileSync(join(t.root, 'probe.sh'), 'echo in > made.txt; echo x > /etc/corral-mcp-escape; cat made.txt\n');
+    const sb = await connect(['--root', t.root, '--sandbox', 'linux', '--allow', 'sh probe.sh']);
+    try {
+      const r = await sb.client.callTool({ name: 'shell', arguments: { command: 'sh probe.sh' } });
+      expect(r.isError, JSON.stringify(r)).toBeFalsy();
+      expect(r.structuredContent.stdout).toBe('in\n');
+      expect(r.structuredContent.stderr).toMatch(/Read-only file system/);
+      expect(existsSync(join(t.root, 'made.txt'))).toBe(true);
+      expect(existsSync('/etc/corral-mcp-escape')).toBe(false);
+    } finally {
+      await sb.close();
+    }
+  });
+
+  it('an unknown --sandbox is refused with the usage', async () => {
+    const e = await connect(['--root', t.root, '--sandbox', 'vm']).catch((err) => err);
+    expect(e).toBeInstanceOf(Error);
   });
 });

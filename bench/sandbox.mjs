@@ -1,30 +1,35 @@
-// Per-command overhead of a Docker-backed SandboxShell against plain NodeWorkspace.exec (a
-// benchmark, not a test). Needs a Docker Engine with the image corral-busybox:latest, e.g.:
+// Per-command cost of a sandboxed shell against plain NodeWorkspace.exec (a benchmark, not a
+// test): LinuxSandbox where the kernel offers namespaces, and a Docker-backed SubprocessSandbox
+// when CORRAL_DOCKER_HOST (or DOCKER_HOST) names an Engine with corral-busybox:latest, e.g.:
 //
 //   scripts/dockerd-test.sh start /tmp/corral-dockerd
 //   CORRAL_DOCKER_HOST=unix:///tmp/corral-dockerd/docker.sock node bench/sandbox.mjs [runs]
 //   scripts/dockerd-test.sh stop /tmp/corral-dockerd
 //
-// Prints the median wall time of `exec('true')` for both over `runs` (default 10) alternating runs,
-// after one warm-up each (API negotiation, page cache), and the difference.
+// Prints the median wall time of `exec('true')` for each over `runs` (default 20) alternating
+// runs, after one warm-up each (API negotiation, page cache), and the ratio to the plain shell.
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { NodeWorkspace, SandboxShell, SubprocessSandbox } from '../index.js';
+import { LinuxSandbox, NodeWorkspace, SandboxShell, SubprocessSandbox } from '../index.js';
 
 const dockerHost = process.env.CORRAL_DOCKER_HOST ?? process.env.DOCKER_HOST;
-if (!dockerHost) {
-  console.error('Set CORRAL_DOCKER_HOST (or DOCKER_HOST) to a Docker Engine with corral-busybox:latest; see scripts/dockerd-test.sh.');
-  process.exit(2);
-}
-const runs = Number(process.argv[2] ?? 10);
+const runs = Number(process.argv[2] ?? 20);
 const image = process.env.CORRAL_BENCH_IMAGE ?? 'corral-busybox:latest';
+const probe = LinuxSandbox.probe();
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), 'corral-bench-sandbox-')));
 try {
-  const shell = new SandboxShell(new SubprocessSandbox({ image, dockerHost }), { cwd: dir });
-  const ws = new NodeWorkspace({ root: dir });
+  const shells = [['NodeWorkspace.exec', new NodeWorkspace({ root: dir })]];
+  if (probe.mountNamespaces && probe.pidNamespaces && probe.netNamespaces) {
+    shells.push(['SandboxShell(LinuxSandbox).exec', new SandboxShell(new LinuxSandbox(), { cwd: dir })]);
+    shells.push(['  with limits (pids, memory: cgroup)', new SandboxShell(new LinuxSandbox({ limits: { pids: 256, memoryBytes: 1 << 30 }, allowWeaker: true }), { cwd: dir })]);
+  } else {
+    console.log('LinuxSandbox: skipped (this kernel lacks namespaces)');
+  }
+  if (dockerHost) shells.push([`SandboxShell(SubprocessSandbox).exec`, new SandboxShell(new SubprocessSandbox({ image, dockerHost }), { cwd: dir })]);
+  else console.log('SubprocessSandbox: skipped (set CORRAL_DOCKER_HOST to a Docker Engine with corral-busybox:latest)');
 
   const time = async (provider) => {
     const t0 = performance.now();
@@ -39,20 +44,15 @@ try {
     return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
   };
 
-  await time(shell);
-  await time(ws);
-  const boxed = [];
-  const plain = [];
-  for (let i = 0; i < runs; i++) {
-    boxed.push(await time(shell));
-    plain.push(await time(ws));
+  const samples = shells.map(() => []);
+  for (const [, s] of shells) await time(s);
+  for (let i = 0; i < runs; i++) for (const [k, [, s]] of shells.entries()) samples[k].push(await time(s));
+  const base = median(samples[0]);
+  console.log(`exec('true'), median of ${runs} alternating runs each:`);
+  for (const [k, [label]] of shells.entries()) {
+    const m = median(samples[k]);
+    console.log(`  ${label.padEnd(40)} ${m.toFixed(1).padStart(8)} ms   (min ${Math.min(...samples[k]).toFixed(1)}, max ${Math.max(...samples[k]).toFixed(1)})   ${(m / base).toFixed(1)}x`);
   }
-  const b = median(boxed);
-  const p = median(plain);
-  console.log(`exec('true'), median of ${runs} runs each (engine ${dockerHost}, image ${image}):`);
-  console.log(`  NodeWorkspace.exec                      ${p.toFixed(1).padStart(8)} ms   (min ${Math.min(...plain).toFixed(1)}, max ${Math.max(...plain).toFixed(1)})`);
-  console.log(`  SandboxShell(SubprocessSandbox).exec    ${b.toFixed(1).padStart(8)} ms   (min ${Math.min(...boxed).toFixed(1)}, max ${Math.max(...boxed).toFixed(1)})`);
-  console.log(`  overhead per command                    ${(b - p).toFixed(1).padStart(8)} ms   (${(b / p).toFixed(1)}x)`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -8,7 +8,7 @@ const { executeTool } = require('../executor.js');
 
 const usage = `usage: corral <tool> '<json args>' [--root DIR]
        corral tools [--root DIR]
-       corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--read-only]
+       corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--read-only] [--sandbox none|linux|docker]
 Runs one of corral's file tools (read_file, write_file, edit_file, list_dir, glob, grep) against
 DIR (default: the current directory) and prints its result.`;
 
