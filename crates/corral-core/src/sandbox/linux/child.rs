@@ -12,7 +12,7 @@
 //! and attached with `move_mount`), a private /tmp,
 //! the `hide` paths empty (a tmpfs, or /dev/null over a file), the working directory read-write at
 //! the same path (and the `writable` paths), the `protect` paths read-only again inside it. Then loopback up, the rlimits,
-//! `PR_SET_NO_NEW_PRIVS` and the seccomp filter.
+//! `PR_SET_NO_NEW_PRIVS`, Landlock where the kernel has it (`landlock.rs`) and the seccomp filter.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -38,6 +38,8 @@ pub(super) struct Plan {
     /// A memory control group's `cgroup.procs` to join.
     pub memory_procs: Option<CString>,
     pub seccomp: Vec<seccompiler::BpfProgram>,
+    /// The Landlock layer, where the kernel has it.
+    pub landlock: Option<super::landlock::Plan>,
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {
@@ -211,6 +213,9 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     // SAFETY: raw syscalls.
     check(unsafe { libc::chdir(plan.cwd.as_ptr()) } as libc::c_long)?;
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)?;
+    if let Some(l) = &plan.landlock {
+        l.apply()?;
+    }
     for prog in &plan.seccomp {
         seccompiler::apply_filter(prog).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
     }

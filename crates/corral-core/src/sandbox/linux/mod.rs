@@ -9,6 +9,7 @@
 //! shipped in every platform package.
 
 mod child;
+mod landlock;
 mod seccomp;
 
 use std::ffi::CString;
@@ -202,9 +203,7 @@ pub fn probe() -> Probe {
     } else {
         None
     };
-    // SAFETY: a raw syscall that only asks (landlock_create_ruleset with the version flag).
-    let landlock =
-        unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) } > 0;
+    let landlock = landlock::abi().is_some();
     Probe {
         user_namespaces: user,
         mount_namespaces: can_unshare(base | libc::CLONE_NEWNS),
@@ -221,6 +220,8 @@ pub fn probe() -> Probe {
 pub struct LinuxSandbox {
     options: LinuxSandboxOptions,
     probe: Probe,
+    /// Landlock's ABI version where the kernel has it: the second layer.
+    landlock_abi: Option<u32>,
 }
 
 fn cstr(p: &Path) -> Result<CString> {
@@ -250,7 +251,7 @@ impl LinuxSandbox {
                 "LinuxSandbox: limits.pids and limits.memoryBytes need a writable control group (cgroup v1 pids/memory or v2); pass allowWeaker: true to fall back to per-process limits.",
             ));
         }
-        Ok(LinuxSandbox { options, probe })
+        Ok(LinuxSandbox { options, probe, landlock_abi: landlock::abi() })
     }
 
     pub fn probe(&self) -> &Probe {
@@ -350,13 +351,15 @@ impl LinuxSandbox {
         }
         // SAFETY: raw syscalls.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let writable_c: Vec<CString> = writable.iter().map(|w| cstr(w)).collect::<Result<_>>()?;
+        let devices_c = devices.clone();
         let plan = child::Plan {
             user_ns: !self.probe.root,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
-            devices,
+            devices: devices.clone(),
             cwd: cstr(&cwd)?,
-            writable: writable.iter().map(|w| cstr(w)).collect::<Result<_>>()?,
+            writable: writable_c.clone(),
             writable_parents,
             protect,
             hide_dirs,
@@ -364,6 +367,11 @@ impl LinuxSandbox {
             rlimits,
             memory_procs: memory.map(|m| m.procs_path()),
             seccomp: seccomp::filter()?,
+            landlock: self.landlock_abi.map(|abi| {
+                let mut w = writable_c.clone();
+                w.push(c"/tmp".to_owned());
+                landlock::Plan::new(abi, w, devices_c)
+            }),
         };
         Ok(plan)
     }

@@ -240,3 +240,20 @@ fn network_allow_without_a_broker_is_accepted_and_fails_closed() {
     let o = LinuxSandboxOptions::from_options(&serde_json::json!({ "network": { "allow": ["Example.com"] } }));
     assert!(o.is_ok(), "{o:?}");
 }
+
+#[tokio::test]
+async fn landlock_refuses_a_write_the_mounts_would_let_through() {
+    let Some((_dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    if landlock::abi().is_none() {
+        eprintln!("skipped: this kernel has no Landlock");
+        return;
+    }
+    // /dev is a writable tmpfs in the view; Landlock allows only its device nodes.
+    let r =
+        sh(&s, "echo ok > /dev/null && echo t > /tmp/t && echo w > w.txt && cat /tmp/t w.txt; touch /dev/corral-made")
+            .await;
+    assert_eq!(r.stdout, "t\nw\n", "{r:?}");
+    assert!(r.stderr.contains("Permission denied"), "{r:?}");
+    let r = sh(&s, "test -e /dev/corral-made && echo made || echo absent").await;
+    assert_eq!(r.stdout, "absent\n", "{r:?}");
+}
