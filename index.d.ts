@@ -426,7 +426,10 @@ export interface SandboxLimits {
 }
 
 export interface LinuxSandboxOptions {
-  /** Default 'none' (loopback only). `{ allow }` without a broker means no network. */
+  /**
+   * Default 'none' (loopback only). `{ allow }` with a broker: HTTP(S)_PROXY inside name a loopback
+   * address that reaches the broker and nothing else; without a broker it means no network.
+   */
   network?: 'none' | { allow: string[] };
   broker?: CredentialBroker;
   limits?: SandboxLimits;

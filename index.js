@@ -379,7 +379,8 @@ class LinuxSandbox {
   constructor(options) {
     const broker = options?.broker;
     if (broker != null && !brokerOf.has(broker)) throw new ConfigurationError('LinuxSandbox: broker must come from createCredentialBroker().');
-    adapterOf.set(this, lift(() => native.NativeSandbox.linux(optionData(options ?? null))));
+    const nb = broker == null ? undefined : brokerOf.get(broker);
+    adapterOf.set(this, keep(lift(() => native.NativeSandbox.linux(optionData(options ?? null), nb)), nb));
   }
   /** What the machine offers: { userNamespaces, mountNamespaces, pidNamespaces, netNamespaces, seccomp, landlock, cgroups }. */
   static probe() { return native.NativeSandbox.linuxProbe(); }

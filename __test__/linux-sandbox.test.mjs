@@ -3,16 +3,20 @@
 // would outlive an abort, and the limits. Reported as skipped where the kernel lacks namespaces.
 import { describe, it, expect, afterEach } from 'vitest';
 import net from 'node:net';
+import http from 'node:http';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LinuxSandbox, SandboxShell, createShellTool, ConfigurationError, WorkspaceError } from 'corral';
+import { LinuxSandbox, SandboxShell, createShellTool, createCredentialBroker, ConfigurationError, WorkspaceError } from 'corral';
 import { tempTree } from './helpers.mjs';
 
 const probe = LinuxSandbox.probe();
 const usable = process.platform === 'linux' && probe.mountNamespaces && probe.pidNamespaces && probe.netNamespaces
   && (process.getuid?.() === 0 || probe.userNamespaces);
+
+const hasCurl = (() => { try { execFileSync('curl', ['--version']); return true; } catch { return false; } })();
 
 const cleanups = [];
 afterEach(() => { while (cleanups.length) cleanups.pop()(); });
@@ -101,5 +105,30 @@ describe.skipIf(!usable)('LinuxSandbox on this kernel', () => {
     expect(e).toBeInstanceOf(WorkspaceError);
     expect(e.code).toBe('NotFound');
     expect(e.message).toContain('/nonexistent/corral-w');
+  });
+
+  it.skipIf(!hasCurl)('network { allow } with a broker: allowed hosts through the broker with its header, others refused, no way around it', async () => {
+    const t = tree();
+    const seen = [];
+    const server = http.createServer((req, res) => { seen.push(req.headers.authorization); res.end('upstream'); });
+    await new Promise((res) => server.listen(0, '127.0.0.2', res));
+    cleanups.push(() => server.close());
+    const up = `127.0.0.2:${server.address().port}`;
+    const broker = await createCredentialBroker({ rules: { '127.0.0.2': { authorization: 'Bearer corral-linux-secret' } }, allowPrivate: ['127.0.0.2', '127.0.0.3'] });
+    const sandbox = new LinuxSandbox({ network: { allow: ['127.0.0.3'] }, broker });
+    const shell = new SandboxShell(sandbox, { cwd: t.root });
+    try {
+      const r = await shell.exec(`echo $HTTP_PROXY; curl -sS --max-time 10 http://${up}/; echo; curl -sS -o /dev/null -w '%{http_code}' http://127.0.0.4:1/; echo; curl -sS --max-time 3 --noproxy '*' http://${up}/ || echo direct-refused`, { timeoutMs: 30_000 });
+      const lines = r.stdout.split('\n');
+      expect(lines[0]).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(lines[1]).toBe('upstream');
+      expect(lines[2]).toBe('403');
+      expect(lines[3]).toBe('direct-refused');
+      expect(seen).toEqual(['Bearer corral-linux-secret']);
+      expect(r.stdout).not.toContain('corral-linux-secret');
+    } finally {
+      await sandbox.close();
+      await broker.close();
+    }
   });
 });

@@ -94,16 +94,17 @@ impl NativeSandbox {
 
     /// `new LinuxSandbox(options)`: the kernel's own isolation (Linux only).
     #[napi(factory, catch_unwind)]
-    pub fn linux(options: Value) -> Result<NativeSandbox> {
+    pub fn linux(options: Value, broker: Option<&NativeBroker>) -> Result<NativeSandbox> {
         #[cfg(target_os = "linux")]
         {
             use corral_core::sandbox::linux::{LinuxSandbox, LinuxSandboxOptions};
             let o = LinuxSandboxOptions::from_options(&options).napi()?;
-            Ok(NativeSandbox { inner: Arc::new(LinuxSandbox::new(o).napi()?), subprocess: None })
+            let broker = broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>);
+            Ok(NativeSandbox { inner: Arc::new(LinuxSandbox::new(o).napi()?.with_broker(broker)), subprocess: None })
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = options;
+            let _ = (options, broker);
             Err(CoreError::config("LinuxSandbox: this machine does not run Linux; use SubprocessSandbox.")).napi()
         }
     }

@@ -17,6 +17,8 @@
 use std::ffi::{CStr, CString};
 use std::io;
 
+use super::forward;
+
 /// Everything the child needs, prepared before the fork.
 pub(super) struct Plan {
     pub user_ns: bool,
@@ -38,6 +40,9 @@ pub(super) struct Plan {
     /// A memory control group's `cgroup.procs` to join.
     pub memory_procs: Option<CString>,
     pub seccomp: Vec<seccompiler::BpfProgram>,
+    /// `network: { allow }` with a broker: the broker's port on the host's 127.0.0.1, served at
+    /// the same address inside (`forward.rs`).
+    pub forward: Option<u16>,
     /// The Landlock layer, where the kernel has it.
     pub landlock: Option<super::landlock::Plan>,
 }
@@ -145,6 +150,21 @@ fn loopback_up() -> io::Result<()> {
 
 const NONE: *const libc::c_char = std::ptr::null();
 
+/// Exits with `status` (a wait status): the same code, or death by the same signal, so the caller
+/// sees what ended the command.
+///
+/// # Safety
+/// Raw syscalls only; call in C1.
+unsafe fn exit_like(status: libc::c_int) -> ! {
+    if libc::WIFEXITED(status) {
+        libc::_exit(libc::WEXITSTATUS(status));
+    }
+    let sig = libc::WTERMSIG(status);
+    libc::signal(sig, libc::SIG_DFL);
+    libc::kill(libc::getpid(), sig);
+    libc::_exit(128 + sig);
+}
+
 /// The pre-exec step. Returns in C2 (which then execs the command); C1 never returns.
 pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     if let Some(procs) = &plan.memory_procs {
@@ -165,40 +185,74 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
         write_file(b"/proc/self/uid_map\0", &plan.uid_map)?;
         write_file(b"/proc/self/gid_map\0", &plan.gid_map)?;
     }
-    let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    // With a forwarder, C1 stays in the host's network namespace and C2 makes the new one.
+    let net = if plan.forward.is_some() { 0 } else { libc::CLONE_NEWNET };
+    let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | net | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
     // SAFETY: raw syscall.
     check(unsafe { libc::unshare(flags) } as libc::c_long)?;
+    let mut pair = [-1; 2];
+    if plan.forward.is_some() {
+        // SAFETY: a two-element array for the pair.
+        check(
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, pair.as_mut_ptr()) }
+                as libc::c_long,
+        )?;
+    }
     // SAFETY: fork in a single-threaded child; the parent branch below only makes raw syscalls.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
     if pid > 0 {
-        // C1: hold nothing open (the command's pipes end when C2's copies close), wait, report.
-        // SAFETY: raw syscalls; _exit never returns.
+        // C1: hold nothing open (the command's pipes end when C2's copies close) but its end of
+        // the pair, relay or wait, report.
+        // SAFETY: raw syscalls; exit_like never returns.
         unsafe {
-            libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+            match plan.forward {
+                Some(port) => {
+                    let keep = pair[0] as u32;
+                    if keep > 0 {
+                        libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32);
+                    }
+                    libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
+                    let listener = forward::recv_fd(pair[0]);
+                    libc::close(pair[0]);
+                    if let Some(l) = listener {
+                        exit_like(forward::relay(l, port, pid));
+                    }
+                }
+                None => {
+                    libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+                }
+            }
             let mut status = 0;
             while libc::waitpid(pid, &mut status, 0) < 0 {
                 if *libc::__errno_location() != libc::EINTR {
                     libc::_exit(126);
                 }
             }
-            if libc::WIFEXITED(status) {
-                libc::_exit(libc::WEXITSTATUS(status));
-            }
-            let sig = libc::WTERMSIG(status);
-            // Die of the same signal, so the caller sees what killed the command.
-            libc::signal(sig, libc::SIG_DFL);
-            libc::kill(libc::getpid(), sig);
-            libc::_exit(128 + sig);
+            exit_like(status)
         }
     }
     // C2: the namespace's init.
     // SAFETY: raw syscall; when the command's parent C1 dies, C2 is killed too.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    if let Some(port) = plan.forward {
+        // SAFETY: raw syscalls on our own descriptors.
+        unsafe { libc::close(pair[0]) };
+        check(unsafe { libc::unshare(libc::CLONE_NEWNET) } as libc::c_long)?;
+        loopback_up()?;
+        let listener = forward::listen(port)?;
+        forward::send_fd(pair[1], listener)?;
+        // SAFETY: our own descriptors.
+        unsafe {
+            libc::close(listener);
+            libc::close(pair[1]);
+        }
+    } else {
+        loopback_up()?;
+    }
     view(plan)?;
-    loopback_up()?;
     // SAFETY: a NUL-terminated literal.
     unsafe { libc::sethostname(b"corral".as_ptr().cast(), 6) };
     // Node ignores SIGXFSZ, and an ignored signal stays ignored across exec: the file size limit

@@ -9,6 +9,7 @@
 //! shipped in every platform package.
 
 mod child;
+mod forward;
 mod landlock;
 mod seccomp;
 
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::{SandboxAdapter, SandboxRequest};
+use super::{EgressBroker, SandboxAdapter, SandboxRequest};
 use crate::error::{Code, Error, Result};
 use crate::options::Reader;
 use crate::shell::exec::cgroup::Cgroup;
@@ -48,6 +49,8 @@ pub struct LinuxSandboxOptions {
     /// Paths that look empty inside (default the home directory, less the working directory).
     pub hide: Option<Vec<String>>,
     pub allow_weaker: bool,
+    /// `network: { allow }`: the hosts a broker may reach for the command (no network without one).
+    pub allow: Option<Vec<String>>,
 }
 
 impl Default for LinuxSandboxOptions {
@@ -58,6 +61,7 @@ impl Default for LinuxSandboxOptions {
             writable: Vec::new(),
             hide: None,
             allow_weaker: false,
+            allow: None,
         }
     }
 }
@@ -92,11 +96,6 @@ impl LinuxSandboxOptions {
             }
             Some(_) => return Err(r.err("network must be 'none' or { allow: string[] }.")),
         };
-        if allow.is_some() && r.get("broker").is_some_and(|b| !b.is_null()) {
-            return Err(r.err(
-                "network.allow with a broker: LinuxSandbox commands reach loopback only, so a broker's proxy is out of their reach; use SubprocessSandbox for brokered egress, or leave the broker out (no network).",
-            ));
-        }
         let limits = match r.get("limits") {
             None => Limits::default(),
             Some(l) => {
@@ -142,6 +141,7 @@ impl LinuxSandboxOptions {
             protect: paths("protect")?.unwrap_or_else(|| vec![".git".into()]),
             hide: paths("hide")?,
             allow_weaker: r.bool("allowWeaker", false)?,
+            allow,
         })
     }
 }
@@ -222,6 +222,9 @@ pub struct LinuxSandbox {
     probe: Probe,
     /// Landlock's ABI version where the kernel has it: the second layer.
     landlock_abi: Option<u32>,
+    broker: Option<Arc<dyn EgressBroker>>,
+    /// The broker's listener for this sandbox (its URL and port), made on the first run.
+    egress: tokio::sync::Mutex<Option<(String, u16)>>,
 }
 
 fn cstr(p: &Path) -> Result<CString> {
@@ -251,15 +254,38 @@ impl LinuxSandbox {
                 "LinuxSandbox: limits.pids and limits.memoryBytes need a writable control group (cgroup v1 pids/memory or v2); pass allowWeaker: true to fall back to per-process limits.",
             ));
         }
-        Ok(LinuxSandbox { options, probe, landlock_abi: landlock::abi() })
+        Ok(LinuxSandbox { options, probe, landlock_abi: landlock::abi(), broker: None, egress: Default::default() })
     }
 
     pub fn probe(&self) -> &Probe {
         &self.probe
     }
 
+    /// The broker `network: { allow }` goes through; without one, `{ allow }` means no network.
+    pub fn with_broker(mut self, broker: Option<Arc<dyn EgressBroker>>) -> LinuxSandbox {
+        self.broker = broker;
+        self
+    }
+
+    /// The broker's port on the host's loopback for `{ allow }` (a listener made on the first run),
+    /// or `None` for no network.
+    async fn egress(&self) -> Result<Option<u16>> {
+        let (Some(allow), Some(broker)) = (&self.options.allow, &self.broker) else { return Ok(None) };
+        let mut state = self.egress.lock().await;
+        if let Some((_, port)) = state.as_ref() {
+            return Ok(Some(*port));
+        }
+        let url = broker.listen("127.0.0.1", "127.0.0.1/32", allow.clone()).await?;
+        let port =
+            url.rsplit(':').next().and_then(|p| p.trim_end_matches('/').parse::<u16>().ok()).ok_or_else(|| {
+                Error::new(Code::Io, format!("LinuxSandbox: the broker's listener {url} has no port."))
+            })?;
+        *state = Some((url, port));
+        Ok(Some(port))
+    }
+
     /// The child's plan for one request, and the descriptors it refers to (held until the run ends).
-    fn plan(&self, req: &SandboxRequest, memory: Option<&Cgroup>) -> Result<child::Plan> {
+    fn plan(&self, req: &SandboxRequest, memory: Option<&Cgroup>, forward: Option<u16>) -> Result<child::Plan> {
         let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
         let cwd = PathBuf::from(&req.cwd);
         if !mount.is_absolute() || !mount.is_dir() {
@@ -367,6 +393,7 @@ impl LinuxSandbox {
             rlimits,
             memory_procs: memory.map(|m| m.procs_path()),
             seccomp: seccomp::filter()?,
+            forward,
             landlock: self.landlock_abi.map(|abi| {
                 let mut w = writable_c.clone();
                 w.push(c"/tmp".to_owned());
@@ -422,6 +449,15 @@ fn limit_note(r: &ExecResult, limits: &Limits, memory_hit: bool, pids_refused: u
 
 #[async_trait]
 impl SandboxAdapter for LinuxSandbox {
+    /// Stops the broker listener this sandbox made; a later run makes a new one.
+    async fn close(&self) -> Result<()> {
+        let taken = self.egress.lock().await.take();
+        if let (Some((url, _)), Some(broker)) = (taken, &self.broker) {
+            broker.unlisten(&url).await?;
+        }
+        Ok(())
+    }
+
     async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
         let limits = self.options.limits.clone();
         let memory = match limits.memory_bytes {
@@ -430,7 +466,18 @@ impl SandboxAdapter for LinuxSandbox {
             }
             None => None,
         };
-        let plan = self.plan(&req, memory.as_ref())?;
+        let forward = self.egress().await?;
+        let plan = self.plan(&req, memory.as_ref(), forward)?;
+        let mut env = req.env.clone();
+        if let Some(port) = forward {
+            let proxy = format!("http://127.0.0.1:{port}");
+            for key in ["HTTP_PROXY", "HTTPS_PROXY"] {
+                env.insert(key.to_string(), proxy.clone());
+                env.insert(key.to_ascii_lowercase(), proxy.clone());
+            }
+            env.insert("NO_PROXY".into(), "localhost,127.0.0.1".into());
+            env.insert("no_proxy".into(), "localhost,127.0.0.1".into());
+        }
         let plan = Arc::new(plan);
         let p2 = plan.clone();
         let pids_refused = Arc::new(AtomicU64::new(0));
@@ -444,7 +491,7 @@ impl SandboxAdapter for LinuxSandbox {
         let mut r = run_shell_command_with(
             &req.command,
             Path::new(&req.cwd),
-            &req.env,
+            &env,
             req.stdin,
             timeout,
             cancel,

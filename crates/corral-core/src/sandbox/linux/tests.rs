@@ -158,7 +158,6 @@ fn bad_options_are_configuration_errors_naming_the_option() {
         serde_json::json!({ "limits": { "cpu": 1 } }),
         serde_json::json!({ "protect": [""] }),
         serde_json::json!({ "network": { "allow": ["https://x.com"] } }),
-        serde_json::json!({ "network": { "allow": ["x.com"] }, "broker": {} }),
         serde_json::json!({ "network": "default" }),
         serde_json::json!({ "writable": ["relative/dir"] }),
         serde_json::json!({ "writable": ["/tmp/../etc"] }),
@@ -256,4 +255,66 @@ async fn landlock_refuses_a_write_the_mounts_would_let_through() {
     assert!(r.stderr.contains("Permission denied"), "{r:?}");
     let r = sh(&s, "test -e /dev/corral-made && echo made || echo absent").await;
     assert_eq!(r.stdout, "absent\n", "{r:?}");
+}
+
+/// A plain HTTP server on the host at `ip` answering "upstream" to every request.
+async fn upstream(ip: &str) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nupstream").await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_allow_with_a_broker_reaches_allowed_hosts_through_it_and_nothing_else() {
+    if std::process::Command::new("curl").arg("--version").output().is_err() {
+        eprintln!("skipped: no curl on this machine");
+        return;
+    }
+    let up = upstream("127.0.0.2").await;
+    let other = upstream("127.0.0.3").await;
+    let broker = crate::broker::Broker::start(crate::broker::BrokerConfig {
+        allow_private: vec!["127.0.0.2".into(), "127.0.0.3".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let o = LinuxSandboxOptions::from_options(&serde_json::json!({ "network": { "allow": ["127.0.0.2"] } })).unwrap();
+    let Ok(sb) = LinuxSandbox::new(o) else {
+        eprintln!("skipped: this machine lacks namespaces");
+        return;
+    };
+    let sb = Arc::new(sb.with_broker(Some(broker.clone() as Arc<dyn EgressBroker>)));
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let s = SandboxShell::new(sb.clone(), &cwd, BTreeMap::new(), InheritEnv::None).unwrap();
+    let cmd = format!(
+        "curl -sS --max-time 10 http://{up}/x; echo; \
+         curl -sS --max-time 10 -o /dev/null -w '%{{http_code}}' http://{other}/; echo; \
+         curl -sS --max-time 3 --noproxy '*' http://{up}/x || echo direct-refused; \
+         for i in 1 2 3 4 5 6; do curl -sS --max-time 10 http://{up}/$i & done; wait; echo"
+    );
+    let r = sh(&s, &cmd).await;
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"upstream"), "{r:?}");
+    assert_eq!(lines.get(1), Some(&"403"), "a host off the list is refused by the broker: {r:?}");
+    assert_eq!(lines.get(2), Some(&"direct-refused"), "no route around the proxy: {r:?}");
+    assert_eq!(lines.get(3), Some(&"upstream".repeat(6).as_str()), "concurrent connections: {r:?}");
+    sb.close().await.unwrap();
+    broker.close().await;
 }
