@@ -32,6 +32,9 @@ if [ -n "${CORRAL_DOCKER_HOST:-}" ]; then
   cargo test -p corral-core --lib sandbox::tests::real_engine::real_engine_ -- --ignored
 fi
 
+echo "== cargo test (LinuxSandbox, as an unprivileged user)"
+scripts/linux-sandbox-unprivileged.sh
+
 echo "== build the addon"
 npx napi build --platform --js binding.js --dts binding.d.ts
 

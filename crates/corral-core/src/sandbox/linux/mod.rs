@@ -414,8 +414,26 @@ fn cgroup_writable() -> bool {
     }
 }
 
+/// What C libraries, runtimes and tools print when an allocation fails.
+fn says_out_of_memory(stderr: &str) -> bool {
+    let mut start = stderr.len().saturating_sub(4096);
+    while !stderr.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = stderr[start..].to_ascii_lowercase();
+    ["memory exhausted", "cannot allocate memory", "out of memory", "bad_alloc", "memoryerror", "failed to allocate"]
+        .iter()
+        .any(|p| tail.contains(p))
+}
+
 /// The note for a command a limit stopped.
-fn limit_note(r: &ExecResult, limits: &Limits, memory_hit: bool, pids_refused: u64) -> Option<String> {
+fn limit_note(
+    r: &ExecResult,
+    limits: &Limits,
+    memory_hit: bool,
+    per_process_memory: bool,
+    pids_refused: u64,
+) -> Option<String> {
     // The signal that stopped the command, or the one its shell reports (128 + n).
     let sig = r.signal.as_deref().or(match r.exit_code {
         Some(c) if c == 128 + libc::SIGXCPU => Some("SIGXCPU"),
@@ -424,8 +442,9 @@ fn limit_note(r: &ExecResult, limits: &Limits, memory_hit: bool, pids_refused: u
     });
     if memory_hit {
         return Some(format!(
-            "The command ran out of its memory limit ({} bytes): memory.",
-            limits.memory_bytes.unwrap_or(0)
+            "The command ran out of its memory limit ({} bytes{}): memory.",
+            limits.memory_bytes.unwrap_or(0),
+            if per_process_memory { " per process" } else { "" }
         ));
     }
     if sig == Some("SIGXCPU") || (limits.cpu_seconds.is_some() && sig == Some("SIGKILL") && !r.timed_out && !r.aborted)
@@ -503,11 +522,15 @@ impl SandboxAdapter for LinuxSandbox {
         if r.timed_out || r.aborted {
             r.every_process_killed = true;
         }
-        let memory_hit = memory
-            .as_ref()
-            .and_then(|m| m.get("memory.failcnt"))
-            .is_some_and(|c| c.trim().parse::<u64>().unwrap_or(0) > 0 && (r.exit_code != Some(0)));
-        if let Some(note) = limit_note(&r, &limits, memory_hit, pids_refused.load(Ordering::Relaxed)) {
+        let memory_hit = match &memory {
+            Some(m) => m
+                .get("memory.failcnt")
+                .is_some_and(|c| c.trim().parse::<u64>().unwrap_or(0) > 0 && (r.exit_code != Some(0))),
+            // Under RLIMIT_AS a hog is not stopped: its allocations fail and it exits saying so.
+            None => limits.memory_bytes.is_some() && r.exit_code != Some(0) && says_out_of_memory(&r.stderr),
+        };
+        if let Some(note) = limit_note(&r, &limits, memory_hit, memory.is_none(), pids_refused.load(Ordering::Relaxed))
+        {
             r.note = Some(note);
         }
         Ok(r)
