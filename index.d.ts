@@ -401,6 +401,8 @@ export interface SubprocessSandboxOptions {
   networkName?: string;
   /** unix:///path/to/docker.sock; default DOCKER_HOST, then /var/run/docker.sock. */
   dockerHost?: string;
+  /** The container's memory (no swap beyond it), pids (default 4096) and cpu/fsize/nofile ulimits; an OOM kill is named in the note. */
+  limits?: SandboxLimits;
 }
 
 /** Each command in a new Docker container (Docker Engine API), cwd bind-mounted at the same path. */

@@ -468,6 +468,8 @@ describe('SubprocessSandbox options', () => {
   it('refuses a missing image, a bad network policy, a bad networkName, a bad dockerHost and a broker not from createCredentialBroker', () => {
     expect(() => new SubprocessSandbox({})).toThrow(ConfigurationError);
     expect(() => new SubprocessSandbox({ image, network: 'bridge' })).toThrow(ConfigurationError);
+    for (const limits of [{ pids: 0 }, { memoryBytes: -1 }, { cpuSeconds: 1e12 }, { memory: 1 }]) expect(() => new SubprocessSandbox({ image, limits }), JSON.stringify(limits)).toThrow(ConfigurationError);
+    expect(new SubprocessSandbox({ image, limits: { memoryBytes: 64 << 20, pids: 64 } })).toBeInstanceOf(SubprocessSandbox);
     expect(() => new SubprocessSandbox({ image, networkName: 'bad name' })).toThrow(ConfigurationError);
     expect(() => new SubprocessSandbox({ image, dockerHost: 'docker.sock' })).toThrow(ConfigurationError);
     expect(() => new SubprocessSandbox({ image, network: { allow: ['a.com'] }, broker: { url: 'http://127.0.0.1:1' } })).toThrow(ConfigurationError);

@@ -185,7 +185,8 @@ pub fn memory_workspace(v: &Value) -> Result<MemoryWorkspaceOptions> {
 /// attached by the binding).
 pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandboxOptions> {
     use crate::sandbox::Network;
-    let r = Reader::new("SubprocessSandbox", v, &["image", "network", "broker", "networkName", "dockerHost"])?;
+    let r =
+        Reader::new("SubprocessSandbox", v, &["image", "network", "broker", "networkName", "dockerHost", "limits"])?;
     let shape = || r.err("network must be 'none', 'default' or { allow: [hosts] }.");
     let network = match r.get("network") {
         None => Network::None,
@@ -212,6 +213,7 @@ pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandbox
         broker: None,
         network_name: r.string("networkName")?,
         docker_host: r.string("dockerHost")?,
+        limits: crate::sandbox::limits::Limits::from_option(r.get("limits"), "SubprocessSandbox limits")?,
     })
 }
 

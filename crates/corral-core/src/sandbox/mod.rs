@@ -17,6 +17,7 @@ use crate::shell::exec::{base_env, set_var, InheritEnv, LocalShell};
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
 mod docker;
+pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod linux;
 mod noop;

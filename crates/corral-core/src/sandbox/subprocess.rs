@@ -54,6 +54,9 @@ pub struct SubprocessSandboxOptions {
     pub network_name: Option<String>,
     /// `unix:///path/docker.sock`; `DOCKER_HOST`, then `unix:///var/run/docker.sock` when `None`.
     pub docker_host: Option<String>,
+    /// The container's memory (swap equal: none extra), pids, and CPU-time, file-size and
+    /// open-file ulimits.
+    pub limits: super::limits::Limits,
 }
 
 /// The internal network, its broker listener and what containers get to use it.
@@ -75,6 +78,7 @@ pub struct SubprocessSandbox {
     host: DockerHost,
     client: Option<Arc<DockerClient>>,
     egress: tokio::sync::Mutex<Option<Egress>>,
+    limits: super::limits::Limits,
 }
 
 impl std::fmt::Debug for SubprocessSandbox {
@@ -108,7 +112,7 @@ impl SubprocessSandbox {
     /// Checks the options: a non-empty image, valid `network.allow` hosts (kept normalised), a
     /// valid network name and Docker host.
     pub fn new(options: SubprocessSandboxOptions) -> Result<Self> {
-        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host } = options;
+        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host, limits } = options;
         if image.trim().is_empty() {
             return Err(Error::config("SubprocessSandbox: image must be a non-empty string."));
         }
@@ -138,6 +142,7 @@ impl SubprocessSandbox {
             host,
             client,
             egress: tokio::sync::Mutex::new(None),
+            limits,
         })
     }
 
@@ -474,9 +479,26 @@ impl SandboxAdapter for SubprocessSandbox {
                 "Mounts": [{ "Type": "bind", "Source": mount, "Target": mount }],
                 // No setuid escalation inside the container, and no fork bomb that takes the host down.
                 "SecurityOpt": ["no-new-privileges"],
-                "PidsLimit": PIDS_LIMIT,
+                "PidsLimit": self.limits.pids.map_or(PIDS_LIMIT, |p| p as i64),
             },
         });
+        let mut body = body;
+        let host = &mut body["HostConfig"];
+        if let Some(m) = self.limits.memory_bytes {
+            host["Memory"] = json!(m);
+            host["MemorySwap"] = json!(m);
+        }
+        let ulimits: Vec<Value> = [
+            ("cpu", self.limits.cpu_seconds),
+            ("fsize", self.limits.file_size_bytes),
+            ("nofile", self.limits.open_files),
+        ]
+        .into_iter()
+        .filter_map(|(name, v)| v.map(|n| json!({ "Name": name, "Soft": n, "Hard": n })))
+        .collect();
+        if !ulimits.is_empty() {
+            host["Ulimits"] = json!(ulimits);
+        }
         let created = client
             .json(Method::POST, "/containers/create", Some(&body))
             .await
@@ -554,9 +576,21 @@ impl SandboxAdapter for SubprocessSandbox {
         if let Some(r) = reader.take() {
             r.abort();
         }
+        // Killed for memory: the container's state says so (asked only when a limit was set).
+        let oom = self.limits.memory_bytes.is_some()
+            && result.exit_code.is_some_and(|c| c != 0)
+            && client
+                .json(Method::GET, &format!("/containers/{id}/json"), None)
+                .await
+                .ok()
+                .and_then(|v| v.get("State").and_then(|s| s.get("OOMKilled")).and_then(Value::as_bool))
+                .unwrap_or(false);
         guard.remove().await;
         result.stdout = out.lock().unwrap().text();
         result.stderr = err.lock().unwrap().text();
+        if !self.limits.is_empty() {
+            result.note = super::limits::limit_note(&result, &self.limits, oom, false, 0);
+        }
         Ok(result)
     }
 

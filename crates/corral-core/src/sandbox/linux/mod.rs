@@ -22,22 +22,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use super::limits::{limit_note, says_out_of_memory, Limits};
 use super::{EgressBroker, SandboxAdapter, SandboxRequest};
 use crate::error::{Code, Error, Result};
 use crate::options::Reader;
 use crate::shell::exec::cgroup::Cgroup;
 use crate::shell::exec::{run_shell_command_with, Isolation};
 use crate::shell::{Cancel, ExecResult};
-
-/// What a command may use.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Limits {
-    pub memory_bytes: Option<u64>,
-    pub pids: Option<u64>,
-    pub cpu_seconds: Option<u64>,
-    pub file_size_bytes: Option<u64>,
-    pub open_files: Option<u64>,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinuxSandboxOptions {
@@ -96,29 +87,7 @@ impl LinuxSandboxOptions {
             }
             Some(_) => return Err(r.err("network must be 'none' or { allow: string[] }.")),
         };
-        let limits = match r.get("limits") {
-            None => Limits::default(),
-            Some(l) => {
-                let lr = Reader::new(
-                    "LinuxSandbox limits",
-                    l,
-                    &["memoryBytes", "pids", "cpuSeconds", "fileSizeBytes", "openFiles"],
-                )?;
-                let opt = |k: &str, range: std::ops::RangeInclusive<u64>| -> Result<Option<u64>> {
-                    Ok(match lr.get(k) {
-                        None => None,
-                        Some(_) => Some(lr.int(k, 0, range)?),
-                    })
-                };
-                Limits {
-                    memory_bytes: opt("memoryBytes", (1 << 20)..=(1 << 50))?,
-                    pids: opt("pids", 1..=1_000_000)?,
-                    cpu_seconds: opt("cpuSeconds", 1..=31_536_000)?,
-                    file_size_bytes: opt("fileSizeBytes", 1..=(1 << 50))?,
-                    open_files: opt("openFiles", 8..=1_048_576)?,
-                }
-            }
-        };
+        let limits = Limits::from_option(r.get("limits"), "LinuxSandbox limits")?;
         let paths = |k: &str| -> Result<Option<Vec<String>>> {
             let list = r.strings(k)?;
             if let Some(l) = &list {
@@ -412,58 +381,6 @@ fn cgroup_writable() -> bool {
         }
         None => false,
     }
-}
-
-/// What C libraries, runtimes and tools print when an allocation fails.
-fn says_out_of_memory(stderr: &str) -> bool {
-    let mut start = stderr.len().saturating_sub(4096);
-    while !stderr.is_char_boundary(start) {
-        start += 1;
-    }
-    let tail = stderr[start..].to_ascii_lowercase();
-    ["memory exhausted", "cannot allocate memory", "out of memory", "bad_alloc", "memoryerror", "failed to allocate"]
-        .iter()
-        .any(|p| tail.contains(p))
-}
-
-/// The note for a command a limit stopped.
-fn limit_note(
-    r: &ExecResult,
-    limits: &Limits,
-    memory_hit: bool,
-    per_process_memory: bool,
-    pids_refused: u64,
-) -> Option<String> {
-    // The signal that stopped the command, or the one its shell reports (128 + n).
-    let sig = r.signal.as_deref().or(match r.exit_code {
-        Some(c) if c == 128 + libc::SIGXCPU => Some("SIGXCPU"),
-        Some(c) if c == 128 + libc::SIGXFSZ => Some("SIGXFSZ"),
-        _ => None,
-    });
-    if memory_hit {
-        return Some(format!(
-            "The command ran out of its memory limit ({} bytes{}): memory.",
-            limits.memory_bytes.unwrap_or(0),
-            if per_process_memory { " per process" } else { "" }
-        ));
-    }
-    if sig == Some("SIGXCPU") || (limits.cpu_seconds.is_some() && sig == Some("SIGKILL") && !r.timed_out && !r.aborted)
-    {
-        return Some(format!("The command used up its CPU time ({} s): cpu.", limits.cpu_seconds.unwrap_or(0)));
-    }
-    if sig == Some("SIGXFSZ") {
-        return Some(format!(
-            "The command wrote past its file size limit ({} bytes): file size.",
-            limits.file_size_bytes.unwrap_or(0)
-        ));
-    }
-    if pids_refused > 0 {
-        return Some(format!(
-            "The command tried to start more than {} processes and {pids_refused} forks were refused: pids.",
-            limits.pids.unwrap_or(0)
-        ));
-    }
-    None
 }
 
 #[async_trait]

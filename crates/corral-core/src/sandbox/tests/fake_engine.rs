@@ -28,6 +28,8 @@ pub(super) struct Config {
     /// name → internal
     pub networks: Vec<(String, bool)>,
     pub exit_code: i64,
+    /// What `GET /containers/{id}/json` says in `State.OOMKilled`.
+    pub oom_killed: bool,
 }
 
 impl Default for Config {
@@ -39,6 +41,7 @@ impl Default for Config {
             rootless: false,
             networks: Vec::new(),
             exit_code: 0,
+            oom_killed: false,
         }
     }
 }
@@ -159,6 +162,10 @@ fn handle(state: &Mutex<State>, method: &Method, full_path: &str, body: Value) -
             .unwrap(),
         ("POST", ["containers", _, "start"]) | ("POST", ["containers", _, "kill"]) => reply(204, Value::Null),
         ("POST", ["containers", _, "wait"]) => reply(200, json!({ "StatusCode": s.config.exit_code, "Error": null })),
+        ("GET", ["containers", id, "json"]) => reply(
+            200,
+            json!({ "Id": id, "State": { "Status": "exited", "OOMKilled": s.config.oom_killed, "ExitCode": s.config.exit_code } }),
+        ),
         ("DELETE", ["containers", _]) => reply(204, Value::Null),
         _ => reply(404, json!({ "message": format!("fake engine: no route for {method} {path}") })),
     }
@@ -243,6 +250,7 @@ fn sandbox(
         broker: broker.map(|b| b as Arc<dyn EgressBroker>),
         network_name: name.map(str::to_string),
         docker_host: Some(engine.host()),
+        limits: Default::default(),
     })
     .unwrap()
 }
@@ -412,6 +420,7 @@ async fn egress_is_refused_where_it_cannot_be_enforced_and_no_container_starts()
             broker: Some(broker.clone() as Arc<dyn EgressBroker>),
             network_name: name.map(str::to_string),
             docker_host: Some(remote.map(str::to_string).unwrap_or_else(|| engine.host())),
+            limits: Default::default(),
         })
         .unwrap();
         for _ in 0..2 {
@@ -567,4 +576,51 @@ async fn sandbox_shell_over_the_fake_engine() {
     assert_eq!(c.body["HostConfig"]["Mounts"][0]["Source"], json!(root));
     assert_eq!(c.body["HostConfig"]["Mounts"][0]["Target"], json!(root));
     assert_eq!(env_of(c), env(&[("A", "1")]));
+}
+
+#[tokio::test]
+async fn limits_become_the_containers_memory_pids_and_ulimits_and_an_oom_kill_is_named_in_the_note() {
+    let engine = FakeEngine::start(Config { exit_code: 137, oom_killed: true, ..Config::default() }).await;
+    let limits = crate::sandbox::limits::Limits::from_option(
+        Some(&json!({ "memoryBytes": 64 << 20, "pids": 50, "cpuSeconds": 30, "fileSizeBytes": 1 << 20, "openFiles": 256 })),
+        "SubprocessSandbox limits",
+    )
+    .unwrap();
+    let sb = SubprocessSandbox::new(SubprocessSandboxOptions {
+        image: "img".into(),
+        docker_host: Some(engine.host()),
+        limits,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = sb.run(request(dir.path().to_str().unwrap(), "hog"), None).await.unwrap();
+    assert_eq!(r.exit_code, Some(137));
+    assert!(r.note.as_deref().is_some_and(|n| n.contains("memory")), "{r:?}");
+    let c = &engine.calls_to("POST", "/containers/create")[0];
+    let host = &c.body["HostConfig"];
+    assert_eq!(host["Memory"], json!(64 << 20));
+    assert_eq!(host["MemorySwap"], json!(64 << 20), "no swap beyond the limit");
+    assert_eq!(host["PidsLimit"], json!(50));
+    assert_eq!(
+        host["Ulimits"],
+        json!([
+            { "Name": "cpu", "Soft": 30, "Hard": 30 },
+            { "Name": "fsize", "Soft": 1 << 20, "Hard": 1 << 20 },
+            { "Name": "nofile", "Soft": 256, "Hard": 256 }
+        ])
+    );
+    // Without limits, no inspection and no note: the default pids cap only.
+    let engine = FakeEngine::start(Config { exit_code: 137, oom_killed: true, ..Config::default() }).await;
+    let sb = SubprocessSandbox::new(SubprocessSandboxOptions {
+        image: "img".into(),
+        docker_host: Some(engine.host()),
+        ..Default::default()
+    })
+    .unwrap();
+    let r = sb.run(request(dir.path().to_str().unwrap(), "hog"), None).await.unwrap();
+    assert_eq!(r.note, None);
+    assert!(engine.calls_to("GET", "/containers/c1/json").is_empty());
+    let c = &engine.calls_to("POST", "/containers/create")[0];
+    assert!(c.body["HostConfig"].get("Memory").is_none());
 }

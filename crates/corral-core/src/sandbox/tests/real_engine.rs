@@ -34,6 +34,7 @@ fn sandbox(host: &str, network: Network, broker: Option<Arc<RecordingBroker>>) -
         broker: broker.map(|b| b as Arc<dyn EgressBroker>),
         network_name: None,
         docker_host: Some(host.into()),
+        limits: Default::default(),
     })
     .unwrap())
 }
@@ -364,4 +365,31 @@ async fn sandbox_overhead_bench() {
         b.as_secs_f64() * 1e3,
         (b.saturating_sub(p)).as_secs_f64() * 1e3
     );
+}
+
+#[tokio::test]
+#[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
+async fn real_engine_limits_stop_a_memory_hog_and_a_big_file_and_say_which() {
+    let Some(host) = real_host("real_engine_limits_stop_a_memory_hog_and_a_big_file_and_say_which") else { return };
+    let (_d, dir) = workdir();
+    let limits = crate::sandbox::limits::Limits::from_option(
+        Some(&serde_json::json!({ "memoryBytes": 32 << 20, "pids": 32, "fileSizeBytes": 4096 })),
+        "SubprocessSandbox limits",
+    )
+    .unwrap();
+    let sb = arc(SubprocessSandbox::new(SubprocessSandboxOptions {
+        image: IMAGE.into(),
+        docker_host: Some(host),
+        limits,
+        ..Default::default()
+    })
+    .unwrap());
+    let shell = SandboxShell::new(sb, &dir, env(&[]), InheritEnv::None).unwrap();
+    // tail keeps the last lines of a stream without line ends: it grows until the kernel stops it.
+    let r = shell.exec("tail /dev/zero", opts(60_000)).await.unwrap();
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    assert!(r.note.as_deref().is_some_and(|n| n.contains("memory")), "{r:?}");
+    let r = shell.exec("dd if=/dev/zero of=big.bin bs=1024 count=100", opts(30_000)).await.unwrap();
+    assert!(r.note.as_deref().is_some_and(|n| n.contains("file size")), "{r:?}");
+    assert!(std::fs::metadata(dir.join("big.bin")).unwrap().len() <= 4096);
 }
