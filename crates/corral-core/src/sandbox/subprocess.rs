@@ -559,6 +559,18 @@ impl SandboxAdapter for SubprocessSandbox {
                     r.abort();
                 }
                 guard.remove().await;
+                // An image without `sh`: the command could not start, as a shell says it (127).
+                if e.message.contains("executable file not found") {
+                    return Ok(ExecResult {
+                        exit_code: Some(127),
+                        stderr: format!(
+                            "The command could not start: the image {} has no sh ({}).\n",
+                            self.image,
+                            e.message.trim()
+                        ),
+                        ..Default::default()
+                    });
+                }
                 return Err(Error::new(e.code, format!("Could not run the command: {}", e.message)));
             }
             Outcome::TimedOut | Outcome::Aborted => {

@@ -30,6 +30,8 @@ pub(super) struct Config {
     pub exit_code: i64,
     /// What `GET /containers/{id}/json` says in `State.OOMKilled`.
     pub oom_killed: bool,
+    /// An image without `sh`: start fails as the Engine says it.
+    pub no_shell: bool,
 }
 
 impl Default for Config {
@@ -42,6 +44,7 @@ impl Default for Config {
             networks: Vec::new(),
             exit_code: 0,
             oom_killed: false,
+            no_shell: false,
         }
     }
 }
@@ -160,6 +163,10 @@ fn handle(state: &Mutex<State>, method: &Method, full_path: &str, body: Value) -
             .header("content-type", "application/vnd.docker.raw-stream")
             .body(Full::new(frames(&[(1, b"fake-"), (2, b"warn\n"), (1, b"out\n")])))
             .unwrap(),
+        ("POST", ["containers", _, "start"]) if s.config.no_shell => reply(
+            400,
+            json!({ "message": "OCI runtime create failed: container_linux.go:380: starting container process caused: exec: \"sh\": executable file not found in $PATH: unknown" }),
+        ),
         ("POST", ["containers", _, "start"]) | ("POST", ["containers", _, "kill"]) => reply(204, Value::Null),
         ("POST", ["containers", _, "wait"]) => reply(200, json!({ "StatusCode": s.config.exit_code, "Error": null })),
         ("GET", ["containers", id, "json"]) => reply(
@@ -623,4 +630,26 @@ async fn limits_become_the_containers_memory_pids_and_ulimits_and_an_oom_kill_is
     assert!(engine.calls_to("GET", "/containers/c1/json").is_empty());
     let c = &engine.calls_to("POST", "/containers/create")[0];
     assert!(c.body["HostConfig"].get("Memory").is_none());
+}
+
+#[tokio::test]
+async fn an_image_without_sh_is_a_result_with_exit_code_127_and_a_message_and_no_container_is_left() {
+    let engine = FakeEngine::start(Config { no_shell: true, ..Config::default() }).await;
+    let sb = SubprocessSandbox::new(SubprocessSandboxOptions {
+        image: "scratch-app".into(),
+        docker_host: Some(engine.host()),
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        sb.run(request(dir.path().to_str().unwrap(), "ls"), None),
+    )
+    .await
+    .expect("never a hang")
+    .unwrap();
+    assert_eq!(r.exit_code, Some(127), "{r:?}");
+    assert!(r.stderr.contains("scratch-app has no sh"), "{r:?}");
+    assert_eq!(engine.calls_to("DELETE", "/containers/c1").len(), 1, "the container is removed");
 }
