@@ -127,6 +127,37 @@ fn touch(path: &CStr) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether `path` is a directory and not a symlink to one.
+fn is_real_dir(path: &CStr) -> bool {
+    // SAFETY: a zeroed stat filled by lstat on a NUL-terminated path.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::lstat(path.as_ptr(), &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
+    }
+}
+
+/// The capabilities a command keeps when the sandbox runs as root (Docker's default set less
+/// CAP_MKNOD and CAP_NET_RAW): enough to own and write files, never to reach devices, mounts,
+/// other processes' memory, the clock or the kernel.
+const KEPT_CAPS: [u32; 11] = [0, 1, 3, 4, 5, 6, 7, 8, 10, 18, 29]; // chown, dac_override, fowner, fsetid, kill, setgid, setuid, setpcap, net_bind_service, sys_chroot, audit_write
+
+/// Drops every other capability from the bounding set, so the command's exec gets none of them.
+fn drop_capabilities() -> io::Result<()> {
+    for cap in 0..64u32 {
+        if KEPT_CAPS.contains(&cap) {
+            continue;
+        }
+        // SAFETY: raw syscall; EINVAL past the kernel's last capability ends the loop.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } < 0 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Brings the new network namespace's loopback interface up.
 fn loopback_up() -> io::Result<()> {
     // SAFETY: a zeroed ifreq with a NUL-terminated name; raw socket and ioctl calls.
@@ -149,6 +180,7 @@ fn loopback_up() -> io::Result<()> {
 }
 
 const NONE: *const libc::c_char = std::ptr::null();
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 
 /// Exits with `status` (a wait status): the same code, or death by the same signal, so the caller
 /// sees what ended the command.
@@ -266,6 +298,13 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     }
     // SAFETY: raw syscalls.
     check(unsafe { libc::chdir(plan.cwd.as_ptr()) } as libc::c_long)?;
+    // A session of its own: no controlling terminal to type into or take over.
+    // SAFETY: raw syscall (C2 is not a process group leader, so this cannot fail).
+    unsafe { libc::setsid() };
+    // No descriptor the host process left without CLOEXEC reaches the command.
+    // SAFETY: raw syscall; 3.. keeps stdio.
+    unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) };
+    drop_capabilities()?;
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)?;
     if let Some(l) = &plan.landlock {
         l.apply()?;
@@ -333,6 +372,13 @@ fn view(plan: &Plan) -> io::Result<()> {
     read_only(root, true, true)?;
     // A private /tmp, a minimal /dev, a fresh /proc.
     mount(tmpfs.as_ptr(), tmp, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777".as_ptr())?;
+    // A read-only mount does not stop connect() on a unix socket: the host's sockets (the session
+    // bus, a Docker socket, agents) live under /run, which is new and empty inside.
+    for run in [c"/run", c"/var/run"] {
+        if is_real_dir(run) {
+            mount(tmpfs.as_ptr(), run, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=755".as_ptr())?;
+        }
+    }
     mount(tmpfs.as_ptr(), dev, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NOEXEC, c"mode=755".as_ptr())?;
     for (tree, target) in devices.iter().zip(&plan.devices) {
         touch(target)?;

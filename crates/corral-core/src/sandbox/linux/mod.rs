@@ -269,7 +269,7 @@ impl LinuxSandbox {
                 format!("LinuxSandbox: the request's cwd {} lies outside {}.", cwd.display(), mount.display()),
             ));
         }
-        let devices: Vec<CString> = ["null", "zero", "full", "random", "urandom", "tty"]
+        let devices: Vec<CString> = ["null", "zero", "full", "random", "urandom"]
             .iter()
             .map(|n| PathBuf::from("/dev").join(n))
             .filter(|p| p.exists())
@@ -291,7 +291,7 @@ impl LinuxSandbox {
         let (mut hide_dirs, mut hide_files) = (Vec::new(), Vec::new());
         let mut writable_parents = Vec::new();
         // A path under /tmp or /dev is already hidden: those are new and empty inside.
-        let covered_anyway = |h: &Path| h.starts_with("/tmp") || h.starts_with("/dev");
+        let covered_anyway = |h: &Path| ["/tmp", "/dev", "/run", "/var/run"].iter().any(|p| h.starts_with(p));
         for h in hide.iter().filter(|h| h.is_absolute() && h.exists() && !covered_anyway(h)) {
             // The working directory itself is never hidden; a hidden path around it is.
             if mount.starts_with(h) && mount == *h {
@@ -320,8 +320,8 @@ impl LinuxSandbox {
         // Where a tmpfs (/tmp, /dev or a hidden directory) covers a writable tree, its path is made
         // again.
         for w in &writable {
-            let covered =
-                w.starts_with("/tmp") || w.starts_with("/dev") || hide.iter().any(|h| w.starts_with(h) && w != h);
+            let covered = ["/tmp", "/dev", "/run", "/var/run"].iter().any(|p| w.starts_with(p))
+                || hide.iter().any(|h| w.starts_with(h) && w != h);
             if covered {
                 let mut p = PathBuf::new();
                 for c in w.components() {

@@ -69,6 +69,11 @@ pub(super) fn filter() -> Result<Vec<BpfProgram>> {
         clone_rules.push(SeccompRule::new(vec![c]).map_err(|e| bad(&e))?);
     }
     rules.insert(libc::SYS_clone, clone_rules);
+    // The command is its namespace's init's image: clearing PR_SET_PDEATHSIG would let it outlive
+    // C1, and with it the kill on a timeout or abort.
+    let pdeathsig = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::PR_SET_PDEATHSIG as u64)
+        .map_err(|e| bad(&e))?;
+    rules.insert(libc::SYS_prctl, vec![SeccompRule::new(vec![pdeathsig]).map_err(|e| bad(&e))?]);
     let main = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch()?)
         .map_err(|e| bad(&e))?;
     let prog: BpfProgram = main.try_into().map_err(|e: seccompiler::BackendError| bad(&e))?;

@@ -318,3 +318,53 @@ async fn network_allow_with_a_broker_reaches_allowed_hosts_through_it_and_nothin
     sb.close().await.unwrap();
     broker.close().await;
 }
+
+#[tokio::test]
+async fn host_unix_sockets_under_run_are_out_of_reach() {
+    let Some((_dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    let path = format!("/run/corral-test-{}.sock", std::process::id());
+    let Ok(listener) = std::os::unix::net::UnixListener::bind(&path) else {
+        eprintln!("skipped: cannot make a socket under /run");
+        return;
+    };
+    let r = sh(&s, &format!("test -e {path} && echo visible || echo hidden")).await;
+    drop(listener);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(r.stdout, "hidden\n", "{r:?}");
+}
+
+#[tokio::test]
+async fn the_command_has_no_terminal_no_inherited_descriptors_and_no_dangerous_capabilities() {
+    let Some((dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    // A descriptor the host process holds without CLOEXEC.
+    let secret = dir.path().join("held-open.txt");
+    std::fs::write(&secret, "held").unwrap();
+    let c = std::ffi::CString::new(secret.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY) };
+    assert!(fd >= 0);
+    let r = sh(
+        &s,
+        "cut -d' ' -f6 /proc/self/stat; test -e /dev/tty && echo tty || echo no-tty; ls -l /proc/self/fd/; mknod blk b 8 0 && echo mknod-ok; true",
+    )
+    .await;
+    // SAFETY: ours.
+    unsafe { libc::close(fd) };
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"1"), "its own session, led by the namespace's init: {r:?}");
+    assert_eq!(lines.get(1), Some(&"no-tty"), "{r:?}");
+    assert!(!r.stdout.contains("held-open.txt"), "an inherited descriptor: {r:?}");
+    assert!(!r.stdout.contains("mknod-ok"), "a block device node: {r:?}");
+    assert!(!dir.path().join("work/blk").exists());
+}
+
+#[tokio::test]
+async fn the_command_cannot_clear_its_parent_death_signal_to_outlive_an_abort() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipped: no /usr/bin/python3 to call prctl");
+        return;
+    }
+    let Some((_dir, s)) = shell(LinuxSandboxOptions::default()) else { return };
+    let r = sh(&s, "/usr/bin/python3 -c 'import ctypes; print(ctypes.CDLL(None).prctl(1, 0, 0, 0, 0))'").await;
+    assert_eq!(r.stdout, "-1\n", "{r:?}");
+}
