@@ -36,6 +36,9 @@ pub(super) struct Plan {
     pub protect: Vec<CString>,
     pub hide_dirs: Vec<CString>,
     pub hide_files: Vec<CString>,
+    /// Hidden paths inside a writable tree: covered after the tree is attached.
+    pub hide_inner_dirs: Vec<CString>,
+    pub hide_inner_files: Vec<CString>,
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
     /// A memory control group's `cgroup.procs` to join.
     pub memory_procs: Option<CString>,
@@ -406,6 +409,13 @@ fn view(plan: &Plan) -> io::Result<()> {
     }
     for (tree, target) in trees.iter().zip(&plan.writable) {
         attach(*tree, target)?;
+    }
+    for d in &plan.hide_inner_dirs {
+        mount(tmpfs.as_ptr(), d, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=755".as_ptr())?;
+        read_only(d, true, false)?;
+    }
+    for f in &plan.hide_inner_files {
+        mount(c"/dev/null".as_ptr(), f, NONE, libc::MS_BIND, NONE)?;
     }
     for p in &plan.protect {
         mount(p.as_ptr(), p, NONE, libc::MS_BIND | libc::MS_REC, NONE)?;

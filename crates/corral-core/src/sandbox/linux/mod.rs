@@ -288,21 +288,7 @@ impl LinuxSandbox {
             Some(list) => list.iter().map(PathBuf::from).collect(),
             None => std::env::var_os("HOME").map(PathBuf::from).into_iter().collect(),
         };
-        let (mut hide_dirs, mut hide_files) = (Vec::new(), Vec::new());
         let mut writable_parents = Vec::new();
-        // A path under /tmp or /dev is already hidden: those are new and empty inside.
-        let covered_anyway = |h: &Path| ["/tmp", "/dev", "/run", "/var/run"].iter().any(|p| h.starts_with(p));
-        for h in hide.iter().filter(|h| h.is_absolute() && h.exists() && !covered_anyway(h)) {
-            // The working directory itself is never hidden; a hidden path around it is.
-            if mount.starts_with(h) && mount == *h {
-                continue;
-            }
-            if h.is_dir() {
-                hide_dirs.push(cstr(h)?);
-            } else {
-                hide_files.push(cstr(h)?);
-            }
-        }
         // The trees bound read-write: the mount, then `writable` (outer paths before inner ones).
         let mut writable = vec![mount.clone()];
         for w in &self.options.writable {
@@ -317,6 +303,27 @@ impl LinuxSandbox {
             }
         }
         writable[1..].sort_by_key(|p| p.components().count());
+        let (mut hide_dirs, mut hide_files) = (Vec::new(), Vec::new());
+        let (mut hide_inner_dirs, mut hide_inner_files) = (Vec::new(), Vec::new());
+        // A path under /tmp, /dev or /run is already hidden: those are new and empty inside.
+        let covered_anyway = |h: &Path| ["/tmp", "/dev", "/run", "/var/run"].iter().any(|p| h.starts_with(p));
+        for h in hide.iter().filter(|h| h.is_absolute() && h.exists()) {
+            // A writable tree itself is never hidden; a hidden path around it is.
+            if writable.iter().any(|w| w == h) {
+                continue;
+            }
+            // One inside a writable tree is covered after the tree is in place, or it would show.
+            let inner = writable.iter().any(|w| h.starts_with(w));
+            if !inner && covered_anyway(h) {
+                continue;
+            }
+            match (inner, h.is_dir()) {
+                (false, true) => hide_dirs.push(cstr(h)?),
+                (false, false) => hide_files.push(cstr(h)?),
+                (true, true) => hide_inner_dirs.push(cstr(h)?),
+                (true, false) => hide_inner_files.push(cstr(h)?),
+            }
+        }
         // Where a tmpfs (/tmp, /dev or a hidden directory) covers a writable tree, its path is made
         // again.
         for w in &writable {
@@ -359,6 +366,8 @@ impl LinuxSandbox {
             protect,
             hide_dirs,
             hide_files,
+            hide_inner_dirs,
+            hide_inner_files,
             rlimits,
             memory_procs: memory.map(|m| m.procs_path()),
             seccomp: seccomp::filter()?,

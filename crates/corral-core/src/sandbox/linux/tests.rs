@@ -368,3 +368,20 @@ async fn the_command_cannot_clear_its_parent_death_signal_to_outlive_an_abort() 
     let r = sh(&s, "/usr/bin/python3 -c 'import ctypes; print(ctypes.CDLL(None).prctl(1, 0, 0, 0, 0))'").await;
     assert_eq!(r.stdout, "-1\n", "{r:?}");
 }
+
+#[tokio::test]
+async fn hidden_paths_inside_the_working_directory_stay_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = std::fs::canonicalize(dir.path()).unwrap().join("work");
+    std::fs::create_dir_all(work.join("secrets")).unwrap();
+    std::fs::write(work.join("secrets/key"), "hunter2").unwrap();
+    std::fs::write(work.join(".env"), "TOKEN=hunter2").unwrap();
+    let hide = vec![work.join(".env").display().to_string(), work.join("secrets").display().to_string()];
+    let Some(sb) = sandbox(LinuxSandboxOptions { hide: Some(hide), ..Default::default() }) else { return };
+    let s = SandboxShell::new(sb, &work, BTreeMap::new(), InheritEnv::None).unwrap();
+    let r = sh(&s, "cat .env; ls -A secrets; echo x > secrets/new; echo ok > visible.txt; cat visible.txt").await;
+    assert!(!r.stdout.contains("hunter2"), "{r:?}");
+    assert!(r.stdout.ends_with("ok\n"), "the command still runs: {r:?}");
+    assert!(!work.join("secrets/new").exists());
+    assert_eq!(std::fs::read_to_string(work.join(".env")).unwrap(), "TOKEN=hunter2", "the host file is untouched");
+}
