@@ -3,7 +3,15 @@ import { mkdtempSync, mkdirSync, writeFileSync, rmSync, realpathSync } from 'nod
 import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
-import { normalizeWorkspacePath, WorkspaceError } from 'corral';
+import { LinuxSandbox, normalizeWorkspacePath, WorkspaceError } from 'corral';
+
+/** Whether LinuxSandbox can run here: Linux with mount, pid and network namespaces, and a user
+ * namespace unless the tests run as root. */
+export const linuxSandboxUsable = (() => {
+  if (process.platform !== 'linux') return false;
+  const p = LinuxSandbox.probe();
+  return p.mountNamespaces && p.pidNamespaces && p.netNamespaces && (process.getuid?.() === 0 || p.userNamespaces);
+})();
 
 /** A fresh temp directory with `files` written into `root/`; returns { dir, root, cleanup }. */
 export function tempTree(files = {}) {

@@ -10,11 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LinuxSandbox, SandboxShell, createShellTool, createCredentialBroker, ConfigurationError, WorkspaceError } from 'corral';
-import { tempTree } from './helpers.mjs';
+import { linuxSandboxUsable as usable, tempTree } from './helpers.mjs';
 
 const probe = LinuxSandbox.probe();
-const usable = process.platform === 'linux' && probe.mountNamespaces && probe.pidNamespaces && probe.netNamespaces
-  && (process.getuid?.() === 0 || probe.userNamespaces);
 
 const hasCurl = (() => { try { execFileSync('curl', ['--version']); return true; } catch { return false; } })();
 

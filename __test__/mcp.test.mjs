@@ -5,12 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { LinuxSandbox } from 'corral';
-import { tempTree } from './helpers.mjs';
-
-const probe = LinuxSandbox.probe();
-const linuxUsable = process.platform === 'linux' && probe.mountNamespaces && probe.pidNamespaces && probe.netNamespaces
-  && (process.getuid?.() === 0 || probe.userNamespaces);
+import { linuxSandboxUsable as linuxUsable, tempTree } from './helpers.mjs';
 
 const BIN = fileURLToPath(new URL('../bin/corral.js', import.meta.url));
 const trees = [];

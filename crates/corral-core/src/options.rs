@@ -183,15 +183,21 @@ pub fn memory_workspace(v: &Value) -> Result<MemoryWorkspaceOptions> {
 
 /// `SubprocessSandbox({ image, network?, broker?, networkName?, dockerHost? })` (the broker is
 /// attached by the binding).
-pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandboxOptions> {
+/// A sandbox's `network`: `'none'` (the default), `'default'` where `with_default`, or
+/// `{ allow: [hosts] }` (the hosts as given; the sandbox checks them).
+pub fn network(r: &Reader<'_>, with_default: bool) -> Result<crate::sandbox::Network> {
     use crate::sandbox::Network;
-    let r =
-        Reader::new("SubprocessSandbox", v, &["image", "network", "broker", "networkName", "dockerHost", "limits"])?;
-    let shape = || r.err("network must be 'none', 'default' or { allow: [hosts] }.");
-    let network = match r.get("network") {
+    let shape = || {
+        r.err(if with_default {
+            "network must be 'none', 'default' or { allow: [hosts] }."
+        } else {
+            "network must be 'none' or { allow: [hosts] }."
+        })
+    };
+    Ok(match r.get("network") {
         None => Network::None,
         Some(Value::String(s)) if s == "none" => Network::None,
-        Some(Value::String(s)) if s == "default" => Network::Default,
+        Some(Value::String(s)) if s == "default" && with_default => Network::Default,
         Some(Value::Object(o)) if o.keys().all(|k| k == "allow") => match o.get("allow") {
             Some(Value::Array(hosts)) => Network::Allow(
                 hosts
@@ -203,7 +209,13 @@ pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandbox
             _ => return Err(shape()),
         },
         Some(_) => return Err(shape()),
-    };
+    })
+}
+
+pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandboxOptions> {
+    let r =
+        Reader::new("SubprocessSandbox", v, &["image", "network", "broker", "networkName", "dockerHost", "limits"])?;
+    let network = network(&r, true)?;
     if r.get("broker").is_some_and(|b| !b.is_object()) {
         return Err(r.err("broker must come from createCredentialBroker()."));
     }

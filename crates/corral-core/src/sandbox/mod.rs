@@ -83,6 +83,17 @@ pub trait EgressBroker: Send + Sync {
     async fn unlisten(&self, url: &str) -> Result<()>;
 }
 
+/// The variables that send a command's HTTP(S) through the broker's `proxy`, in both spellings
+/// tools read, with `no_proxy` (comma-separated hosts) reached directly.
+pub(crate) fn proxy_env(proxy: &str, no_proxy: &str) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for (key, value) in [("HTTP_PROXY", proxy), ("HTTPS_PROXY", proxy), ("NO_PROXY", no_proxy)] {
+        env.insert(key.to_string(), value.to_string());
+        env.insert(key.to_ascii_lowercase(), value.to_string());
+    }
+    env
+}
+
 /// Checks one `network.allow` entry: an exact host name, an IP address or `*.suffix`. Returns
 /// the normalised form (lower case, no trailing dot, IPv6 without brackets); a URL, a port, a
 /// path or a malformed name is a `ConfigurationError`.

@@ -301,14 +301,7 @@ impl SubprocessSandbox {
     async fn network_plan(&self) -> Result<(String, BTreeMap<String, String>)> {
         if let Some((broker, allow)) = self.egress_wanted() {
             let e = self.egress(broker, allow).await?;
-            let mut env = BTreeMap::new();
-            for key in ["HTTP_PROXY", "HTTPS_PROXY"] {
-                env.insert(key.to_string(), e.proxy.clone());
-                env.insert(key.to_ascii_lowercase(), e.proxy.clone());
-            }
-            env.insert("NO_PROXY".into(), e.gateway.clone());
-            env.insert("no_proxy".into(), e.gateway.clone());
-            return Ok((e.network, env));
+            return Ok((e.network, super::proxy_env(&e.proxy, &e.gateway)));
         }
         let mode = match self.network {
             Network::Default => "default",

@@ -272,11 +272,13 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     // C2: the namespace's init.
     // SAFETY: raw syscall; when the command's parent C1 dies, C2 is killed too.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-    if let Some(port) = plan.forward {
-        // SAFETY: raw syscalls on our own descriptors.
+    if plan.forward.is_some() {
+        // SAFETY: raw syscalls on our own descriptor.
         unsafe { libc::close(pair[0]) };
         check(unsafe { libc::unshare(libc::CLONE_NEWNET) } as libc::c_long)?;
-        loopback_up()?;
+    }
+    loopback_up()?;
+    if let Some(port) = plan.forward {
         let listener = forward::listen(port)?;
         forward::send_fd(pair[1], listener)?;
         // SAFETY: our own descriptors.
@@ -284,8 +286,6 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
             libc::close(listener);
             libc::close(pair[1]);
         }
-    } else {
-        loopback_up()?;
     }
     view(plan)?;
     // SAFETY: a NUL-terminated literal.
@@ -310,7 +310,7 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     drop_capabilities()?;
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } as libc::c_long)?;
     if let Some(l) = &plan.landlock {
-        l.apply()?;
+        l.apply(&plan.writable, &plan.devices)?;
     }
     for prog in &plan.seccomp {
         seccompiler::apply_filter(prog).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;

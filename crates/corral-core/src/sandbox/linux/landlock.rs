@@ -5,7 +5,7 @@
 //! The ruleset is built in the child with raw syscalls (the `landlock` crate allocates, which a
 //! child forked from a multi-threaded process may not do): the paths it names exist only in the
 //! child's view (its private `/tmp`), so they cannot be opened before the fork. The parent
-//! prepares the masks for the kernel's ABI and the list of paths.
+//! prepares the masks for the kernel's ABI; the paths are the child plan's own.
 
 use std::ffi::CString;
 use std::io;
@@ -31,14 +31,10 @@ struct PathBeneathAttr {
     parent_fd: i32,
 }
 
-/// What the child applies: the rights the ruleset handles (for this kernel's ABI) and the rules.
+/// What the child applies: the rights the ruleset handles, for this kernel's ABI.
 #[derive(Debug)]
 pub(super) struct Plan {
     handled: u64,
-    /// Directories with every handled right.
-    pub writable: Vec<CString>,
-    /// Files (device nodes) that may be read, written and, for a tty, controlled.
-    pub devices: Vec<CString>,
 }
 
 /// The kernel's Landlock ABI version, or `None` without Landlock.
@@ -58,7 +54,7 @@ pub(super) fn abi() -> Option<u32> {
 impl Plan {
     /// The rights to handle on a kernel with `abi`: every filesystem right it knows but
     /// `LANDLOCK_ACCESS_FS_REFER`'s (ABI 2) cross-directory rule, which is granted below anyway.
-    pub fn new(abi: u32, writable: Vec<CString>, devices: Vec<CString>) -> Plan {
+    pub fn new(abi: u32) -> Plan {
         let mut handled = (1u64 << 13) - 1; // ABI 1: execute … make_sym
         if abi >= 2 {
             handled |= 1 << 13; // refer
@@ -69,11 +65,13 @@ impl Plan {
         if abi >= 5 {
             handled |= IOCTL_DEV;
         }
-        Plan { handled, writable, devices }
+        Plan { handled }
     }
 
-    /// Restricts this process and its descendants. Raw syscalls only; needs `no_new_privs`.
-    pub fn apply(&self) -> io::Result<()> {
+    /// Restricts this process and its descendants: read and execute everywhere, every right
+    /// beneath the `writable` directories and `/tmp`, read and write on the `devices`. Raw
+    /// syscalls only; needs `no_new_privs`.
+    pub fn apply(&self, writable: &[CString], devices: &[CString]) -> io::Result<()> {
         let attr = RulesetAttr { handled_access_fs: self.handled };
         // SAFETY: a ruleset_attr of the size given.
         let rs = unsafe {
@@ -91,10 +89,10 @@ impl Plan {
         let result = (|| {
             let read = EXECUTE | READ_FILE | READ_DIR;
             add(rs, c"/", read & self.handled)?;
-            for w in &self.writable {
+            for w in writable.iter().map(CString::as_c_str).chain([c"/tmp"]) {
                 add(rs, w, self.handled)?;
             }
-            for d in &self.devices {
+            for d in devices {
                 add(rs, d, (READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV) & self.handled)?;
             }
             // SAFETY: a ruleset descriptor from above.

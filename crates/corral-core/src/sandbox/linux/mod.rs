@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::limits::{limit_note, says_out_of_memory, Limits};
-use super::{EgressBroker, SandboxAdapter, SandboxRequest};
+use super::{validate_host, EgressBroker, Network, SandboxAdapter, SandboxRequest};
 use crate::error::{Code, Error, Result};
 use crate::options::Reader;
 use crate::shell::exec::cgroup::Cgroup;
@@ -66,26 +66,9 @@ impl LinuxSandboxOptions {
             &["network", "broker", "limits", "writable", "protect", "hide", "allowWeaker"],
         )?;
         // `{ allow }` without a broker fails closed, as in SubprocessSandbox: loopback only.
-        let allow = match r.get("network") {
-            None => None,
-            Some(Value::String(s)) if s == "none" => None,
-            Some(Value::Object(o)) if o.keys().all(|k| k == "allow") => {
-                let hosts = o
-                    .get("allow")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| r.err("network.allow must be an array of host names."))?;
-                Some(
-                    hosts
-                        .iter()
-                        .map(|h| {
-                            h.as_str()
-                                .ok_or_else(|| r.err("network.allow entries must be strings."))
-                                .and_then(crate::sandbox::validate_host)
-                        })
-                        .collect::<Result<Vec<_>>>()?,
-                )
-            }
-            Some(_) => return Err(r.err("network must be 'none' or { allow: string[] }.")),
+        let allow = match crate::options::network(&r, false)? {
+            Network::Allow(hosts) => Some(hosts.iter().map(|h| validate_host(h)).collect::<Result<Vec<_>>>()?),
+            _ => None,
         };
         let limits = Limits::from_option(r.get("limits"), "LinuxSandbox limits")?;
         let paths = |k: &str| -> Result<Option<Vec<String>>> {
@@ -123,7 +106,8 @@ pub struct Probe {
     pub pid_namespaces: bool,
     pub net_namespaces: bool,
     pub seccomp: bool,
-    pub landlock: bool,
+    /// Landlock's ABI version, where the kernel has it.
+    pub landlock: Option<u32>,
     pub cgroups: Option<&'static str>,
     pub root: bool,
 }
@@ -136,7 +120,7 @@ impl Probe {
             "pidNamespaces": self.pid_namespaces,
             "netNamespaces": self.net_namespaces,
             "seccomp": self.seccomp,
-            "landlock": self.landlock,
+            "landlock": self.landlock.is_some(),
             "cgroups": self.cgroups,
         })
     }
@@ -172,15 +156,13 @@ pub fn probe() -> Probe {
     } else {
         None
     };
-    let landlock = landlock::abi().is_some();
     Probe {
         user_namespaces: user,
         mount_namespaces: can_unshare(base | libc::CLONE_NEWNS),
         pid_namespaces: can_unshare(base | libc::CLONE_NEWPID),
         net_namespaces: can_unshare(base | libc::CLONE_NEWNET),
-        seccomp: Path::new("/proc/self/status").exists()
-            && std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.contains("Seccomp:")),
-        landlock,
+        seccomp: std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s.contains("Seccomp:")),
+        landlock: landlock::abi(),
         cgroups,
         root,
     }
@@ -189,8 +171,8 @@ pub fn probe() -> Probe {
 pub struct LinuxSandbox {
     options: LinuxSandboxOptions,
     probe: Probe,
-    /// Landlock's ABI version where the kernel has it: the second layer.
-    landlock_abi: Option<u32>,
+    /// The seccomp filter, built once: every run installs the same one.
+    seccomp: Vec<seccompiler::BpfProgram>,
     broker: Option<Arc<dyn EgressBroker>>,
     /// The broker's listener for this sandbox (its URL and port), made on the first run.
     egress: tokio::sync::Mutex<Option<(String, u16)>>,
@@ -223,7 +205,7 @@ impl LinuxSandbox {
                 "LinuxSandbox: limits.pids and limits.memoryBytes need a writable control group (cgroup v1 pids/memory or v2); pass allowWeaker: true to fall back to per-process limits.",
             ));
         }
-        Ok(LinuxSandbox { options, probe, landlock_abi: landlock::abi(), broker: None, egress: Default::default() })
+        Ok(LinuxSandbox { options, probe, seccomp: seccomp::filter()?, broker: None, egress: Default::default() })
     }
 
     pub fn probe(&self) -> &Probe {
@@ -353,15 +335,13 @@ impl LinuxSandbox {
         }
         // SAFETY: raw syscalls.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let writable_c: Vec<CString> = writable.iter().map(|w| cstr(w)).collect::<Result<_>>()?;
-        let devices_c = devices.clone();
         let plan = child::Plan {
             user_ns: !self.probe.root,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
-            devices: devices.clone(),
+            devices,
             cwd: cstr(&cwd)?,
-            writable: writable_c.clone(),
+            writable: writable.iter().map(|w| cstr(w)).collect::<Result<_>>()?,
             writable_parents,
             protect,
             hide_dirs,
@@ -370,26 +350,17 @@ impl LinuxSandbox {
             hide_inner_files,
             rlimits,
             memory_procs: memory.map(|m| m.procs_path()),
-            seccomp: seccomp::filter()?,
+            seccomp: self.seccomp.clone(),
             forward,
-            landlock: self.landlock_abi.map(|abi| {
-                let mut w = writable_c.clone();
-                w.push(c"/tmp".to_owned());
-                landlock::Plan::new(abi, w, devices_c)
-            }),
+            landlock: self.probe.landlock.map(landlock::Plan::new),
         };
         Ok(plan)
     }
 }
 
+/// Whether a control group can be made here (the one made is removed when dropped).
 fn cgroup_writable() -> bool {
-    match Cgroup::create() {
-        Some(g) => {
-            drop(g);
-            true
-        }
-        None => false,
-    }
+    Cgroup::create().is_some()
 }
 
 #[async_trait]
@@ -415,13 +386,7 @@ impl SandboxAdapter for LinuxSandbox {
         let plan = self.plan(&req, memory.as_ref(), forward)?;
         let mut env = req.env.clone();
         if let Some(port) = forward {
-            let proxy = format!("http://127.0.0.1:{port}");
-            for key in ["HTTP_PROXY", "HTTPS_PROXY"] {
-                env.insert(key.to_string(), proxy.clone());
-                env.insert(key.to_ascii_lowercase(), proxy.clone());
-            }
-            env.insert("NO_PROXY".into(), "localhost,127.0.0.1".into());
-            env.insert("no_proxy".into(), "localhost,127.0.0.1".into());
+            env.extend(super::proxy_env(&format!("http://127.0.0.1:{port}"), "localhost,127.0.0.1"));
         }
         let plan = Arc::new(plan);
         let p2 = plan.clone();
