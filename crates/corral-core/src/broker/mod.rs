@@ -123,7 +123,10 @@ pub struct Broker {
     url: String,
     closed: AtomicBool,
     /// The listeners `listen` added, by URL, each stoppable on its own (`unlisten`).
-    extra: std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
+    /// The task that accepts on it is awaited on `unlisten`, so the port is closed when it returns.
+    extra: std::sync::Mutex<
+        std::collections::HashMap<String, (tokio_util::sync::CancellationToken, tokio::task::JoinHandle<()>)>,
+    >,
 }
 
 /// Beyond the hop-by-hop headers (never forwarded at all): headers that frame or route the
@@ -175,7 +178,7 @@ impl Broker {
             tracker: TaskTracker::new(),
         });
         let stop = shared.token.clone();
-        accept_loop(Arc::new(Listener { shared: shared.clone(), allow, local }), listener, None, stop);
+        drop(accept_loop(Arc::new(Listener { shared: shared.clone(), allow, local }), listener, None, stop));
         Ok(Arc::new(Broker {
             shared,
             local,
@@ -243,22 +246,25 @@ impl Broker {
         let listener = bind(SocketAddr::new(ip, 0))?;
         let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
         let stop = self.shared.token.child_token();
-        accept_loop(
+        let task = accept_loop(
             Arc::new(Listener { shared: self.shared.clone(), allow, local }),
             listener,
             Some(clients_net.trunc()),
             stop.clone(),
         );
         let url = format!("http://{local}");
-        self.extra.lock().unwrap().insert(url.clone(), stop);
+        self.extra.lock().unwrap().insert(url.clone(), (stop, task));
         Ok(url)
     }
 
     /// Stops a listener `listen` added (its URL); the broker's own listener is not affected.
-    pub fn unlisten(&self, url: &str) -> Result<()> {
-        match self.extra.lock().unwrap().remove(url) {
-            Some(stop) => {
+    /// Returns once the listening socket is closed: a connection made after it is refused.
+    pub async fn unlisten(&self, url: &str) -> Result<()> {
+        let entry = self.extra.lock().unwrap().remove(url);
+        match entry {
+            Some((stop, task)) => {
                 stop.cancel();
+                let _ = task.await;
                 Ok(())
             }
             None => Err(Error::config(format!("unlisten: no listener at {url}"))),
@@ -312,7 +318,7 @@ fn accept_loop(
     socket: TcpListener,
     clients: Option<IpNet>,
     stop: tokio_util::sync::CancellationToken,
-) {
+) -> tokio::task::JoinHandle<()> {
     let shared = listener.shared.clone();
     shared.clone().tracker.spawn(async move {
         loop {
@@ -340,5 +346,5 @@ fn accept_loop(
                 },
             }
         }
-    });
+    })
 }

@@ -858,6 +858,20 @@ async fn broker_reuses_a_clients_upstream_connection_only_for_the_same_target() 
     broker.close().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_unlisten_returns_once_the_port_refuses_connections() {
+    let broker = Broker::start(BrokerConfig::default()).await.unwrap();
+    for round in 0..200 {
+        let url = broker.listen("127.0.0.1", "127.0.0.1", vec![]).await.unwrap();
+        let addr: SocketAddr = url.strip_prefix("http://").unwrap().parse().unwrap();
+        broker.unlisten(&url).await.unwrap();
+        let connected = TcpStream::connect(addr).await;
+        assert!(connected.is_err(), "round {round}: {url} still accepted a connection after unlisten returned");
+    }
+    assert_eq!(broker.unlisten("http://127.0.0.1:1").await.unwrap_err().code, Code::Configuration);
+    broker.close().await;
+}
+
 #[tokio::test]
 async fn broker_dropped_without_close_stops_listening() {
     let broker = Broker::start(BrokerConfig::default()).await.unwrap();

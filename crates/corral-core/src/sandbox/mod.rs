@@ -301,6 +301,6 @@ impl EgressBroker for crate::broker::Broker {
         crate::broker::Broker::listen(self, host, clients, allow).await
     }
     async fn unlisten(&self, url: &str) -> Result<()> {
-        crate::broker::Broker::unlisten(self, url)
+        crate::broker::Broker::unlisten(self, url).await
     }
 }
