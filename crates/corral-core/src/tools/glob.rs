@@ -104,13 +104,18 @@ pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         // swapped for a link while the walker listed it would otherwise show outside names.
         let real_base = local.walk_root(&base)?.1;
         let strip = if base == "." { 0 } else { base.len() + 1 };
-        let mut checked = 0;
-        hits.retain(|h| {
-            if checked >= o.max_results {
-                return true;
-            }
-            checked += 1;
-            local.open_walked_file(&join(&real_base, &h[strip..])).is_ok()
+        let checked = hits.len().min(o.max_results);
+        let reals: Vec<String> = hits[..checked].iter().map(|h| join(&real_base, &h[strip..])).collect();
+        let local = local.clone();
+        let present = tokio::task::spawn_blocking(move || {
+            local.walked_files_present(&reals.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+        .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+        let mut i = 0;
+        hits.retain(|_| {
+            i += 1;
+            present.get(i - 1).copied().unwrap_or(true)
         });
     }
     let total = hits.len();

@@ -59,6 +59,9 @@ struct Grep {
     cancel: Option<Cancel>,
     keep: usize,
     context: usize,
+    /// Once `keep` matches are held, the last path holding one: a file sorting after it cannot
+    /// be shown, so it is only counted (no lines built).
+    bound: std::sync::RwLock<Option<String>>,
 }
 
 /// The most lines of context grep shows around a match.
@@ -121,13 +124,22 @@ impl Collected {
         Collected { files: Vec::new(), kept: 0, total: 0, keep, context }
     }
 
-    fn add(&mut self, h: FileHits) {
+    /// Adds one file's hits; after a prune that leaves `keep` matches, returns the last path
+    /// holding one (the bound past which files are only counted).
+    fn add(&mut self, h: FileHits) -> Option<String> {
         self.total += h.count;
+        if h.lines.is_empty() {
+            return None;
+        }
         self.kept += h.matches();
         self.files.push(h);
         if self.kept > 2 * self.keep.max(64) {
             self.prune();
+            if self.kept >= self.keep {
+                return self.files.last().map(|f| f.path.clone());
+            }
         }
+        None
     }
 
     /// Sorts by path and keeps the first `keep` matches (with their context).
@@ -180,32 +192,132 @@ impl Grep {
         result
     }
 
+    /// Adds a file's hits to what is kept, and narrows the bound when that says to.
+    fn add(&self, found: &Mutex<Collected>, h: FileHits) {
+        let bound = found.lock().unwrap().add(h);
+        if bound.is_some() {
+            *self.bound.write().unwrap() = bound;
+        }
+    }
+
+    /// Whether matching must stop: cancelled, stopped elsewhere, or over the time budget (this
+    /// file's time so far added to what was spent before it). Sets the flags that say why.
+    fn out_of_time(&self, already: u64, started: Instant) -> bool {
+        if self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos {
+            self.slow.store(!self.cancel.as_ref().is_some_and(|c| c.is_cancelled()), Ordering::Relaxed);
+            self.stop.store(true, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// How many lines run between checks of the clock. One line of a backtracking pattern can
+    /// take milliseconds (a budget checked every thousand lines ran seconds over), so it is
+    /// checked before each of them; the linear engine's time per line is bounded by its length.
+    fn check_every(&self) -> u32 {
+        if self.re.is_backtracking() {
+            1
+        } else {
+            64
+        }
+    }
+
     fn search_lines(&self, path: &str, bytes: &[u8], started: Instant) -> Option<FileHits> {
-        if let Some(pf) = self.re.prefilter() {
-            if !pf.is_match(bytes) {
+        let keep = if self.bound.read().unwrap().as_deref().is_some_and(|b| path > b) {
+            // Files after this path already hold `keep` matches: this one is only counted.
+            0
+        } else {
+            self.keep
+        };
+        match self.re.prefilter() {
+            Some(pf) if self.context == 0 => self.search_candidates(pf, path, bytes, started, keep),
+            Some(pf) if !pf.is_match(bytes) => None,
+            _ => self.search_each_line(path, bytes, started, keep),
+        }
+    }
+
+    /// Without context: the prefilter searches the whole buffer, and only the lines it lands
+    /// in are looked at (ripgrep's approach). A line is tested with the pattern unless the
+    /// prefilter's match is known to be one (`prefilter_is_exact`); line numbers are counted
+    /// only for the lines kept.
+    fn search_candidates(
+        &self,
+        pf: &regex::bytes::Regex,
+        path: &str,
+        bytes: &[u8],
+        started: Instant,
+        keep: usize,
+    ) -> Option<FileHits> {
+        let already = self.spent_nanos.load(Ordering::Relaxed);
+        let exact = self.re.prefilter_is_exact();
+        let every = self.check_every();
+        let mut hits = FileHits { path: path.to_string(), lines: Vec::new(), count: 0 };
+        // The number of the line that starts at `numbered_to`.
+        let (mut line_no, mut numbered_to) = (1usize, 0usize);
+        let mut pos = 0;
+        let mut seen = 0u32;
+        while pos < bytes.len() {
+            let Some(m) = pf.find_at(bytes, pos) else { break };
+            let start = m.start();
+            // `pos` is always the start of a line; the match lies within one line.
+            let line_start = memchr::memrchr(b'\n', &bytes[pos..start]).map_or(pos, |i| pos + i + 1);
+            let line_end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+            let content_end =
+                if line_end > line_start && bytes[line_end - 1] == b'\r' { line_end - 1 } else { line_end };
+            pos = line_end + 1;
+            seen += 1;
+            if seen % every == 0 && self.out_of_time(already, started) {
                 return None;
             }
+            let raw = &bytes[line_start..content_end];
+            let text = String::from_utf8_lossy(raw);
+            let line = cut_line(&text);
+            let valid = matches!(text, std::borrow::Cow::Borrowed(_));
+            let matched = if exact && valid && m.end() <= content_end && raw.len() <= GREP_LINE_CHARS {
+                true
+            } else {
+                match self.re.is_match(line) {
+                    Ok(m) => m,
+                    Err(_) => {
+                        self.step_limit.store(true, Ordering::Relaxed);
+                        self.stop.store(true, Ordering::Relaxed);
+                        return None;
+                    }
+                }
+            };
+            if !matched {
+                continue;
+            }
+            hits.count += 1;
+            if hits.count <= keep {
+                line_no += memchr::memchr_iter(b'\n', &bytes[numbered_to..line_start]).count();
+                numbered_to = line_start;
+                hits.lines.push(Line { n: line_no, text: line.to_string(), matched: true });
+            }
         }
+        (hits.count > 0).then_some(hits)
+    }
+
+    /// Line by line, for context and for patterns without a prefilter (they can match an
+    /// empty line).
+    fn search_each_line(&self, path: &str, bytes: &[u8], started: Instant, keep: usize) -> Option<FileHits> {
         let text = String::from_utf8_lossy(bytes);
         let mut hits = FileHits { path: path.to_string(), lines: Vec::new(), count: 0 };
         let already = self.spent_nanos.load(Ordering::Relaxed);
+        let every = self.check_every() as usize;
         // A final newline ends the last line; it does not start another.
         let body = text.strip_suffix('\n').unwrap_or(&text);
         let all: Vec<&str> = body.split('\n').map(|l| cut_line(l.strip_suffix('\r').unwrap_or(l))).collect();
         let mut shown_to = 0; // lines before this index are already in `hits.lines`
         let mut last_match: Option<usize> = None;
         for (i, line) in all.iter().enumerate() {
-            // Time and cancellation are checked before every line: one line of a slow pattern can
-            // take milliseconds, and a budget checked every thousand lines ran seconds over.
-            if self.stopped() || already + started.elapsed().as_nanos() as u64 > self.budget_nanos {
-                self.slow.store(!self.cancel.as_ref().is_some_and(|c| c.is_cancelled()), Ordering::Relaxed);
-                self.stop.store(true, Ordering::Relaxed);
+            if i % every == 0 && self.out_of_time(already, started) {
                 return None;
             }
             match self.re.is_match(line) {
                 Ok(true) => {
                     hits.count += 1;
-                    if hits.count <= self.keep {
+                    if hits.count <= keep {
                         // The context before (not shown yet), the match; the context after is
                         // added as the lines come, below.
                         for (j, before) in
@@ -220,7 +332,7 @@ impl Grep {
                 }
                 Ok(false) => {
                     if let Some(m) = last_match.filter(|_| self.context > 0) {
-                        if hits.count <= self.keep && i + 1 <= m + self.context && i >= shown_to {
+                        if hits.count <= keep && i < m + self.context && i >= shown_to {
                             hits.lines.push(Line { n: i + 1, text: line.to_string(), matched: false });
                             shown_to = i + 1;
                         }
@@ -269,6 +381,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         cancel: ctx.cancel.clone(),
         keep,
         context,
+        bound: Default::default(),
     });
     let too_large = Arc::new(AtomicUsize::new(0));
     let found = Arc::new(Mutex::new(Collected::new(keep, context)));
@@ -284,7 +397,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 .await
                 .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
             if let Some(h) = hit {
-                found.lock().unwrap().add(h);
+                grep.add(&found, h);
             }
         }
     } else if kind != EntryType::Directory {
@@ -305,7 +418,9 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 return false;
             }
             let size = match &entry {
-                Entry::Disk { size, .. } | Entry::Provider { size } => *size,
+                // On disk the size comes from the opened file (one `fstat`, no `lstat` first).
+                Entry::Disk { .. } => 0,
+                Entry::Provider { size } => *size,
                 Entry::Memory(bytes) => bytes.len() as u64,
             };
             if size > MAX_GREP_FILE_BYTES {
@@ -313,10 +428,14 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 return true;
             }
             let hit = match entry {
-                Entry::Disk { local, real, .. } => match read_walked(local, real) {
-                    Ok(bytes) => g.search(path, &bytes),
+                Entry::Disk { local, real } => READ_BUFFER.with_borrow_mut(|buf| match read_walked(local, real, buf) {
+                    Ok(true) => g.search(path, buf),
+                    Ok(false) => {
+                        big.fetch_add(1, Ordering::Relaxed);
+                        None
+                    }
                     Err(_) => None,
-                },
+                }),
                 Entry::Memory(bytes) => g.search(path, bytes),
                 Entry::Provider { .. } => {
                     p2.lock().unwrap().push(path.to_string());
@@ -324,7 +443,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 }
             };
             if let Some(h) = hit {
-                f2.lock().unwrap().add(h);
+                g.add(&f2, h);
             }
             true
         });
@@ -349,7 +468,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 .await
                 .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
             if let Some(h) = hit {
-                found.lock().unwrap().add(h);
+                grep.add(&found, h);
             }
         }
         if grep.slow.load(Ordering::Relaxed) || grep.step_limit.load(Ordering::Relaxed) {
@@ -383,17 +502,28 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
     Ok(format_hits(results, o, keep, &notes, too_large.load(Ordering::Relaxed)))
 }
 
-/// Reads a regular file a walk found on disk (never a FIFO or device that took its place).
-fn read_walked(local: &crate::fs::local::LocalFs, real: &str) -> std::io::Result<Vec<u8>> {
+thread_local! {
+    /// Each walker thread reads its files into one buffer, reused: no allocation per file.
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Reads a regular file a walk found on disk (never a FIFO or device that took its place) into
+/// `buf`; false when it is over `MAX_GREP_FILE_BYTES` (then it is not read).
+fn read_walked(local: &crate::fs::local::LocalFs, real: &str, buf: &mut Vec<u8>) -> std::io::Result<bool> {
     use std::io::Read;
     let file = local.open_walked_file(real)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    let mut out = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_GREP_FILE_BYTES + 1).read_to_end(&mut out)?;
-    Ok(out)
+    if meta.len() > MAX_GREP_FILE_BYTES {
+        return Ok(false);
+    }
+    buf.clear();
+    // One byte more than the size, so the read that finds the end needs no growth.
+    buf.reserve(meta.len() as usize + 1);
+    file.take(MAX_GREP_FILE_BYTES + 1).read_to_end(buf)?;
+    Ok(buf.len() as u64 <= MAX_GREP_FILE_BYTES)
 }
 
 async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
@@ -476,3 +606,7 @@ fn format_hits(mut results: Collected, o: &FsToolOptions, keep: usize, notes: &[
     out.pop();
     out
 }
+
+#[cfg(test)]
+#[path = "grep_tests.rs"]
+mod tests;

@@ -26,8 +26,9 @@ use crate::path::name_is_denied;
 
 /// A file the walk found.
 pub(super) enum Entry<'a> {
-    /// On disk: `real` is its resolved workspace path, to open with `LocalFs::open_walked_file`.
-    Disk { local: &'a LocalFs, real: &'a str, size: u64 },
+    /// On disk: `real` is its resolved workspace path, to open with `LocalFs::open_walked_file`
+    /// (its size is not asked: the opened file tells it without another call).
+    Disk { local: &'a LocalFs, real: &'a str },
     /// In memory: its bytes.
     Memory(&'a [u8]),
     /// Through a provider's interface: read it afterwards; the size when `stat` was asked.
@@ -300,6 +301,7 @@ fn walk_disk(
     let o = limits.o.clone();
     // `ignore` entries with a `/` are paths from the root: the walk knows paths below the base.
     let real_prefix = if real_base == "." { String::new() } else { format!("{real_base}/") };
+    let by_path = o.ignore.iter().any(|i| i.contains('/'));
     let walker = WalkBuilder::new(host)
         .standard_filters(false)
         .hidden(false)
@@ -309,12 +311,22 @@ fn walk_disk(
             if e.depth() == 0 {
                 return true;
             }
-            let rel =
-                e.path().strip_prefix(e.path().ancestors().nth(e.depth()).unwrap_or(e.path())).unwrap_or(e.path());
-            let path = format!("{real_prefix}{}", rel.to_string_lossy());
-            !skipped(&e.file_name().to_string_lossy(), &path, e.file_type().is_some_and(|t| t.is_dir()), &o)
+            let name = e.file_name().to_string_lossy();
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            // The path below the root is built only when an `ignore` entry names one.
+            let path = if by_path && is_dir {
+                let rel =
+                    e.path().strip_prefix(e.path().ancestors().nth(e.depth()).unwrap_or(e.path())).unwrap_or(e.path());
+                format!("{real_prefix}{}", rel.to_string_lossy())
+            } else {
+                String::new()
+            };
+            !skipped(&name, &path, is_dir, &o)
         })
         .build_parallel();
+    // The walker joins each name to its directory's path: a file's path below the base is the
+    // bytes after the base and its separator.
+    let host_len = host.as_os_str().len();
     walker.run(|| {
         Box::new(move |entry| {
             if limits.stopped() {
@@ -334,8 +346,7 @@ fn walk_disk(
             if !kind.is_file() {
                 return WalkState::Continue;
             }
-            let Ok(rel) = entry.path().strip_prefix(host) else { return WalkState::Continue };
-            let rel = rel.to_string_lossy();
+            let Some(rel) = below(entry.path(), host, host_len) else { return WalkState::Continue };
             let rel = if cfg!(windows) { std::borrow::Cow::Owned(rel.replace('\\', "/")) } else { rel };
             if !filter(&rel) {
                 return WalkState::Continue;
@@ -343,15 +354,32 @@ fn walk_disk(
             if !limits.count(false) {
                 return WalkState::Quit;
             }
-            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
             let real = join(real_base, &rel);
-            if visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real, size }) {
+            if visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real }) {
                 WalkState::Continue
             } else {
                 WalkState::Quit
             }
         })
     });
+}
+
+/// `path` below `host` (`host_len` bytes long), as text.
+fn below<'p>(path: &'p std::path::Path, host: &std::path::Path, host_len: usize) -> Option<std::borrow::Cow<'p, str>> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        let rest = bytes.strip_prefix(host.as_os_str().as_bytes())?;
+        // `host` may end with a separator (`/`) or not.
+        let rest = if host_len > 0 && bytes.get(host_len - 1) == Some(&b'/') { rest } else { rest.strip_prefix(b"/")? };
+        Some(String::from_utf8_lossy(rest))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = host_len;
+        path.strip_prefix(host).ok().map(|r| r.to_string_lossy())
+    }
 }
 
 #[cfg(test)]

@@ -139,6 +139,22 @@ impl LocalFs {
         }
     }
 
+    /// For each path a walk found (resolved workspace paths): whether it is still a regular file
+    /// below the root, reached without a link. Paths grouped by directory are checked fastest.
+    pub fn walked_files_present(&self, reals: &[&str]) -> Vec<bool> {
+        #[cfg(unix)]
+        {
+            self.walked_present(reals)
+        }
+        #[cfg(not(unix))]
+        {
+            reals
+                .iter()
+                .map(|r| self.open_walked_file(r).is_ok_and(|f| f.metadata().is_ok_and(|m| m.is_file())))
+                .collect()
+        }
+    }
+
     /// Opens a file a walk found, by its resolved workspace path, entering no link on the way.
     pub fn open_walked_file(&self, real: &str) -> std::io::Result<std::fs::File> {
         #[cfg(unix)]

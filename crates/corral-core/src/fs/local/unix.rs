@@ -241,6 +241,30 @@ impl LocalFs {
         let fd = beneath::open_no_links(self.root_fd(), real, libc::O_RDONLY | libc::O_NONBLOCK)?;
         Ok(std::fs::File::from(fd))
     }
+
+    /// For each path a walk found (resolved workspace paths, best grouped by directory): whether
+    /// it is still a regular file below the root, reached without a link. Each directory is
+    /// opened once, without following links, and its files are looked up in it.
+    pub(super) fn walked_present(&self, reals: &[&str]) -> Vec<bool> {
+        let mut dir: Option<(&str, io::Result<OwnedFd>)> = None;
+        reals
+            .iter()
+            .map(|real| {
+                let (parent, name) = real.rsplit_once('/').unwrap_or((".", real));
+                if dir.as_ref().is_none_or(|(d, _)| *d != parent) {
+                    let fd = if parent == "." {
+                        beneath::dup(self.root_fd())
+                    } else {
+                        beneath::open_no_links(self.root_fd(), parent, libc::O_PATH | libc::O_DIRECTORY)
+                    };
+                    dir = Some((parent, fd));
+                }
+                let Some((_, Ok(fd))) = &dir else { return false };
+                let Ok(name) = beneath::cstr(name) else { return false };
+                beneath::fstatat(fd.as_fd(), Some(&name)).is_ok_and(|st| beneath::kind(&st) == libc::S_IFREG)
+            })
+            .collect()
+    }
 }
 
 /// Reads a regular file from its descriptor; anything else is refused without reading.

@@ -78,6 +78,8 @@ pub struct JsRegex {
     /// characters are re-encoded as UTF-16 units before matching.
     utf16: bool,
     prefilter: Option<regex::bytes::Regex>,
+    /// The prefilter finds exactly the lines the pattern matches (see `prefilter_is_exact`).
+    exact: bool,
 }
 
 enum Engine {
@@ -94,6 +96,7 @@ impl fmt::Debug for JsRegex {
             .field("backtracking", &self.is_backtracking())
             .field("utf16", &self.utf16)
             .field("prefilter", &self.prefilter.as_ref().map(|r| r.as_str()))
+            .field("exact", &self.exact)
             .finish()
     }
 }
@@ -166,8 +169,9 @@ impl JsRegex {
         };
 
         let prefilter = prefilter::build(&ast, f, utf16);
+        let exact = prefilter.is_some() && !backtracking && !utf16 && !f.y && prefilter::is_exact(&ast.root);
 
-        Ok(JsRegex { source: pattern.to_string(), flags: flags.to_string(), engine, utf16, prefilter })
+        Ok(JsRegex { source: pattern.to_string(), flags: flags.to_string(), engine, utf16, prefilter, exact })
     }
 
     /// Tests one piece of text (a line, or a whole command line) with JavaScript semantics.
@@ -222,6 +226,16 @@ impl JsRegex {
     /// empty string).
     pub fn prefilter(&self) -> Option<&regex::bytes::Regex> {
         self.prefilter.as_ref()
+    }
+
+    /// Whether a prefilter match is a match of the pattern on the line it lies in, when that
+    /// line (without its `\r`) is valid UTF-8, no longer than the cut grep applies, and the
+    /// match ends before the line's `\r`. True for patterns of characters, classes, groups,
+    /// alternation and repetition on the linear engine, with no class that holds `\n` or U+FFFD:
+    /// nothing is widened then, so the prefilter is the pattern itself over bytes. grep then
+    /// counts a line without running the pattern again.
+    pub fn prefilter_is_exact(&self) -> bool {
+        self.exact
     }
 
     /// The pattern as given.

@@ -11,3 +11,14 @@ pub(super) fn build(ast: &Ast, f: Flags, utf16: bool) -> Option<regex::bytes::Re
     pem.node(&ast.root, true, true);
     regex::bytes::RegexBuilder::new(&pem.out).nest_limit(1000).build().ok().filter(|re| !re.is_match(b""))
 }
+
+/// Whether the prefilter of this tree is the pattern itself: no anchor, word boundary,
+/// lookaround or backreference (which it widens), and no class holding `\n` (which it narrows)
+/// or U+FFFD (which it widens to invalid bytes).
+pub(super) fn is_exact(n: &Node) -> bool {
+    match n {
+        Node::Start | Node::End | Node::WordBoundary(_) | Node::Look { .. } | Node::Backref(_) => false,
+        Node::Set(s) => !s.contains(0x0A) && !s.contains(0xFFFD),
+        _ => children(n).iter().all(is_exact),
+    }
+}

@@ -552,6 +552,69 @@ proptest! {
     }
 }
 
+#[test]
+fn prefilter_is_exact_only_where_nothing_is_widened() {
+    let exact = |p: &str, f: &str| JsRegex::new(p, f).unwrap().prefilter_is_exact();
+    for (p, f) in
+        [("static", ""), ("static", "i"), (r"EXPORT_SYMBOL_GPL\(\w+_init\)", "i"), ("a[bc]+d", ""), ("é", "i")]
+    {
+        assert!(exact(p, f), "/{p}/{f} should be exact");
+    }
+    for (p, f) in [
+        ("^a", ""),
+        ("a$", "m"),
+        (r"\ba", ""),
+        ("(a)\\1", ""),
+        ("a(?=b)", ""),
+        ("a.b", ""),
+        ("a.b", "s"),
+        ("a[^b]", ""),
+        (r"a\sb", ""),
+        ("\\ufffd", ""),
+        ("\\uD83D", ""),
+        ("ab", "y"),
+    ] {
+        assert!(!exact(p, f), "/{p}/{f} should not be exact");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+    /// Where the prefilter is exact, a match of it inside a valid UTF-8 line, ending before the
+    /// line's `\r`, is a line the pattern matches (grep counts it without testing the line).
+    #[test]
+    fn an_exact_prefilter_match_is_a_match(which in 0..EXACT_PATTERNS.len(), buf in line_strategy()) {
+        let (p, f) = EXACT_PATTERNS[which];
+        let re = JsRegex::new(p, f).unwrap();
+        prop_assert!(re.prefilter_is_exact(), "/{}/{} is not exact", p, f);
+        let pre = re.prefilter().unwrap();
+        for raw in buf.split(|&b| b == b'\n') {
+            let content = raw.strip_suffix(b"\r").unwrap_or(raw);
+            let Ok(text) = std::str::from_utf8(content) else { continue };
+            if pre.find_iter(raw).any(|m| m.end() <= content.len()) {
+                prop_assert!(re.is_match(text).unwrap(), "/{}/{}: prefilter {} found {:?}, the pattern does not match it", p, f, pre.as_str(), text);
+            }
+        }
+    }
+}
+
+/// Exact patterns for the property test, over the same alphabet.
+const EXACT_PATTERNS: &[(&str, &str)] = &[
+    ("a", ""),
+    ("ab", ""),
+    ("A", "i"),
+    ("é", "i"),
+    ("a\\rb", ""),
+    ("\\r", ""),
+    ("[ab ]\\r", ""),
+    ("a[ \\t]+b", ""),
+    ("(?:ab)+", ""),
+    ("a{2,}", ""),
+    ("a|b ", ""),
+    ("\u{1F600}+", "u"),
+    ("[a\\u{1F600}]{2}", "u"),
+];
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
     /// Any string is either refused with a message or compiled; nothing panics.
