@@ -46,6 +46,18 @@ fn expected(files: &[(String, Vec<u8>)], re: &JsRegex) -> Vec<String> {
     out
 }
 
+/// The files in a temporary directory, and a provider over it.
+fn on_disk(files: &[(String, Vec<u8>)]) -> (tempfile::TempDir, LocalFs) {
+    let dir = tempfile::tempdir().unwrap();
+    for (p, c) in files {
+        let f = dir.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, c).unwrap();
+    }
+    let disk = LocalFs::new(dir.path().to_str().unwrap()).unwrap();
+    (dir, disk)
+}
+
 fn everything() -> FsToolOptions {
     FsToolOptions { max_results: 1_000_000, max_output_chars: 100_000_000, ..Default::default() }
 }
@@ -84,13 +96,7 @@ const PATTERNS: &[(&str, &str)] = &[
 async fn grep_finds_exactly_the_lines_a_line_by_line_search_finds() {
     let files = corpus();
     let memory = MemoryFs::new(files.clone()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    for (p, c) in &files {
-        let f = dir.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, c).unwrap();
-    }
-    let disk = LocalFs::new(dir.path().to_str().unwrap()).unwrap();
+    let (_dir, disk) = on_disk(&files);
     for &(pattern, flags) in PATTERNS {
         let re = JsRegex::new(pattern, flags).unwrap();
         let want = expected(&files, &re);
@@ -107,13 +113,7 @@ async fn past_the_limit_matches_are_counted_and_the_first_by_path_are_shown() {
     // 400 files of 3 matches each, on disk (a parallel walk in no fixed order) and in memory.
     let files: Vec<(String, Vec<u8>)> =
         (0..400).map(|i| (format!("d{}/f{i:03}.txt", i % 7), b"hit 1\nmiss\nhit 2\nhit 3\n".to_vec())).collect();
-    let dir = tempfile::tempdir().unwrap();
-    for (p, c) in &files {
-        let f = dir.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, c).unwrap();
-    }
-    let disk = LocalFs::new(dir.path().to_str().unwrap()).unwrap();
+    let (_dir, disk) = on_disk(&files);
     let memory = MemoryFs::new(files.clone()).unwrap();
     let re = JsRegex::new("hit", "").unwrap();
     let want: Vec<String> = expected(&files, &re).into_iter().take(200).collect();
