@@ -138,7 +138,7 @@ function row(name, corralMs, otherName, otherMs, note = '') {
 async function benchTree(label, root, { grepPattern, globPattern }) {
   const files = Number(execFileSync('sh', ['-c', `find '${root}' -type f | wc -l`], { encoding: 'utf8' }).trim());
   console.log(`\n${label}: ${files} files (${RUNS} runs each, medians)`);
-  const big = { maxResults: 10_000_000, maxOutputChars: 1_000_000_000, maxFilesScanned: 10_000_000, grepTimeoutMs: 600_000 };
+  const big = { maxResults: 1_000_000, maxOutputChars: 100_000_000, maxFilesScanned: 10_000_000, grepTimeoutMs: 600_000 };
   const tools = Object.fromEntries(createFsTools(new NodeWorkspace({ root }), big).map((t) => [t.name, t]));
 
   const g = await time(() => tools.grep.execute({ pattern: grepPattern }));
@@ -179,7 +179,7 @@ async function benchRead() {
   mkdirSync(root, { recursive: true });
   const lines = Array.from({ length: 5000 }, (_, i) => `    const value${i} = compute(${i}, "some text to make the line realistic"); // line ${i + 1}`);
   writeFileSync(join(root, 'big.js'), `${lines.join('\n')}\n`);
-  const tool = createFsTools(new NodeWorkspace({ root }), { maxOutputChars: 1_000_000_000 }).find((t) => t.name === 'read_file');
+  const tool = createFsTools(new NodeWorkspace({ root }), { maxOutputChars: 100_000_000 }).find((t) => t.name === 'read_file');
   const c = await time(() => tool.execute({ path: 'big.js' }));
   const js = await time(async () => {
     const text = await readFile(join(root, 'big.js'), 'utf8');
@@ -193,10 +193,103 @@ async function benchRead() {
   row('read_file (first 2,000 lines)', c.ms, 'fs+format', js.ms);
 }
 
+// ---- the workloads models run most, on the linux-source tree ----------------------------------
+// corral's output is sorted by path, so the ripgrep it is held to is `rg -n --sort path` (one
+// thread); plain `rg -n` (every thread, any order) is shown beside it.
+const rgBase = ['-n', '-uu', '--no-messages', '--max-filesize', '2M'];
+/** Default limits, except that the whole tree is scanned (the default stops at 20,000 files). */
+const wholeTree = { maxFilesScanned: 10_000_000, grepTimeoutMs: 600_000 };
+const every = { ...wholeTree, maxResults: 1_000_000, maxOutputChars: 100_000_000 };
+const grepWorkloads = [
+  { name: 'common word, default limits', args: { pattern: 'static' }, options: wholeTree, rg: ['-e', 'static'] },
+  { name: 'common word, every match', args: { pattern: 'static' }, options: every, rg: ['-e', 'static'] },
+  { name: 'common word in *.h, every match', args: { pattern: 'static', glob: '*.h' }, options: every, rg: ['-g', '*.h', '-e', 'static'] },
+  { name: 'ignore_case regex, glob *.c', args: { pattern: 'EXPORT_SYMBOL_GPL\\(\\w+_init\\)', ignore_case: true, glob: '*.c' }, options: every, rg: ['-i', '-g', '*.c', '-e', 'EXPORT_SYMBOL_GPL\\(\\w+_init\\)'] },
+  { name: 'rare literal', args: { pattern: 'copy_from_user_nofault' }, options: wholeTree, rg: ['-e', 'copy_from_user_nofault'] },
+  { name: 'identifier, default limits', args: { pattern: 'copy_from_user' }, options: wholeTree, rg: ['-e', 'copy_from_user'] },
+];
+
+const rgLines = (root, args) => spawnSync(which('rg'), [...rgBase, ...args, '.'], { cwd: root, maxBuffer: 1 << 30, encoding: 'utf8' });
+const matchCount = (out) => {
+  const m = /of ([\d,]+) matches/.exec(out);
+  return m ? Number(m[1].replaceAll(',', '')) : out.split('\n').filter((l) => /^[^:\n]+:\d+: /.test(l)).length;
+};
+
+/** Runs `script` (ES module text printing one number) in `runs` fresh node processes; the median. */
+function freshMedian(script, runs) {
+  const xs = [];
+  for (let i = 0; i < runs; i++) {
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', cwd: join(here, '..') });
+    xs.push(Number(r.stdout.trim().split('\n').at(-1)));
+  }
+  return median(xs);
+}
+
+const firstCallScript = (root, w) => `
+  const { NodeWorkspace, createFsTools } = await import('corral');
+  const grep = createFsTools(new NodeWorkspace({ root: ${JSON.stringify(root)} }), ${JSON.stringify(w.options)}).find((t) => t.name === 'grep');
+  const t0 = performance.now();
+  await grep.execute(${JSON.stringify(w.args)});
+  console.log(performance.now() - t0);`;
+
+async function benchWorkloads(root) {
+  const rg = which('rg');
+  console.log(`\nlinux-source tree, the searches models run most (${RUNS} runs each, medians; ratio < 1 is faster than ripgrep)`);
+  for (const w of grepWorkloads) {
+    const grep = createFsTools(new NodeWorkspace({ root }), w.options).find((t) => t.name === 'grep');
+    const c = await time(() => grep.execute(w.args));
+    const count = matchCount(c.out);
+    if (!rg) {
+      console.log(`  ${w.name.padEnd(34)} corral ${fmt(c.ms).padStart(9)} (${count} matches)`);
+      continue;
+    }
+    const sorted = await time(() => rgLines(root, ['--sort', 'path', ...w.rg]));
+    const unsorted = await time(() => rgLines(root, w.rg));
+    const rgCount = sorted.out.stdout.split('\n').filter(Boolean).length;
+    row(w.name, c.ms, 'rg --sort', sorted.ms, `(${count} vs ${rgCount} matches; plain rg ${fmt(unsorted.ms)}, ratio ${(c.ms / unsorted.ms).toFixed(2)}×)`);
+    if (w === grepWorkloads[0] || w === grepWorkloads.at(-1)) {
+      const first = freshMedian(firstCallScript(root, w), Math.min(RUNS, 5));
+      row(`${w.name}, first call in a process`, first, 'rg --sort', sorted.ms, '(rg is always a fresh process)');
+    }
+  }
+  const mem = peakRss(`
+    const { NodeWorkspace, createFsTools } = await import('corral');
+    const t = createFsTools(new NodeWorkspace({ root: ${JSON.stringify(root)} }), ${JSON.stringify(wholeTree)}).find((x) => x.name === 'grep');
+    await t.execute({ pattern: 'static' });`);
+  const node = peakRss('');
+  console.log(`  grep 'static' over the tree, default limits: peak memory ${mem.toFixed(0)} MB (node alone ${node.toFixed(0)} MB)`);
+  rows.push({ name: 'grep common word peak RSS (linux)', corral: mem, other: 'MB', otherMs: NaN, ratio: NaN });
+  const fd = which('fdfind') || which('fd');
+  const glob = createFsTools(new NodeWorkspace({ root }), every).find((t) => t.name === 'glob');
+  const g = await time(() => glob.execute({ pattern: '**/*.h' }));
+  if (fd) {
+    const f = await time(() => spawnSync(fd, ['-u', '--type', 'f', '--glob', '--full-path', '**/*.h', '.'], { cwd: root, maxBuffer: 1 << 30, encoding: 'utf8' }));
+    row('glob **/*.h', g.ms, 'fd', f.ms, `(${g.out.split('\n').filter((l) => l && !l.startsWith('(')).length} vs ${f.out.stdout.split('\n').filter(Boolean).length} paths)`);
+  }
+}
+
+/** Time against the files scanned: a subtree of ~2k files, one of ~17k, the whole tree. */
+async function benchGrowth(root) {
+  console.log('\ngrowth: grep \'static\' (every match) and glob \'**/*.h\' by the files scanned');
+  console.log('  subtree     files    grep ms   µs/file    glob ms   µs/file');
+  for (const sub of ['fs', 'arch', '.']) {
+    const dir = join(root, sub);
+    const files = Number(execFileSync('sh', ['-c', `find '${dir}' -type f | wc -l`], { encoding: 'utf8' }).trim());
+    const tools = Object.fromEntries(createFsTools(new NodeWorkspace({ root: dir }), every).map((t) => [t.name, t]));
+    const g = await time(() => tools.grep.execute({ pattern: 'static' }));
+    const gl = await time(() => tools.glob.execute({ pattern: '**/*.h' }));
+    const us = (ms) => ((ms * 1000) / files).toFixed(1).padStart(8);
+    console.log(`  ${sub.padEnd(8)} ${String(files).padStart(8)} ${g.ms.toFixed(0).padStart(10)} ${us(g.ms)} ${gl.ms.toFixed(0).padStart(10)} ${us(gl.ms)}`);
+  }
+}
+
 console.log(`corral bench — node ${process.version}, ${RUNS} runs per case`);
 if (!which('rg') || !(which('fdfind') || which('fd'))) console.log('(install ripgrep and fd-find for the ripgrep/fd columns: apt-get install ripgrep fd-find)');
 await benchRead();
 await benchTree('small tree', smallTree(), { grepPattern: 'kmalloc\\(|TODO alpha', globPattern: '**/*.h' });
 const linux = quick ? null : linuxTree();
-if (linux) await benchTree('linux-source tree', linux, { grepPattern: 'spin_lock_irqsave\\(&\\w+->lock', globPattern: '**/*.rs' });
-else if (!quick) console.log('\n(linux-source tree skipped: apt-get install linux-source-6.1)');
+if (linux) {
+  await benchTree('linux-source tree', linux, { grepPattern: 'spin_lock_irqsave\\(&\\w+->lock', globPattern: '**/*.rs' });
+  await benchWorkloads(linux);
+  await benchGrowth(linux);
+} else if (!quick) console.log('\n(linux-source tree skipped: apt-get install linux-source-6.1)');
