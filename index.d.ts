@@ -95,6 +95,8 @@ export interface ExecResult {
   timedOut: boolean;
   aborted?: boolean;
   signal?: string;
+  /** From a sandbox with limits: the limit that stopped the command (memory, cpu, pids, file size). */
+  note?: string;
 }
 
 export interface ShellProvider {
@@ -403,17 +405,26 @@ export interface SubprocessSandboxOptions {
   dockerHost?: string;
   /** The container's memory (no swap beyond it), pids (default 4096) and cpu/fsize/nofile ulimits; an OOM kill is named in the note. */
   limits?: SandboxLimits;
+  /**
+   * 'command' (default): a new container per command. 'session': one container per SandboxShell
+   * cwd, started on its first command and removed on close(); each command runs in it through the
+   * exec API, and a timeout or abort kills that command's processes only. Limits then hold for the
+   * container as a whole.
+   */
+  reuse?: 'command' | 'session';
 }
 
-/** Each command in a new Docker container (Docker Engine API), cwd bind-mounted at the same path. */
+/** Each command in a Docker container (Docker Engine API), cwd bind-mounted at the same path. */
 export declare class SubprocessSandbox implements SandboxAdapter {
   constructor(options: SubprocessSandboxOptions);
   /** The validated network policy. */
   readonly network: SandboxNetwork;
   readonly networkName: string;
   run(request: SandboxRequest, options?: SandboxRunOptions): Promise<ExecResult>;
-  /** Stops the egress listener and removes the network if this sandbox created it. */
+  /** Removes the kept containers ('session'), stops the egress listener and removes the network if this sandbox created it. */
   close(): Promise<void>;
+  /** Removes the containers corral labelled whose owner, a process of this machine, no longer runs. Resolves with how many. */
+  prune(): Promise<number>;
 }
 
 export interface SandboxLimits {

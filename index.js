@@ -359,7 +359,7 @@ class NoopSandbox {
 }
 adapterMethods(NoopSandbox);
 
-/** Runs each command as `sh -c` in a new Docker container (Docker Engine API on its unix socket). */
+/** Runs each command as `sh -c` in a Docker container (Docker Engine API): a new one per command, or one kept per SandboxShell cwd. */
 class SubprocessSandbox {
   constructor(options) {
     const broker = options?.broker;
@@ -371,6 +371,8 @@ class SubprocessSandbox {
   }
   /** The internal network name used for allowlisted egress. */
   get networkName() { return adapterOf.get(this).networkName; }
+  /** Removes the containers a crashed process of this machine left behind; resolves with how many. */
+  prune() { return lift(() => adapterOf.get(this).prune()); }
 }
 adapterMethods(SubprocessSandbox);
 

@@ -1,4 +1,5 @@
 // Shared fixtures for the specs: temp directories and a provider written in plain JavaScript.
+import { afterEach } from 'vitest';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync, realpathSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -49,6 +50,23 @@ export function jsProvider(root) {
     async mkdir(p) { await fsp.mkdir(abs(p), { recursive: true }); },
     async rm(p, o) { await fsp.rm(abs(p), { recursive: Boolean(o?.recursive) }); },
   };
+}
+
+/**
+ * For a test file: `tree(files)` makes a temp tree with `sub/` in its root, removed after the
+ * test; `cleanups` takes more functions to run after each test (last in, first run).
+ */
+export function perTestTrees() {
+  const cleanups = [];
+  afterEach(async () => {
+    while (cleanups.length) await cleanups.pop()();
+  });
+  const tree = (files = {}) => {
+    const t = tempTree({ 'sub/.keep': '', ...files });
+    cleanups.push(() => t.cleanup());
+    return t;
+  };
+  return { tree, cleanups };
 }
 
 export { rmSync };

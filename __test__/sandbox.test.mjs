@@ -4,7 +4,7 @@
 // and every refusal), and a real Docker Engine when CORRAL_DOCKER_HOST names one
 // (scripts/dockerd-test.sh: Engine 20.10 on a private socket, no bridge, image corral-busybox).
 // Every socket and listener here is a unix socket or on 127.0.0.x.
-import { describe, it, expect, afterEach } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import http from 'node:http';
 import net from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
@@ -21,7 +21,8 @@ import {
   ConfigurationError,
   WorkspaceError,
 } from 'corral';
-import { tempTree } from './helpers.mjs';
+import { perTestTrees } from './helpers.mjs';
+import { DOCKER_HOST, IMAGE, engineGet, containersFor, containersGone } from './docker-engine.mjs';
 
 const EGRESS_UNSUPPORTED = 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED';
 const SECRET = `corral-sbx-secret-${randomBytes(8).toString('hex')}`;
@@ -36,17 +37,7 @@ const REUSED_SUBNET = '127.0.0.16/29';
 
 // ---- fixtures ------------------------------------------------------------------------------
 
-const cleanups = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()();
-});
-
-/** A temp tree with `sub/` in its root; removed after the test. */
-function tree(files = {}) {
-  const t = tempTree({ 'sub/.keep': '', ...files });
-  cleanups.push(() => t.cleanup());
-  return t;
-}
+const { tree, cleanups } = perTestTrees();
 
 /** Sets process.env[name] for the test only. */
 function setEnv(name, value) {
@@ -754,43 +745,6 @@ describe('SubprocessSandbox against a fake Engine API server', () => {
 });
 
 // ---- against a real Docker Engine ---------------------------------------------------------
-
-const DOCKER_HOST = process.env.CORRAL_DOCKER_HOST;
-const IMAGE = 'corral-busybox:latest';
-
-/** A GET on the real engine's socket (unversioned path); resolves the parsed JSON. */
-function engineGet(path) {
-  const socketPath = DOCKER_HOST.replace(/^unix:\/\//, '');
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath, path, method: 'GET', headers: { host: 'docker' } }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        if (res.statusCode !== 200) return reject(new Error(`GET ${path}: ${res.statusCode}`));
-        resolve(JSON.parse(Buffer.concat(chunks).toString()));
-      });
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-/** Every container, running or not, that mounts `dir` or a directory below it. */
-async function containersFor(dir) {
-  const all = await engineGet('/containers/json?all=1');
-  return all.filter((c) => (c.Mounts ?? []).some((m) => m.Source === dir || m.Source?.startsWith(`${dir}/`)));
-}
-
-/** Polls until no container mounts `dir` (up to 10 s); returns what is left. */
-async function containersGone(dir) {
-  let left = [];
-  for (let i = 0; i < 100; i++) {
-    left = await containersFor(dir);
-    if (left.length === 0) break;
-    await sleep(100);
-  }
-  return left;
-}
 
 async function waitForFile(path, ms = 20_000) {
   const until = Date.now() + ms;

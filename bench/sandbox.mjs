@@ -20,6 +20,7 @@ const image = process.env.CORRAL_BENCH_IMAGE ?? 'corral-busybox:latest';
 const probe = LinuxSandbox.probe();
 
 const dir = realpathSync(mkdtempSync(join(tmpdir(), 'corral-bench-sandbox-')));
+const sessions = [];
 try {
   const shells = [['NodeWorkspace.exec', new NodeWorkspace({ root: dir })]];
   if (probe.mountNamespaces && probe.pidNamespaces && probe.netNamespaces) {
@@ -28,8 +29,12 @@ try {
   } else {
     console.log('LinuxSandbox: skipped (this kernel lacks namespaces)');
   }
-  if (dockerHost) shells.push([`SandboxShell(SubprocessSandbox).exec`, new SandboxShell(new SubprocessSandbox({ image, dockerHost }), { cwd: dir })]);
-  else console.log('SubprocessSandbox: skipped (set CORRAL_DOCKER_HOST to a Docker Engine with corral-busybox:latest)');
+  if (dockerHost) {
+    shells.push([`SandboxShell(SubprocessSandbox).exec`, new SandboxShell(new SubprocessSandbox({ image, dockerHost }), { cwd: dir })]);
+    const kept = new SubprocessSandbox({ image, dockerHost, reuse: 'session' });
+    sessions.push(kept);
+    shells.push([`  reuse: 'session' (exec in a kept container)`, new SandboxShell(kept, { cwd: dir })]);
+  } else console.log('SubprocessSandbox: skipped (set CORRAL_DOCKER_HOST to a Docker Engine with corral-busybox:latest)');
 
   const time = async (provider) => {
     const t0 = performance.now();
@@ -51,8 +56,9 @@ try {
   console.log(`exec('true'), median of ${runs} alternating runs each:`);
   for (const [k, [label]] of shells.entries()) {
     const m = median(samples[k]);
-    console.log(`  ${label.padEnd(40)} ${m.toFixed(1).padStart(8)} ms   (min ${Math.min(...samples[k]).toFixed(1)}, max ${Math.max(...samples[k]).toFixed(1)})   ${(m / base).toFixed(1)}x`);
+    console.log(`  ${label.padEnd(46)} ${m.toFixed(1).padStart(8)} ms   (min ${Math.min(...samples[k]).toFixed(1)}, max ${Math.max(...samples[k]).toFixed(1)})   ${(m / base).toFixed(1)}x`);
   }
 } finally {
+  for (const s of sessions) await s.close();
   rmSync(dir, { recursive: true, force: true });
 }

@@ -149,6 +149,18 @@ impl NativeSandbox {
         env.spawn_future(async move { a.run(req, cancel).await.map(exec_result_js).napi() })
     }
 
+    /// SubprocessSandbox's `prune()`: how many containers a crashed process left were removed.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn prune<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, u32>> {
+        let s = self.subprocess.clone();
+        env.spawn_future(async move {
+            match s {
+                Some(s) => s.prune().await.map(|n| n as u32).napi(),
+                None => Err(CoreError::config("prune() belongs to SubprocessSandbox.")).napi(),
+            }
+        })
+    }
+
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ()>> {
         let a = self.inner.clone();

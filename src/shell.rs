@@ -75,6 +75,10 @@ pub(crate) fn exec_result_js(r: ExecResult) -> Value {
     if let Some(s) = r.signal {
         v["signal"] = json!(s);
     }
+    // A sandbox's word on the run (a limit that stopped it); never set on the host.
+    if let Some(n) = r.note {
+        v["note"] = json!(n);
+    }
     v
 }
 

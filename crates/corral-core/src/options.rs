@@ -213,8 +213,11 @@ pub fn network(r: &Reader<'_>, with_default: bool) -> Result<crate::sandbox::Net
 }
 
 pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandboxOptions> {
-    let r =
-        Reader::new("SubprocessSandbox", v, &["image", "network", "broker", "networkName", "dockerHost", "limits"])?;
+    let r = Reader::new(
+        "SubprocessSandbox",
+        v,
+        &["image", "network", "broker", "networkName", "dockerHost", "limits", "reuse"],
+    )?;
     let network = network(&r, true)?;
     if r.get("broker").is_some_and(|b| !b.is_object()) {
         return Err(r.err("broker must come from createCredentialBroker()."));
@@ -226,6 +229,12 @@ pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandbox
         network_name: r.string("networkName")?,
         docker_host: r.string("dockerHost")?,
         limits: crate::sandbox::limits::Limits::from_option(r.get("limits"), "SubprocessSandbox limits")?,
+        reuse: match r.get("reuse") {
+            None => crate::sandbox::Reuse::Command,
+            Some(Value::String(s)) if s == "command" => crate::sandbox::Reuse::Command,
+            Some(Value::String(s)) if s == "session" => crate::sandbox::Reuse::Session,
+            Some(_) => return Err(r.err("reuse must be 'command' or 'session'.")),
+        },
     })
 }
 

@@ -263,17 +263,32 @@ impl DockerClient {
 
     /// `POST /containers/{id}/attach`, asking for the connection to be hijacked.
     pub(crate) async fn attach(&self, id: &str, stdin: bool) -> Result<Attached> {
-        let path = self
-            .versioned(&format!("/containers/{id}/attach?stream=1&stdout=1&stderr=1&stdin={}", u8::from(stdin)))
-            .await?;
-        let mut req = Self::request(Method::POST, &path, None)?;
+        let path = format!("/containers/{id}/attach?stream=1&stdout=1&stderr=1&stdin={}", u8::from(stdin));
+        self.hijack("attach", &path, None).await
+    }
+
+    /// `POST /exec/{id}/start` (attached, no TTY), asking for the connection to be hijacked.
+    pub(crate) async fn start_exec(&self, id: &str) -> Result<Attached> {
+        self.hijack(
+            "exec start",
+            &format!("/exec/{id}/start"),
+            Some(&serde_json::json!({ "Detach": false, "Tty": false })),
+        )
+        .await
+    }
+
+    /// A versioned POST whose connection carries the streams afterwards: hijacked (HTTP 101),
+    /// or the response body of a daemon or proxy that does not upgrade.
+    async fn hijack(&self, what: &str, path: &str, body: Option<&Value>) -> Result<Attached> {
+        let path = self.versioned(path).await?;
+        let mut req = Self::request(Method::POST, &path, body)?;
         req.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("Upgrade"));
         req.headers_mut().insert(header::UPGRADE, header::HeaderValue::from_static("tcp"));
         let mut sender = self.sender().await?;
-        let resp = sender.send_request(req).await.map_err(|e| io_error("attach", e))?;
+        let resp = sender.send_request(req).await.map_err(|e| io_error(what, e))?;
         let status = resp.status();
         if status == StatusCode::SWITCHING_PROTOCOLS {
-            let io = hyper::upgrade::on(resp).await.map_err(|e| io_error("attach", e))?;
+            let io = hyper::upgrade::on(resp).await.map_err(|e| io_error(what, e))?;
             return Ok(Attached::Raw(TokioIo::new(io)));
         }
         if status.is_success() {
@@ -281,7 +296,7 @@ impl DockerClient {
         }
         let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
         let reply = Reply { status, body };
-        Err(Error::new(Code::Io, format!("Docker Engine: attach: {} ({})", reply.message(), status.as_u16())))
+        Err(Error::new(Code::Io, format!("Docker Engine: {what}: {} ({})", reply.message(), status.as_u16())))
     }
 }
 

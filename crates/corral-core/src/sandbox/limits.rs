@@ -95,5 +95,15 @@ pub(crate) fn limit_note(
             limits.pids.unwrap_or(0)
         ));
     }
+    // Where the refusals cannot be counted (a container), the shell's own words say it.
+    let said = r.stderr.to_ascii_lowercase();
+    if limits.pids.is_some()
+        && ["can't fork", "cannot fork", "resource temporarily unavailable"].iter().any(|w| said.contains(w))
+    {
+        return Some(format!(
+            "The command tried to start more than {} processes and forks were refused: pids.",
+            limits.pids.unwrap_or(0)
+        ));
+    }
     None
 }

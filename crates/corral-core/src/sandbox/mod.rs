@@ -21,13 +21,14 @@ pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod linux;
 mod noop;
+mod session;
 mod subprocess;
 
 #[cfg(all(test, unix))]
 mod tests;
 
 pub use noop::NoopSandbox;
-pub use subprocess::{Network, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
+pub use subprocess::{Network, Reuse, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
 
 /// The timeout a command gets when the caller gives none (the shell tool always gives one).
 pub const DEFAULT_SANDBOX_TIMEOUT_MS: u64 = crate::shell::tool::DEFAULT_TIMEOUT_MS;

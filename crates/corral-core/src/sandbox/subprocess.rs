@@ -24,10 +24,14 @@ use crate::shell::{Cancel, ExecResult};
 pub const MIN_EGRESS_ENGINE: (u32, u32, u32) = (25, 0, 5);
 /// The label on the internal networks this sandbox makes.
 pub(crate) const EGRESS_LABEL: (&str, &str) = ("com.lousho.sandbox", "egress");
-/// The label on its containers.
+/// The label on its containers: `run` for one command's, `session` for a kept one.
 pub(crate) const RUN_LABEL: (&str, &str) = ("com.lousho.sandbox", "run");
+/// The label a session container carries instead.
+pub(crate) const SESSION_LABEL: &str = "session";
+/// Which process made a container: `<hostname>/<pid>`.
+pub(crate) const OWNER_LABEL: &str = "com.lousho.sandbox.owner";
 /// How long the output is still read after the container stopped or was killed.
-const DRAIN: Duration = Duration::from_secs(5);
+pub(super) const DRAIN: Duration = Duration::from_secs(5);
 
 /// Most processes one command's container may have.
 pub const PIDS_LIMIT: i64 = 4096;
@@ -57,6 +61,19 @@ pub struct SubprocessSandboxOptions {
     /// The container's memory (swap equal: none extra), pids, and CPU-time, file-size and
     /// open-file ulimits.
     pub limits: super::limits::Limits,
+    /// A new container per command, or one kept per SandboxShell cwd.
+    pub reuse: Reuse,
+}
+
+/// `reuse`: `'command'` (the default) or `'session'`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reuse {
+    /// Each command in a new container, removed when it ends.
+    #[default]
+    Command,
+    /// One container per SandboxShell cwd, kept until `close()`; each command runs in it
+    /// through the exec API.
+    Session,
 }
 
 /// The internal network, its broker listener and what containers get to use it.
@@ -78,7 +95,10 @@ pub struct SubprocessSandbox {
     host: DockerHost,
     client: Option<Arc<DockerClient>>,
     egress: tokio::sync::Mutex<Option<Egress>>,
-    limits: super::limits::Limits,
+    pub(super) limits: super::limits::Limits,
+    pub(super) reuse: Reuse,
+    /// The kept containers (`reuse: 'session'`).
+    pub(super) sessions: super::session::Sessions,
 }
 
 impl std::fmt::Debug for SubprocessSandbox {
@@ -112,7 +132,7 @@ impl SubprocessSandbox {
     /// Checks the options: a non-empty image, valid `network.allow` hosts (kept normalised), a
     /// valid network name and Docker host.
     pub fn new(options: SubprocessSandboxOptions) -> Result<Self> {
-        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host, limits } = options;
+        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host, limits, reuse } = options;
         if image.trim().is_empty() {
             return Err(Error::config("SubprocessSandbox: image must be a non-empty string."));
         }
@@ -143,12 +163,20 @@ impl SubprocessSandbox {
             client,
             egress: tokio::sync::Mutex::new(None),
             limits,
+            reuse,
+            sessions: Default::default(),
         })
     }
 
     /// The network policy, with `Allow` hosts validated and normalised (`sandbox.network`).
     pub fn network(&self) -> &Network {
         &self.network
+    }
+
+    /// Removes the containers a crashed process left behind: those this library labelled, made
+    /// on this machine by a process that no longer runs. Returns how many were removed.
+    pub async fn prune(&self) -> Result<usize> {
+        super::session::prune(self.client()?).await
     }
 
     pub fn image(&self) -> &str {
@@ -172,7 +200,7 @@ impl SubprocessSandbox {
         }
     }
 
-    fn client(&self) -> Result<&Arc<DockerClient>> {
+    pub(super) fn client(&self) -> Result<&Arc<DockerClient>> {
         match (&self.client, &self.host) {
             (Some(c), _) => Ok(c),
             (None, h) => Err(Error::config(format!(
@@ -311,6 +339,123 @@ impl SubprocessSandbox {
     }
 }
 
+/// What every container of a run needs, checked before any exists.
+pub(super) struct Prepared {
+    pub client: Arc<DockerClient>,
+    pub network_mode: String,
+    /// The request's variables and the proxy's, as `KEY=value`.
+    pub env: Vec<String>,
+    /// The directory bind-mounted at the same path.
+    pub mount: String,
+}
+
+impl SubprocessSandbox {
+    /// Egress is checked (and refused) and the mount looked at before any container exists.
+    pub(super) async fn prepare(&self, req: &SandboxRequest) -> Result<Prepared> {
+        let (network_mode, proxy_env) = self.network_plan().await?;
+        let client = self.client()?.clone();
+        let mut env = req.env.clone();
+        env.extend(proxy_env);
+        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        // The container sees SandboxShell's cwd, bind-mounted at the same path, and starts in
+        // the request's cwd (the same directory, or one below it).
+        let mount = req.mount.as_deref().unwrap_or(&req.cwd).to_string();
+        if !std::path::Path::new(&mount).is_dir() {
+            return Err(Error::new(
+                Code::NotFound,
+                format!(
+                    "SubprocessSandbox: the SandboxShell cwd {mount} is not a directory on this machine; it is bind-mounted into the container, so it must exist here."
+                ),
+            ));
+        }
+        Ok(Prepared { client, network_mode, env, mount })
+    }
+
+    /// The container's `HostConfig`: network, the bind mount, no setuid escalation, and the limits.
+    pub(super) fn host_config(&self, network_mode: &str, mount: &str) -> Value {
+        let mut host = json!({
+            "NetworkMode": network_mode,
+            "AutoRemove": false,
+            "Mounts": [{ "Type": "bind", "Source": mount, "Target": mount }],
+            // No setuid escalation inside the container, and no fork bomb that takes the host down.
+            "SecurityOpt": ["no-new-privileges"],
+            "PidsLimit": self.limits.pids.map_or(PIDS_LIMIT, |p| p as i64),
+        });
+        if let Some(m) = self.limits.memory_bytes {
+            host["Memory"] = json!(m);
+            host["MemorySwap"] = json!(m);
+        }
+        let ulimits: Vec<Value> = [
+            ("cpu", self.limits.cpu_seconds),
+            ("fsize", self.limits.file_size_bytes),
+            ("nofile", self.limits.open_files),
+        ]
+        .into_iter()
+        .filter_map(|(name, v)| v.map(|n| json!({ "Name": name, "Soft": n, "Hard": n })))
+        .collect();
+        if !ulimits.is_empty() {
+            host["Ulimits"] = json!(ulimits);
+        }
+        host
+    }
+
+    /// A command that could not run: an image without `sh` is a result with exit code 127, as a
+    /// shell says it; anything else an error.
+    pub(super) fn could_not_run(&self, e: Error) -> Result<ExecResult> {
+        if e.message.contains("executable file not found") {
+            return Ok(ExecResult {
+                exit_code: Some(127),
+                stderr: format!(
+                    "The command could not start: the image {} has no sh ({}).\n",
+                    self.image,
+                    e.message.trim()
+                ),
+                ..Default::default()
+            });
+        }
+        Err(Error::new(e.code, format!("Could not run the command: {}", e.message)))
+    }
+
+    /// Killed for memory: the container's state says so (asked only when a limit was set and
+    /// the command failed).
+    pub(super) async fn oom_killed(&self, client: &DockerClient, id: &str, result: &ExecResult) -> bool {
+        self.limits.memory_bytes.is_some()
+            && result.exit_code.is_some_and(|c| c != 0)
+            && client
+                .json(Method::GET, &format!("/containers/{id}/json"), None)
+                .await
+                .ok()
+                .and_then(|v| v.get("State").and_then(|s| s.get("OOMKilled")).and_then(Value::as_bool))
+                .unwrap_or(false)
+    }
+
+    pub(super) fn add_limit_note(&self, result: &mut ExecResult, oom: bool) {
+        if !self.limits.is_empty() {
+            result.note = super::limits::limit_note(result, &self.limits, oom, false, 0);
+        }
+    }
+}
+
+/// The labels of a container this sandbox makes: what it is for, and which process on which
+/// machine made it (so `prune()` can tell what a crashed host left behind).
+pub(super) fn labels(kind: &str) -> Value {
+    json!({ RUN_LABEL.0: kind, OWNER_LABEL: owner() })
+}
+
+/// `<hostname>/<pid>` of this process.
+pub(super) fn owner() -> String {
+    format!("{}/{}", hostname(), std::process::id())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
 /// The first IPv4 `(Gateway, Subnet)` of a network's IPAM config; a missing gateway is the
 /// subnet's first host, as Docker assigns it.
 fn ipv4_config(net: &Value) -> Option<(String, String)> {
@@ -358,7 +503,7 @@ impl Drop for ContainerGuard {
     }
 }
 
-async fn remove_container(client: &DockerClient, id: &str) {
+pub(super) async fn remove_container(client: &DockerClient, id: &str) {
     let _ = client.call(Method::DELETE, &format!("/containers/{id}?force=1&v=1"), None).await;
 }
 
@@ -366,6 +511,38 @@ enum Outcome {
     Exited(Result<i64>),
     TimedOut,
     Aborted,
+}
+
+/// A command's output as it is read from its attached streams.
+pub(super) struct Streams {
+    pub out: Arc<Mutex<Capture>>,
+    pub err: Arc<Mutex<Capture>>,
+    /// Cancelled when the streams end.
+    pub done: CancellationToken,
+}
+
+impl Default for Streams {
+    fn default() -> Self {
+        Streams {
+            out: Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES))),
+            err: Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES))),
+            done: CancellationToken::new(),
+        }
+    }
+}
+
+impl Streams {
+    /// Reads them (and writes the request's stdin) on a task of its own.
+    pub(super) fn read(&self, attached: Attached, req: &SandboxRequest) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(read_attached(
+            attached,
+            req.stdin.clone(),
+            self.out.clone(),
+            self.err.clone(),
+            self.done.clone(),
+            req.on_output.clone(),
+        ))
+    }
 }
 
 /// Reads the attached streams into the captures; `done` when they end.
@@ -433,26 +610,13 @@ impl SandboxAdapter for SubprocessSandbox {
         if cancel.is_cancelled() {
             return Ok(ExecResult { aborted: true, ..Default::default() });
         }
+        if self.reuse == Reuse::Session {
+            return super::session::run(self, req, cancel).await;
+        }
         let deadline =
             (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
-        // Egress is checked (and refused) before any container exists.
-        let (network_mode, proxy_env) = self.network_plan().await?;
-        let client = self.client()?.clone();
-        let mut env = req.env.clone();
-        env.extend(proxy_env);
-        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let Prepared { client, network_mode, env, mount } = self.prepare(&req).await?;
         let with_stdin = req.stdin.is_some();
-        // The container sees SandboxShell's cwd, bind-mounted at the same path, and starts in
-        // the request's cwd (the same directory, or one below it).
-        let mount = req.mount.as_deref().unwrap_or(&req.cwd);
-        if !std::path::Path::new(mount).is_dir() {
-            return Err(Error::new(
-                Code::NotFound,
-                format!(
-                    "SubprocessSandbox: the SandboxShell cwd {mount} is not a directory on this machine; it is bind-mounted into the container, so it must exist here."
-                ),
-            ));
-        }
         let body = json!({
             "Image": self.image,
             "Entrypoint": ["sh", "-c"],
@@ -465,33 +629,9 @@ impl SandboxAdapter for SubprocessSandbox {
             "StdinOnce": with_stdin,
             "AttachStdout": true,
             "AttachStderr": true,
-            "Labels": { RUN_LABEL.0: RUN_LABEL.1 },
-            "HostConfig": {
-                "NetworkMode": network_mode,
-                "AutoRemove": false,
-                "Mounts": [{ "Type": "bind", "Source": mount, "Target": mount }],
-                // No setuid escalation inside the container, and no fork bomb that takes the host down.
-                "SecurityOpt": ["no-new-privileges"],
-                "PidsLimit": self.limits.pids.map_or(PIDS_LIMIT, |p| p as i64),
-            },
+            "Labels": labels(RUN_LABEL.1),
+            "HostConfig": self.host_config(&network_mode, &mount),
         });
-        let mut body = body;
-        let host = &mut body["HostConfig"];
-        if let Some(m) = self.limits.memory_bytes {
-            host["Memory"] = json!(m);
-            host["MemorySwap"] = json!(m);
-        }
-        let ulimits: Vec<Value> = [
-            ("cpu", self.limits.cpu_seconds),
-            ("fsize", self.limits.file_size_bytes),
-            ("nofile", self.limits.open_files),
-        ]
-        .into_iter()
-        .filter_map(|(name, v)| v.map(|n| json!({ "Name": name, "Soft": n, "Hard": n })))
-        .collect();
-        if !ulimits.is_empty() {
-            host["Ulimits"] = json!(ulimits);
-        }
         let created = client
             .json(Method::POST, "/containers/create", Some(&body))
             .await
@@ -503,20 +643,12 @@ impl SandboxAdapter for SubprocessSandbox {
             .to_string();
         let mut guard = ContainerGuard { client: client.clone(), id: Some(id.clone()) };
 
-        let out = Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES)));
-        let err = Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES)));
-        let done = CancellationToken::new();
+        let streams = Streams::default();
+        let Streams { out, err, done } = &streams;
         let mut reader: Option<tokio::task::JoinHandle<()>> = None;
         let work = async {
             let attached = client.attach(&id, with_stdin).await?;
-            reader = Some(tokio::spawn(read_attached(
-                attached,
-                req.stdin.clone(),
-                out.clone(),
-                err.clone(),
-                done.clone(),
-                req.on_output.clone(),
-            )));
+            reader = Some(streams.read(attached, &req));
             client.json(Method::POST, &format!("/containers/{id}/start"), None).await?;
             let waited =
                 client.json(Method::POST, &format!("/containers/{id}/wait?condition=not-running"), None).await?;
@@ -552,19 +684,7 @@ impl SandboxAdapter for SubprocessSandbox {
                     r.abort();
                 }
                 guard.remove().await;
-                // An image without `sh`: the command could not start, as a shell says it (127).
-                if e.message.contains("executable file not found") {
-                    return Ok(ExecResult {
-                        exit_code: Some(127),
-                        stderr: format!(
-                            "The command could not start: the image {} has no sh ({}).\n",
-                            self.image,
-                            e.message.trim()
-                        ),
-                        ..Default::default()
-                    });
-                }
-                return Err(Error::new(e.code, format!("Could not run the command: {}", e.message)));
+                return self.could_not_run(e);
             }
             Outcome::TimedOut | Outcome::Aborted => {
                 result.timed_out = matches!(outcome, Outcome::TimedOut);
@@ -581,26 +701,20 @@ impl SandboxAdapter for SubprocessSandbox {
         if let Some(r) = reader.take() {
             r.abort();
         }
-        // Killed for memory: the container's state says so (asked only when a limit was set).
-        let oom = self.limits.memory_bytes.is_some()
-            && result.exit_code.is_some_and(|c| c != 0)
-            && client
-                .json(Method::GET, &format!("/containers/{id}/json"), None)
-                .await
-                .ok()
-                .and_then(|v| v.get("State").and_then(|s| s.get("OOMKilled")).and_then(Value::as_bool))
-                .unwrap_or(false);
+        let oom = self.oom_killed(&client, &id, &result).await;
         guard.remove().await;
         result.stdout = out.lock().unwrap().text();
         result.stderr = err.lock().unwrap().text();
-        if !self.limits.is_empty() {
-            result.note = super::limits::limit_note(&result, &self.limits, oom, false, 0);
-        }
+        self.add_limit_note(&mut result, oom);
         Ok(result)
     }
 
-    /// Stops the broker's listener and removes the network if this sandbox made it.
+    /// Removes the kept containers, stops the broker's listener and removes the network if this
+    /// sandbox made it.
     async fn close(&self) -> Result<()> {
+        if let Ok(client) = self.client() {
+            self.sessions.remove_all(client).await;
+        }
         let Some(e) = self.egress.lock().await.take() else { return Ok(()) };
         let mut first_error = None;
         if let Some(broker) = &self.broker {

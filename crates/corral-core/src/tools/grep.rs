@@ -266,7 +266,7 @@ impl Grep {
                 if line_end > line_start && bytes[line_end - 1] == b'\r' { line_end - 1 } else { line_end };
             pos = line_end + 1;
             seen += 1;
-            if seen % every == 0 && self.out_of_time(already, started) {
+            if seen.is_multiple_of(every) && self.out_of_time(already, started) {
                 return None;
             }
             let raw = &bytes[line_start..content_end];
@@ -311,7 +311,7 @@ impl Grep {
         let mut shown_to = 0; // lines before this index are already in `hits.lines`
         let mut last_match: Option<usize> = None;
         for (i, line) in all.iter().enumerate() {
-            if i % every == 0 && self.out_of_time(already, started) {
+            if i.is_multiple_of(every) && self.out_of_time(already, started) {
                 return None;
             }
             match self.re.is_match(line) {

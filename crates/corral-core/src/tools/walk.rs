@@ -494,7 +494,7 @@ mod tests {
             // Root reads any directory: only an unprivileged walk can see this one refused.
             if unsafe { libc::geteuid() } != 0 {
                 let (d, local) = disk();
-                std::fs::set_permissions(d.path().join("src"), std::fs::Permissions::from_mode(0)).unwrap();
+                std::fs::set_permissions(d.path().join("src"), std::fs::Permissions::from_mode(0o000)).unwrap();
                 let (_, stats) = files(&local, &o, ".").await;
                 std::fs::set_permissions(d.path().join("src"), std::fs::Permissions::from_mode(0o755)).unwrap();
                 assert_eq!(stats.unreadable.load(Ordering::Relaxed), 1);

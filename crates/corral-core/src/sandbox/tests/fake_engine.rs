@@ -258,6 +258,7 @@ fn sandbox(
         network_name: name.map(str::to_string),
         docker_host: Some(engine.host()),
         limits: Default::default(),
+        reuse: Default::default(),
     })
     .unwrap()
 }
@@ -428,6 +429,7 @@ async fn egress_is_refused_where_it_cannot_be_enforced_and_no_container_starts()
             network_name: name.map(str::to_string),
             docker_host: Some(remote.map(str::to_string).unwrap_or_else(|| engine.host())),
             limits: Default::default(),
+            reuse: Default::default(),
         })
         .unwrap();
         for _ in 0..2 {

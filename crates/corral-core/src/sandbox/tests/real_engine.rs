@@ -35,6 +35,7 @@ fn sandbox(host: &str, network: Network, broker: Option<Arc<RecordingBroker>>) -
         network_name: None,
         docker_host: Some(host.into()),
         limits: Default::default(),
+        reuse: Default::default(),
     })
     .unwrap())
 }

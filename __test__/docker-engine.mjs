@@ -1,0 +1,43 @@
+// The real Docker Engine the sandbox tests use when CORRAL_DOCKER_HOST names one
+// (scripts/dockerd-test.sh: a private daemon on a unix socket, image corral-busybox), and the
+// Engine API calls the tests make on it to see what a sandbox left behind.
+import http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export const DOCKER_HOST = process.env.CORRAL_DOCKER_HOST;
+export const IMAGE = 'corral-busybox:latest';
+
+/** A GET on the real engine's socket (unversioned path); resolves the parsed JSON. */
+export function engineGet(path) {
+  const socketPath = DOCKER_HOST.replace(/^unix:\/\//, '');
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, path, method: 'GET', headers: { host: 'docker' } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        if (res.statusCode !== 200) return reject(new Error(`GET ${path}: ${res.statusCode}`));
+        resolve(JSON.parse(Buffer.concat(chunks).toString()));
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Every container, running or not, that mounts `dir` or a directory below it. */
+export async function containersFor(dir) {
+  const all = await engineGet('/containers/json?all=1');
+  return all.filter((c) => (c.Mounts ?? []).some((m) => m.Source === dir || m.Source?.startsWith(`${dir}/`)));
+}
+
+/** Polls until no container mounts `dir` (up to 10 s); returns what is left. */
+export async function containersGone(dir) {
+  let left = [];
+  for (let i = 0; i < 100; i++) {
+    left = await containersFor(dir);
+    if (left.length === 0) break;
+    await sleep(100);
+  }
+  return left;
+}
+

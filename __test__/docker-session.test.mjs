@@ -1,0 +1,169 @@
+// SubprocessSandbox with reuse: 'session' and with limits, against a real Docker Engine
+// (CORRAL_DOCKER_HOST; scripts/dockerd-test.sh starts one as root). Skipped without one.
+import { describe, it, expect } from 'vitest';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { SandboxShell, SubprocessSandbox, ConfigurationError } from 'corral';
+import { perTestTrees } from './helpers.mjs';
+import { DOCKER_HOST, IMAGE, containersFor, containersGone } from './docker-engine.mjs';
+
+const { tree, cleanups } = perTestTrees();
+
+function session(options = {}) {
+  const sandbox = new SubprocessSandbox({ image: IMAGE, dockerHost: DOCKER_HOST, reuse: 'session', ...options });
+  cleanups.push(() => sandbox.close());
+  return sandbox;
+}
+
+/** The command lines of the processes running in the kept container, seen from a new command. */
+async function processes(shell) {
+  const r = await shell.exec('ps -o args');
+  return r.stdout.split('\n').slice(1).map((l) => l.trim()).filter(Boolean);
+}
+
+describe('SubprocessSandbox reuse option', () => {
+  it("refuses a reuse that is not 'command' or 'session'", () => {
+    expect(() => new SubprocessSandbox({ image: IMAGE, reuse: 'always' })).toThrow(ConfigurationError);
+    expect(() => new SubprocessSandbox({ image: IMAGE, reuse: 'always' })).toThrow(/reuse must be 'command' or 'session'/);
+  });
+});
+
+describe.skipIf(!DOCKER_HOST)("SubprocessSandbox reuse: 'session' against a real Docker Engine", () => {
+  it('runs every command of a SandboxShell in one kept container, with each command its own env and cwd', async () => {
+    const t = tree();
+    const shell = new SandboxShell(session(), { cwd: t.root, env: { BASE: 'b' } });
+    const first = await shell.exec('echo kept > /tmp/state; echo $BASE $ONE; hostname', { env: { ONE: '1' }, timeoutMs: 30_000 });
+    expect(first.exitCode, first.stderr).toBe(0);
+    const [vars, host] = first.stdout.trim().split('\n');
+    expect(vars).toBe('b 1');
+    const second = await shell.exec('cat /tmp/state; echo "[$ONE]"; hostname; pwd', { cwd: 'sub' });
+    expect(second.stdout).toBe(`kept\n[]\n${host}\n${join(t.root, 'sub')}\n`);
+    expect((await shell.exec('exit 7')).exitCode).toBe(7);
+    expect((await shell.exec('cat', { stdin: 'in\n' })).stdout).toBe('in\n');
+    expect(await containersFor(t.root)).toHaveLength(1);
+  });
+
+  it("a timeout kills the command and what it left running, and the container serves the next command", async () => {
+    const t = tree();
+    const shell = new SandboxShell(session(), { cwd: t.root });
+    await shell.exec('true');
+    const r = await shell.exec('sleep 31 & sleep 32; touch late', { timeoutMs: 800 });
+    expect(r).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGKILL' });
+    const left = await processes(shell);
+    expect(left.filter((a) => /sleep 3[12]/.test(a))).toEqual([]);
+    expect((await shell.exec('echo still here')).stdout).toBe('still here\n');
+    expect(existsSync(join(t.root, 'late'))).toBe(false);
+    expect(await containersFor(t.root)).toHaveLength(1);
+  });
+
+  it('an abort kills only the aborted command while another runs in the same container', async () => {
+    const t = tree();
+    const shell = new SandboxShell(session(), { cwd: t.root });
+    await shell.exec('true');
+    const controller = new AbortController();
+    const aborted = shell.exec('touch started; sleep 41', { signal: controller.signal });
+    const other = shell.exec('sleep 2; echo other finished');
+    while (!existsSync(join(t.root, 'started'))) await new Promise((r) => setTimeout(r, 20));
+    controller.abort();
+    const r = await aborted;
+    expect(r).toMatchObject({ aborted: true, exitCode: null });
+    expect(await other).toMatchObject({ exitCode: 0, stdout: 'other finished\n' });
+    expect((await processes(shell)).filter((a) => a.includes('sleep 41'))).toEqual([]);
+  });
+
+  it('close() removes the kept container; a later command starts a new one', async () => {
+    const t = tree();
+    const sandbox = session();
+    const shell = new SandboxShell(sandbox, { cwd: t.root });
+    await shell.exec('echo x > /tmp/state');
+    expect(await containersFor(t.root)).toHaveLength(1);
+    await sandbox.close();
+    expect(await containersGone(t.root)).toEqual([]);
+    const r = await shell.exec('cat /tmp/state 2>/dev/null || echo fresh');
+    expect(r.stdout).toBe('fresh\n');
+  });
+
+  it('a kept container removed behind its back is replaced on the next command', async () => {
+    const t = tree();
+    const shell = new SandboxShell(session(), { cwd: t.root });
+    await shell.exec('true');
+    const [c] = await containersFor(t.root);
+    await engineDelete(`/containers/${c.Id}?force=1`);
+    const r = await shell.exec('echo replaced');
+    expect(r).toMatchObject({ exitCode: 0, stdout: 'replaced\n' });
+    expect((await containersFor(t.root)).map((x) => x.Id)).not.toContain(c.Id);
+  });
+
+  it('prune() removes the container a crashed process left, and not those of a live one', async () => {
+    const t = tree();
+    const live = tree();
+    await new SandboxShell(session(), { cwd: live.root }).exec('true');
+    // A child process runs one command in a kept container and is killed before it can close.
+    const child = spawn(process.execPath, ['--input-type=module', '-e', `
+      const { SubprocessSandbox, SandboxShell } = await import('corral');
+      const s = new SubprocessSandbox({ image: ${JSON.stringify(IMAGE)}, dockerHost: ${JSON.stringify(DOCKER_HOST)}, reuse: 'session' });
+      await new SandboxShell(s, { cwd: ${JSON.stringify(t.root)} }).exec('true');
+      console.log('ready');
+      setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise((resolve, reject) => {
+      child.stdout.on('data', (d) => { if (String(d).includes('ready')) resolve(); });
+      child.on('exit', (code) => reject(new Error(`the child exited with ${code}`)));
+    });
+    child.kill('SIGKILL');
+    await new Promise((r) => child.on('exit', r));
+    expect(await containersFor(t.root)).toHaveLength(1);
+    const removed = await session().prune();
+    expect(removed).toBeGreaterThanOrEqual(1);
+    expect(await containersGone(t.root)).toEqual([]);
+    expect(await containersFor(live.root)).toHaveLength(1);
+  });
+
+  it('limits hold in a kept container: forks past pids are refused and named, memory and file size too', async () => {
+    const t = tree();
+    const shell = new SandboxShell(session({ limits: { pids: 16, memoryBytes: 64 * 1024 * 1024, fileSizeBytes: 1024 * 1024 } }), { cwd: t.root });
+    const big = await shell.exec('head -c 2000000 /dev/zero > big.bin', { timeoutMs: 30_000 });
+    expect(big.exitCode).not.toBe(0);
+    expect(big.note).toMatch(/file size/);
+    const mem = await shell.exec('x=$(head -c 200000000 /dev/zero | tr "\\0" a); echo ${#x}', { timeoutMs: 60_000 });
+    expect(mem.exitCode).not.toBe(0);
+    expect(mem.note).toMatch(/memory/);
+    // A SIGKILL that is not the OOM killer's is not called memory where the cgroup can be read.
+    const [c] = await containersFor(t.root);
+    const cgroups = [`/sys/fs/cgroup/memory/docker/${c.Id}`, `/sys/fs/cgroup/docker/${c.Id}`, `/sys/fs/cgroup/system.slice/docker-${c.Id}.scope`];
+    const own = await shell.exec('kill -9 $$');
+    expect(own.exitCode).toBe(137);
+    if (cgroups.some((p) => existsSync(p))) expect(own.note).toBeUndefined();
+    // Last: the sleeps that did start outlive the command in a kept container, as in a shell.
+    const forks = await shell.exec('for i in $(seq 1 40); do sleep 1 & done; wait', { timeoutMs: 30_000 });
+    expect(forks.stderr).toMatch(/fork|resource/i);
+    expect(forks.note).toMatch(/pids/);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await shell.exec('echo alive')).stdout).toBe('alive\n');
+  });
+});
+
+describe.skipIf(!DOCKER_HOST)("SubprocessSandbox limits, one container per command, against a real Docker Engine", () => {
+  it('forks past pids are refused and named in the note; seq and ps are in the image', async () => {
+    const t = tree();
+    const sandbox = new SubprocessSandbox({ image: IMAGE, dockerHost: DOCKER_HOST, limits: { pids: 16 } });
+    const shell = new SandboxShell(sandbox, { cwd: t.root });
+    const r = await shell.exec('for i in $(seq 1 40); do sleep 5 & done; wait', { timeoutMs: 30_000 });
+    expect(r.stderr).toMatch(/fork|resource/i);
+    expect(r.note).toMatch(/pids/);
+    expect((await shell.exec('ps -o pid | wc -l')).exitCode).toBe(0);
+    expect(await containersGone(t.root)).toEqual([]);
+  });
+});
+
+/** A DELETE on the real engine's socket. */
+function engineDelete(path) {
+  return import('node:http').then(({ default: http }) => new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: DOCKER_HOST.replace(/^unix:\/\//, ''), path, method: 'DELETE', headers: { host: 'docker' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.on('error', reject);
+    req.end();
+  }));
+}

@@ -1,0 +1,293 @@
+//! `reuse: 'session'`: one container per SandboxShell cwd, started on its first command and kept
+//! until `close()`; each command runs in it through the exec API. A timeout or abort kills that
+//! command's processes (every process but the container's init when no other command is
+//! running in it, else the command's process group) and leaves the container usable.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use super::docker::DockerClient;
+use super::subprocess::{
+    labels, owner, remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL, SESSION_LABEL,
+};
+use super::SandboxRequest;
+use crate::error::{Code, Error, Result};
+use crate::shell::{Cancel, ExecResult};
+
+/// PID 1 of a kept container: waits forever, reaps what it inherits, stops on SIGTERM.
+const KEEPALIVE: &str = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done";
+/// Each command records its pid (docker starts an exec'd process as the leader of its own
+/// session, so that is also its process group) for a kill, then becomes the command.
+const WRAPPER: &str = r#"echo $$ > "/tmp/.corral-exec-$1" 2>/dev/null; exec sh -c "$2""#;
+
+/// One kept container.
+struct Kept {
+    id: String,
+    /// Commands running in it now.
+    running: AtomicUsize,
+    /// The OOM kills its memory cgroup had counted when last looked at.
+    oom_seen: std::sync::atomic::AtomicU64,
+}
+
+/// The kept containers of one sandbox, by the directory they mount.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    kept: tokio::sync::Mutex<HashMap<String, Arc<Kept>>>,
+}
+
+impl Sessions {
+    /// The container for `mount`, started on first use (one at a time: two first commands
+    /// share one container).
+    async fn get_or_start(&self, sb: &SubprocessSandbox, p: &Prepared) -> Result<Arc<Kept>> {
+        let mut kept = self.kept.lock().await;
+        if let Some(k) = kept.get(&p.mount) {
+            return Ok(k.clone());
+        }
+        let body = json!({
+            "Image": sb.image(),
+            "Entrypoint": ["sh", "-c"],
+            "Cmd": [KEEPALIVE],
+            "WorkingDir": p.mount,
+            "Tty": false,
+            "Labels": labels(SESSION_LABEL),
+            "HostConfig": sb.host_config(&p.network_mode, &p.mount),
+        });
+        let created = p.client.json(Method::POST, "/containers/create", Some(&body)).await?;
+        let id = created
+            .get("Id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::new(Code::Io, "Docker Engine: the created container has no Id"))?
+            .to_string();
+        if let Err(e) = p.client.json(Method::POST, &format!("/containers/{id}/start"), None).await {
+            remove_container(&p.client, &id).await;
+            return Err(e);
+        }
+        let k = Arc::new(Kept { id, running: AtomicUsize::new(0), oom_seen: Default::default() });
+        kept.insert(p.mount.clone(), k.clone());
+        Ok(k)
+    }
+
+    /// Forgets a container that is gone or stopped (removed by hand, a daemon restart), and
+    /// removes what is left of it.
+    async fn forget(&self, client: &DockerClient, mount: &str, id: &str) {
+        let mut kept = self.kept.lock().await;
+        if kept.get(mount).is_some_and(|k| k.id == id) {
+            kept.remove(mount);
+        }
+        drop(kept);
+        remove_container(client, id).await;
+    }
+
+    /// Removes every kept container (`close()`).
+    pub(crate) async fn remove_all(&self, client: &DockerClient) {
+        let all: Vec<Arc<Kept>> = self.kept.lock().await.drain().map(|(_, k)| k).collect();
+        for k in all {
+            remove_container(client, &k.id).await;
+        }
+    }
+}
+
+/// Counts a command as running in its container while alive.
+struct Running(Arc<Kept>);
+
+impl Running {
+    fn start(k: &Arc<Kept>) -> Self {
+        k.running.fetch_add(1, Ordering::SeqCst);
+        Running(k.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `POST /containers/{id}/exec`: the exec's id, or `None` when the container is gone or stopped.
+async fn create_exec(client: &DockerClient, id: &str, body: &Value) -> Result<Option<String>> {
+    let reply = client.call(Method::POST, &format!("/containers/{id}/exec"), Some(body)).await?;
+    if reply.status == StatusCode::NOT_FOUND || reply.status == StatusCode::CONFLICT {
+        return Ok(None);
+    }
+    if !reply.status.is_success() {
+        return Err(Error::new(
+            Code::Io,
+            format!("Docker Engine: POST /containers/{id}/exec: {} ({})", reply.message(), reply.status.as_u16()),
+        ));
+    }
+    reply
+        .json()
+        .get("Id")
+        .and_then(Value::as_str)
+        .map(|s| Some(s.to_string()))
+        .ok_or_else(|| Error::new(Code::Io, "Docker Engine: the exec has no Id"))
+}
+
+/// The exit code of a finished exec (its streams have ended; the daemon may need a moment).
+async fn exit_code(client: &DockerClient, exec: &str) -> Result<i64> {
+    for _ in 0..200 {
+        let v = client.json(Method::GET, &format!("/exec/{exec}/json"), None).await?;
+        if !v.get("Running").and_then(Value::as_bool).unwrap_or(false) {
+            if let Some(code) = v.get("ExitCode").and_then(Value::as_i64) {
+                return Ok(code);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(Error::new(Code::Io, "Docker Engine: the exec's streams ended but it did not finish"))
+}
+
+/// Kills a command: every process but init when it is alone in the container, else its
+/// process group. True when every process was killed.
+async fn kill(client: &DockerClient, id: &str, token: &str, alone: bool) -> bool {
+    let script = if alone {
+        "kill -9 -1".to_string()
+    } else {
+        format!(r#"p=$(cat "/tmp/.corral-exec-{token}") && kill -9 -- "-$p" "$p""#)
+    };
+    let body = json!({ "AttachStdout": false, "AttachStderr": false, "Tty": false, "Cmd": ["sh", "-c", script] });
+    let Ok(Some(exec)) = create_exec(client, id, &body).await else { return false };
+    let started =
+        client.call(Method::POST, &format!("/exec/{exec}/start"), Some(&json!({ "Detach": true, "Tty": false }))).await;
+    alone && started.is_ok_and(|r| r.status.is_success())
+}
+
+pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Cancel) -> Result<ExecResult> {
+    let deadline = (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
+    let p = sb.prepare(&req).await?;
+    let client = p.client.clone();
+    let token = format!("{:016x}", rand::random::<u64>());
+    let with_stdin = req.stdin.is_some();
+    let body = json!({
+        "AttachStdin": with_stdin,
+        "AttachStdout": true,
+        "AttachStderr": true,
+        "Tty": false,
+        "Env": p.env,
+        "WorkingDir": req.cwd,
+        "Cmd": ["sh", "-c", WRAPPER, "sh", token, req.command],
+    });
+    // A kept container that is gone (removed by hand, pruned, a daemon restart) is replaced once.
+    let mut attempt = 0;
+    let (kept, exec) = loop {
+        let kept = match sb.sessions.get_or_start(sb, &p).await {
+            Ok(k) => k,
+            Err(e) => return sb.could_not_run(e),
+        };
+        match create_exec(&client, &kept.id, &body).await? {
+            Some(exec) => break (kept, exec),
+            None if attempt == 0 => {
+                attempt += 1;
+                sb.sessions.forget(&client, &p.mount, &kept.id).await;
+            }
+            None => return Err(Error::new(Code::Io, "Docker Engine: the session container stopped as it started")),
+        }
+    };
+    let running = Running::start(&kept);
+
+    let streams = Streams::default();
+    let Streams { out, err, done } = &streams;
+    let attached = client.start_exec(&exec).await?;
+    let reader = streams.read(attached, &req);
+    let timer = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut result = ExecResult::default();
+    tokio::select! {
+        _ = done.cancelled() => {}
+        _ = timer => result.timed_out = true,
+        _ = cancel.cancelled() => result.aborted = true,
+    }
+    if result.timed_out || result.aborted {
+        let alone = kept.running.load(Ordering::SeqCst) == 1;
+        result.every_process_killed = kill(&client, &kept.id, &token, alone).await;
+        result.signal = Some("SIGKILL".to_string());
+        let _ = tokio::time::timeout(DRAIN, done.cancelled()).await;
+    } else {
+        result.exit_code = Some(i32::try_from(exit_code(&client, &exec).await?).unwrap_or(-1));
+    }
+    reader.abort();
+    drop(running);
+    let oom = sb.limits.memory_bytes.is_some() && result.exit_code == Some(128 + 9) && killed_for_memory(&kept);
+    result.stdout = out.lock().unwrap().text();
+    result.stderr = err.lock().unwrap().text();
+    sb.add_limit_note(&mut result, oom);
+    Ok(result)
+}
+
+/// After a command died of SIGKILL in a container with a memory limit: whether the kernel's OOM
+/// killer did it. Docker marks a container OOM-killed only when its main process dies, so the
+/// container's memory cgroup is read where this machine runs the daemon (v1 `oom_kill` in
+/// `memory.oom_control`, v2 in `memory.events`); where it cannot be read, nothing else in the
+/// container sends SIGKILL on its own, so the limit is named.
+fn killed_for_memory(k: &Kept) -> bool {
+    let id = &k.id;
+    let candidates = [
+        format!("/sys/fs/cgroup/memory/docker/{id}/memory.oom_control"),
+        format!("/sys/fs/cgroup/docker/{id}/memory.events"),
+        format!("/sys/fs/cgroup/system.slice/docker-{id}.scope/memory.events"),
+    ];
+    let count = candidates.iter().find_map(|p| {
+        let text = std::fs::read_to_string(p).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse::<u64>().ok())
+    });
+    match count {
+        Some(n) => n > k.oom_seen.swap(n, Ordering::SeqCst),
+        None => true,
+    }
+}
+
+/// Whether the process `pid` of this machine still runs.
+fn alive(pid: i32) -> bool {
+    #[cfg(unix)]
+    {
+        !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
+/// Removes the labelled containers whose owner, a process of this machine, no longer runs.
+pub(super) async fn prune(client: &DockerClient) -> Result<usize> {
+    let filters = format!(r#"{{"label":["{}"]}}"#, RUN_LABEL.0);
+    let path = format!("/containers/json?all=1&filters={}", percent_encode(&filters));
+    let list = client.json(Method::GET, &path, None).await?;
+    let me = owner();
+    let host = me.rsplit_once('/').map_or("", |(h, _)| h);
+    let mut removed = 0;
+    for c in list.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let Some(id) = c.get("Id").and_then(Value::as_str) else { continue };
+        let owner = c.get("Labels").and_then(|l| l.get(OWNER_LABEL)).and_then(Value::as_str).unwrap_or("");
+        let Some((h, pid)) = owner.rsplit_once('/') else { continue };
+        let Ok(pid) = pid.parse::<i32>() else { continue };
+        if h == host && pid > 0 && !alive(pid) {
+            remove_container(client, id).await;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Percent-encodes a query value.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
