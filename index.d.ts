@@ -401,8 +401,15 @@ export interface SubprocessSandboxOptions {
   broker?: CredentialBroker;
   /** The internal network for `{ allow }`; default lousho-egress-<random>. */
   networkName?: string;
-  /** unix:///path/to/docker.sock; default DOCKER_HOST, then /var/run/docker.sock. */
+  /** unix:///path/to/docker.sock or tcp://HOST:PORT (https://HOST:PORT asks for TLS); default DOCKER_HOST, then /var/run/docker.sock. */
   dockerHost?: string;
+  /**
+   * TLS to a daemon on TCP: each the PEM text or the path of a file holding it. `ca` signed the
+   * daemon's certificate (default: the public web's roots); `cert` and `key`, together, are the
+   * client certificate a daemon started with --tlsverify asks for. Default: DOCKER_TLS_VERIFY and
+   * DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem), as the docker CLI reads them.
+   */
+  tls?: { ca?: string; cert?: string; key?: string };
   /** The container's memory (no swap beyond it), pids (default 4096) and cpu/fsize/nofile ulimits; an OOM kill is named in the note. */
   limits?: SandboxLimits;
   /**

@@ -5,6 +5,8 @@
 #   scripts/dockerd-test.sh start <dir>   # installs docker.io + busybox-static if missing, starts
 #                                         # dockerd on <dir>/docker.sock, imports corral-busybox:latest
 #   export CORRAL_DOCKER_HOST=unix://<dir>/docker.sock
+#   export CORRAL_DOCKER_TLS_HOST=$(cat <dir>/tls/host)   # the same daemon on 127.0.0.1 with TLS
+#   export CORRAL_DOCKER_CERT_PATH=<dir>/tls              # ca.pem cert.pem key.pem, wrong-ca.pem
 #   cargo test -p corral-core --lib sandbox
 #   scripts/dockerd-test.sh stop <dir>    # SIGTERM to the recorded PID
 #
@@ -12,6 +14,8 @@
 set -eu
 
 IMAGE=corral-busybox:latest
+# The daemon's TLS listener on loopback (--tlsverify: a client certificate from the test CA).
+TLS_PORT=${CORRAL_DOCKER_TLS_PORT:-23762}
 
 usage() {
     echo "usage: $0 start|stop <dir>" >&2
@@ -28,15 +32,18 @@ ping_ok() {
 }
 
 start() {
-    if ! command -v dockerd >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
+    if ! command -v dockerd >/dev/null 2>&1 || [ ! -x /bin/busybox ] || ! command -v openssl >/dev/null 2>&1; then
         apt-get update
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io busybox-static
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io busybox-static openssl
     fi
+    certs
     if [ -f "$D/dockerd.pid" ] && kill -0 "$(cat "$D/dockerd.pid")" 2>/dev/null && ping_ok; then
         echo "dockerd already running (pid $(cat "$D/dockerd.pid")) on unix://$SOCK"
     else
         mkdir -p "$D/data" "$D/exec"
-        dockerd --host "unix://$SOCK" --data-root "$D/data" --exec-root "$D/exec" --pidfile "$D/dockerd.pid" \
+        dockerd --host "unix://$SOCK" --host "tcp://127.0.0.1:$TLS_PORT" --tlsverify \
+            --tlscacert "$D/tls/ca.pem" --tlscert "$D/tls/server-cert.pem" --tlskey "$D/tls/server-key.pem" \
+            --data-root "$D/data" --exec-root "$D/exec" --pidfile "$D/dockerd.pid" \
             --storage-driver overlay2 --bridge=none --iptables=false --ip6tables=false --ip-forward=false \
             --ip-masq=false --userland-proxy=false >"$D/dockerd.log" 2>&1 &
         echo $! >"$D/dockerd.launcher.pid"
@@ -72,7 +79,38 @@ start() {
         "http://docker/images/create?fromSrc=-&repo=corral-busybox&tag=latest&changes=ENV%20PATH%3D%2Fbin" >/dev/null
     rm -rf "$rootfs"
     curl -fsS --unix-socket "$SOCK" "http://docker/images/$IMAGE/json" >/dev/null
-    echo "dockerd ready (pid $(cat "$D/dockerd.pid")): export CORRAL_DOCKER_HOST=unix://$SOCK"
+    echo "dockerd ready (pid $(cat "$D/dockerd.pid")): export CORRAL_DOCKER_HOST=unix://$SOCK CORRAL_DOCKER_TLS_HOST=$(cat "$D/tls/host") CORRAL_DOCKER_CERT_PATH=$D/tls"
+}
+
+# A test CA, the daemon's certificate for 127.0.0.1, a client certificate, and a CA that signed
+# neither (for the refusal test), in <dir>/tls. P-256 keys: quick to make.
+certs() {
+    T="$D/tls"
+    mkdir -p "$T"
+    [ -s "$T/key.pem" ] && return 0
+    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+    ca() {
+        key "$T/$1-key.pem"
+        openssl req -x509 -new -key "$T/$1-key.pem" -out "$T/$1.pem" -days 7 -subj "/CN=corral test $1" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    }
+    ca ca
+    ca wrong-ca
+    leaf() { # name, subject, extensions
+        key "$T/$1-key.pem"
+        openssl req -new -key "$T/$1-key.pem" -subj "/CN=$2" -out "$T/$1.csr" 2>/dev/null
+        printf '%s\n' "$3" >"$T/$1.ext"
+        openssl x509 -req -in "$T/$1.csr" -CA "$T/ca.pem" -CAkey "$T/ca-key.pem" -CAcreateserial \
+            -days 7 -extfile "$T/$1.ext" -out "$T/$1-cert.pem" 2>/dev/null
+    }
+    leaf server 127.0.0.1 "subjectAltName=IP:127.0.0.1
+extendedKeyUsage=serverAuth
+basicConstraints=CA:FALSE"
+    leaf client corral-test-client "extendedKeyUsage=clientAuth
+basicConstraints=CA:FALSE"
+    mv "$T/client-cert.pem" "$T/cert.pem"
+    mv "$T/client-key.pem" "$T/key.pem"
+    echo "tcp://127.0.0.1:$TLS_PORT" >"$T/host"
 }
 
 stop() {

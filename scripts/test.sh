@@ -20,6 +20,7 @@ if [ -z "${CORRAL_DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ] && command -v dockerd 
   trap 'scripts/dockerd-test.sh stop "$DOCKER_DIR" >/dev/null 2>&1 || true; rm -rf "$DOCKER_DIR" 2>/dev/null || true' EXIT
   if scripts/dockerd-test.sh start "$DOCKER_DIR"; then
     export CORRAL_DOCKER_HOST="unix://$DOCKER_DIR/docker.sock"
+    export CORRAL_DOCKER_TLS_HOST="$(cat "$DOCKER_DIR/tls/host")" CORRAL_DOCKER_CERT_PATH="$DOCKER_DIR/tls"
   else
     echo "(could not start a Docker Engine: the real-engine sandbox tests will be skipped)"
   fi

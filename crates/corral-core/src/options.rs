@@ -216,7 +216,7 @@ pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandbox
     let r = Reader::new(
         "SubprocessSandbox",
         v,
-        &["image", "network", "broker", "networkName", "dockerHost", "limits", "reuse"],
+        &["image", "network", "broker", "networkName", "dockerHost", "limits", "reuse", "tls"],
     )?;
     let network = network(&r, true)?;
     if r.get("broker").is_some_and(|b| !b.is_object()) {
@@ -234,6 +234,13 @@ pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandbox
             Some(Value::String(s)) if s == "command" => crate::sandbox::Reuse::Command,
             Some(Value::String(s)) if s == "session" => crate::sandbox::Reuse::Session,
             Some(_) => return Err(r.err("reuse must be 'command' or 'session'.")),
+        },
+        tls: match r.get("tls") {
+            None => None,
+            Some(t) => {
+                let t = Reader::new("SubprocessSandbox tls", t, &["ca", "cert", "key"])?;
+                Some(crate::sandbox::DockerTls { ca: t.string("ca")?, cert: t.string("cert")?, key: t.string("key")? })
+            }
         },
     })
 }

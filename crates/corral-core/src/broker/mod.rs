@@ -20,7 +20,7 @@
 
 pub(crate) mod host;
 pub(crate) mod proxy;
-mod upstream;
+pub(crate) mod upstream;
 
 #[cfg(test)]
 mod tests;

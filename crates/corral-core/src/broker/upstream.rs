@@ -108,23 +108,28 @@ pub(crate) async fn connect_tls(
     }
 }
 
+/// The certificates of a PEM text; none, or one that does not parse, is a `ConfigurationError`
+/// that starts with `what`.
+pub(crate) fn pem_certs(pem: &str, what: &str) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
+    let mut reader = BufReader::new(pem.as_bytes());
+    let certs = rustls_pemfile::certs(&mut reader)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::config(format!("{what} is not valid PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(Error::config(format!("{what} holds no PEM certificate")));
+    }
+    Ok(certs)
+}
+
 /// The client configuration of the path form: the webpki roots plus `extra_ca_pem`, HTTP/1.1.
 pub(crate) fn tls_config(extra_ca_pem: &[String]) -> Result<Arc<ClientConfig>> {
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for (i, pem) in extra_ca_pem.iter().enumerate() {
-        let mut reader = BufReader::new(pem.as_bytes());
-        let mut found = 0;
-        for cert in rustls_pemfile::certs(&mut reader) {
-            let cert =
-                cert.map_err(|e| Error::config(format!("createCredentialBroker: ca[{i}] is not valid PEM: {e}")))?;
+        for cert in pem_certs(pem, &format!("createCredentialBroker: ca[{i}]"))? {
             roots.add(cert).map_err(|e| {
                 Error::config(format!("createCredentialBroker: ca[{i}] holds an unusable certificate: {e}"))
             })?;
-            found += 1;
-        }
-        if found == 0 {
-            return Err(Error::config(format!("createCredentialBroker: ca[{i}] holds no PEM certificate")));
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());

@@ -2,6 +2,7 @@
 //! pipe on Windows), one connection per request, the API version negotiated with `GET /_ping`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, Method, Request, StatusCode};
@@ -32,6 +33,8 @@ pub(crate) enum DockerHost {
     Unix(PathBuf),
     /// A local daemon's named pipe on Windows (`npipe:////./pipe/docker_engine`): Docker Desktop.
     Pipe(String),
+    /// A daemon on TCP (`tcp://host:port`; `https://` asks for TLS), as a rule on another machine.
+    Tcp { host: String, port: u16, https: bool },
     /// `tcp://`, `ssh://`, `http(s)://`: not a local socket, so (as far as egress is concerned) a
     /// daemon on another machine; this client does not speak to it.
     Remote(String),
@@ -42,6 +45,10 @@ impl std::fmt::Display for DockerHost {
         match self {
             DockerHost::Unix(p) => write!(f, "unix://{}", p.display()),
             DockerHost::Pipe(name) => write!(f, "npipe://{}", name.replace('\\', "/")),
+            DockerHost::Tcp { host, port, https } => {
+                let host = if host.contains(':') { format!("[{host}]") } else { host.clone() };
+                write!(f, "{}://{host}:{port}", if *https { "https" } else { "tcp" })
+            }
             DockerHost::Remote(h) => f.write_str(h),
         }
     }
@@ -72,7 +79,10 @@ impl DockerHost {
             )));
         }
         if let Some((scheme, rest)) = s.split_once("://") {
-            if !rest.is_empty() && matches!(scheme, "tcp" | "ssh" | "http" | "https" | "fd") {
+            if matches!(scheme, "tcp" | "http" | "https") {
+                return tcp_host(s, rest, scheme == "https");
+            }
+            if !rest.is_empty() && matches!(scheme, "ssh" | "fd") {
                 return Ok(DockerHost::Remote(s.to_string()));
             }
         }
@@ -89,6 +99,33 @@ impl DockerHost {
             },
         }
     }
+}
+
+/// `host:port` of a `tcp://`/`https://` Docker host (the port 2375 by default, 2376 for https).
+fn tcp_host(s: &str, rest: &str, https: bool) -> Result<DockerHost> {
+    let bad = || Error::config(format!("dockerHost \"{s}\": a TCP host is tcp://HOST:PORT"));
+    let rest = rest.trim_end_matches('/');
+    if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+        return Err(bad());
+    }
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').ok_or_else(bad)?;
+        (h.to_string(), after.strip_prefix(':'))
+    } else {
+        match rest.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (rest.to_string(), None),
+        }
+    };
+    let port = match port {
+        Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(bad)?,
+        None if https => 2376,
+        None => 2375,
+    };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    Ok(DockerHost::Tcp { host, port, https })
 }
 
 /// An answer whose body was read whole.
@@ -119,11 +156,18 @@ pub(crate) enum Attached {
     Body(Incoming),
 }
 
-#[derive(Debug)]
 pub(crate) struct DockerClient {
-    /// A local endpoint: `Unix` or `Pipe`.
+    /// `Unix`, `Pipe` or `Tcp`.
     endpoint: DockerHost,
+    /// For `Tcp`: TLS with this configuration, or plain TCP.
+    tls: Option<Arc<rustls::ClientConfig>>,
     version: OnceCell<String>,
+}
+
+impl std::fmt::Debug for DockerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerClient").field("endpoint", &self.endpoint).field("tls", &self.tls.is_some()).finish()
+    }
 }
 
 fn io_error(what: &str, e: impl std::fmt::Display) -> Error {
@@ -149,9 +193,15 @@ where
 }
 
 impl DockerClient {
-    /// A client for a local endpoint (a unix socket, or a named pipe on Windows).
+    /// A client for a local endpoint (a unix socket, or a named pipe on Windows), or a TCP one.
     pub(crate) fn at(endpoint: DockerHost) -> Self {
-        DockerClient { endpoint, version: OnceCell::new() }
+        DockerClient { endpoint, tls: None, version: OnceCell::new() }
+    }
+
+    /// A client that speaks TLS with `config` to a TCP endpoint.
+    pub(crate) fn with_tls(mut self, config: Arc<rustls::ClientConfig>) -> Self {
+        self.tls = Some(config);
+        self
     }
 
     /// The daemon's unix socket, when it is one.
@@ -177,6 +227,23 @@ impl DockerClient {
             #[cfg(windows)]
             DockerHost::Pipe(name) => {
                 handshake(tokio::net::windows::named_pipe::ClientOptions::new().open(name).map_err(unreachable)?).await
+            }
+            DockerHost::Tcp { host, port, .. } => {
+                let tcp = tokio::net::TcpStream::connect((host.as_str(), *port)).await.map_err(unreachable)?;
+                let _ = tcp.set_nodelay(true);
+                let Some(config) = &self.tls else { return handshake(tcp).await };
+                let name = rustls::pki_types::ServerName::try_from(host.clone())
+                    .map_err(|e| Error::config(format!("dockerHost {}: {e}", self.endpoint)))?;
+                let tls = tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp).await.map_err(|e| {
+                    Error::new(
+                        Code::Io,
+                        format!(
+                            "The TLS handshake with the Docker daemon at {} failed: {e}. Check tls.ca (the CA that signed the daemon's certificate) and tls.cert/tls.key (a client certificate that CA accepts).",
+                            self.endpoint
+                        ),
+                    )
+                })?;
+                handshake(tls).await
             }
             other => {
                 Err(Error::new(Code::Io, format!("The Docker daemon at {other} cannot be reached from this platform.")))
@@ -211,14 +278,27 @@ impl DockerClient {
         self.version
             .get_or_try_init(|| async {
                 let mut sender = self.sender().await?;
-                let resp = sender
-                    .send_request(Self::request(Method::GET, "/_ping", None)?)
-                    .await
-                    .map_err(|e| io_error("GET /_ping", e))?;
+                let resp = sender.send_request(Self::request(Method::GET, "/_ping", None)?).await.map_err(|e| {
+                    let hint = if self.tls.is_some() {
+                        " (over TLS, a daemon started with --tlsverify also wants a client certificate its CA signed: tls.cert and tls.key)"
+                    } else {
+                        ""
+                    };
+                    io_error("GET /_ping", format!("{e}{hint}"))
+                })?;
                 let status = resp.status();
                 let offered =
                     resp.headers().get("api-version").and_then(|v| v.to_str().ok()).and_then(parse_api_version);
-                let _ = resp.into_body().collect().await;
+                let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                if status == StatusCode::BAD_REQUEST && String::from_utf8_lossy(&body).contains("HTTPS") {
+                    return Err(Error::new(
+                        Code::Io,
+                        format!(
+                            "The Docker daemon at {} speaks TLS: give tls {{ ca, cert, key }}, or set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH.",
+                            self.endpoint
+                        ),
+                    ));
+                }
                 if !status.is_success() {
                     return Err(io_error("GET /_ping", status));
                 }
@@ -349,7 +429,22 @@ mod tests {
             DockerHost::Unix("/var/run/docker.sock".into())
         );
         assert_eq!(DockerHost::parse("/tmp/d.sock").unwrap(), DockerHost::Unix("/tmp/d.sock".into()));
-        assert!(matches!(DockerHost::parse("tcp://10.0.0.2:2375").unwrap(), DockerHost::Remote(_)));
+        assert_eq!(
+            DockerHost::parse("tcp://10.0.0.2:2375").unwrap(),
+            DockerHost::Tcp { host: "10.0.0.2".into(), port: 2375, https: false }
+        );
+        assert_eq!(
+            DockerHost::parse("https://docker.example:2377").unwrap(),
+            DockerHost::Tcp { host: "docker.example".into(), port: 2377, https: true }
+        );
+        assert_eq!(
+            DockerHost::parse("tcp://[::1]").unwrap(),
+            DockerHost::Tcp { host: "::1".into(), port: 2375, https: false }
+        );
+        assert_eq!(DockerHost::parse("tcp://h:1").unwrap().to_string(), "tcp://h:1");
+        for bad in ["tcp://", "tcp://h:0", "tcp://h:99999", "tcp://u@h:1", "tcp://h:1/path", "tcp://:1"] {
+            assert_eq!(DockerHost::parse(bad).unwrap_err().code, Code::Configuration, "{bad}");
+        }
         assert!(matches!(DockerHost::parse("ssh://me@box").unwrap(), DockerHost::Remote(_)));
         assert_eq!(
             DockerHost::parse("npipe:////./pipe/docker_engine").unwrap(),

@@ -17,6 +17,7 @@ use crate::shell::exec::{base_env, set_var, InheritEnv, LocalShell};
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
 mod docker;
+mod docker_tls;
 pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod linux;
@@ -27,6 +28,7 @@ mod subprocess;
 #[cfg(all(test, unix))]
 mod tests;
 
+pub use docker_tls::DockerTls;
 pub use noop::NoopSandbox;
 pub use subprocess::{Network, Reuse, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
 

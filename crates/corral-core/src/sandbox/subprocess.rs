@@ -63,6 +63,8 @@ pub struct SubprocessSandboxOptions {
     pub limits: super::limits::Limits,
     /// A new container per command, or one kept per SandboxShell cwd.
     pub reuse: Reuse,
+    /// TLS to a daemon on TCP; `DOCKER_TLS_VERIFY`/`DOCKER_CERT_PATH` when `None`.
+    pub tls: Option<super::DockerTls>,
 }
 
 /// `reuse`: `'command'` (the default) or `'session'`.
@@ -132,7 +134,8 @@ impl SubprocessSandbox {
     /// Checks the options: a non-empty image, valid `network.allow` hosts (kept normalised), a
     /// valid network name and Docker host.
     pub fn new(options: SubprocessSandboxOptions) -> Result<Self> {
-        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host, limits, reuse } = options;
+        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host, limits, reuse, tls } =
+            options;
         if image.trim().is_empty() {
             return Err(Error::config("SubprocessSandbox: image must be a non-empty string."));
         }
@@ -151,7 +154,22 @@ impl SubprocessSandbox {
         };
         let host = DockerHost::resolve(docker_host.as_deref())?;
         let client = match &host {
-            DockerHost::Unix(_) | DockerHost::Pipe(_) => Some(Arc::new(DockerClient::at(host.clone()))),
+            DockerHost::Unix(_) | DockerHost::Pipe(_) => {
+                if tls.is_some() {
+                    return Err(Error::config(format!(
+                        "SubprocessSandbox: tls is for a daemon on TCP (dockerHost tcp://HOST:PORT), not {host}."
+                    )));
+                }
+                Some(Arc::new(DockerClient::at(host.clone())))
+            }
+            DockerHost::Tcp { https, .. } => {
+                let tls = tls.or_else(super::DockerTls::from_env).or(https.then(super::DockerTls::default));
+                let client = DockerClient::at(host.clone());
+                Some(Arc::new(match tls {
+                    Some(t) => client.with_tls(t.client_config()?),
+                    None => client,
+                }))
+            }
             DockerHost::Remote(_) => None,
         };
         Ok(SubprocessSandbox {
@@ -204,7 +222,7 @@ impl SubprocessSandbox {
         match (&self.client, &self.host) {
             (Some(c), _) => Ok(c),
             (None, h) => Err(Error::config(format!(
-                "SubprocessSandbox speaks to a local Docker Engine over its unix socket (or named pipe) only, not to \"{h}\"."
+                "SubprocessSandbox speaks to a Docker Engine over its unix socket, named pipe or TCP (tcp://HOST:PORT, with tls), not to \"{h}\"."
             ))),
         }
     }
@@ -222,9 +240,10 @@ impl SubprocessSandbox {
                     "Docker on Windows (Docker Desktop) runs containers in a VM, so the host has no address on an internal network",
                 ))
             }
-            DockerHost::Remote(h) => {
+            DockerHost::Remote(_) | DockerHost::Tcp { .. } => {
                 return Err(unsupported(format!(
-                    "the Docker daemon at {h} is not reached through a local unix socket, so it may run on another machine where the broker cannot listen on the network's gateway"
+                    "the Docker daemon at {} is not reached through a local unix socket, so it may run on another machine where the broker cannot listen on the network's gateway",
+                    self.host
                 )))
             }
         }
@@ -360,7 +379,9 @@ impl SubprocessSandbox {
         // The container sees SandboxShell's cwd, bind-mounted at the same path, and starts in
         // the request's cwd (the same directory, or one below it).
         let mount = req.mount.as_deref().unwrap_or(&req.cwd).to_string();
-        if !std::path::Path::new(&mount).is_dir() {
+        // A daemon on TCP mounts a directory of its own machine: it says if there is none.
+        let local = !matches!(self.host, DockerHost::Tcp { .. });
+        if local && !std::path::Path::new(&mount).is_dir() {
             return Err(Error::new(
                 Code::NotFound,
                 format!(

@@ -259,6 +259,7 @@ fn sandbox(
         docker_host: Some(engine.host()),
         limits: Default::default(),
         reuse: Default::default(),
+        tls: None,
     })
     .unwrap()
 }
@@ -430,6 +431,7 @@ async fn egress_is_refused_where_it_cannot_be_enforced_and_no_container_starts()
             docker_host: Some(remote.map(str::to_string).unwrap_or_else(|| engine.host())),
             limits: Default::default(),
             reuse: Default::default(),
+            tls: None,
         })
         .unwrap();
         for _ in 0..2 {
@@ -509,10 +511,21 @@ async fn a_missing_daemon_is_an_error_not_a_result() {
     let e = sb.run(request("/tmp", "true"), None).await.unwrap_err();
     assert_eq!(e.code, Code::Io);
     assert!(e.message.contains("Cannot connect to the Docker daemon"), "{}", e.message);
-    // A tcp:// host is refused for plain runs too: this client speaks only to a unix socket.
+    // A tcp:// host where nothing listens (a port just closed on loopback) is the same error.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let sb = SubprocessSandbox::new(SubprocessSandboxOptions {
         image: "img".into(),
-        docker_host: Some("tcp://127.0.0.1:2375".into()),
+        docker_host: Some(format!("tcp://{closed}")),
+        ..Default::default()
+    })
+    .unwrap();
+    let e = sb.run(request("/tmp", "true"), None).await.unwrap_err();
+    assert_eq!(e.code, Code::Io);
+    assert!(e.message.contains("Cannot connect to the Docker daemon at tcp://127.0.0.1:"), "{}", e.message);
+    // An ssh:// host is refused: this client speaks to a unix socket, a named pipe or TCP.
+    let sb = SubprocessSandbox::new(SubprocessSandboxOptions {
+        image: "img".into(),
+        docker_host: Some("ssh://me@build-box".into()),
         ..Default::default()
     })
     .unwrap();

@@ -36,6 +36,7 @@ fn sandbox(host: &str, network: Network, broker: Option<Arc<RecordingBroker>>) -
         docker_host: Some(host.into()),
         limits: Default::default(),
         reuse: Default::default(),
+        tls: None,
     })
     .unwrap())
 }
