@@ -119,6 +119,9 @@ pub(crate) async fn serve_connection(listener: Arc<Listener>, stream: TcpStream)
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_header_size(MAX_HEAD_BYTES)
+        // A client that sends its whole request and then shuts its side (or exits) still has
+        // that request delivered: without this, the EOF ends the connection mid-body.
+        .half_close(true)
         .serve_connection(TokioIo::new(stream), service)
         .with_upgrades();
     tokio::select! {

@@ -884,16 +884,21 @@ async fn broker_dropped_without_close_stops_listening() {
     }
 }
 
-#[tokio::test]
-async fn broker_answers_bad_input_with_4xx_and_keeps_serving() {
-    let up = upstream(None).await;
-    let broker = Broker::start(BrokerConfig {
+/// A broker whose one rule (an Authorization header) is for 127.0.0.1, which it may reach.
+async fn loopback_broker() -> Arc<Broker> {
+    Broker::start(BrokerConfig {
         rules: auth_rule("127.0.0.1"),
         allow_private: strings(&["127.0.0.1"]),
         ..Default::default()
     })
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn broker_answers_bad_input_with_4xx_and_keeps_serving() {
+    let up = upstream(None).await;
+    let broker = loopback_broker().await;
     let addr = broker.local_addr();
     let many_headers: String = (0..150).map(|i| format!("X-H{i}: v\r\n")).collect();
     let cases: Vec<(&str, String, &str)> = vec![
@@ -957,13 +962,7 @@ async fn broker_answers_bad_input_with_4xx_and_keeps_serving() {
 async fn broker_answers_502_when_an_upstream_dies_and_keeps_serving() {
     let up = upstream(None).await;
     let dying = dying_upstream().await;
-    let broker = Broker::start(BrokerConfig {
-        rules: auth_rule("127.0.0.1"),
-        allow_private: strings(&["127.0.0.1"]),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let broker = loopback_broker().await;
     let addr = broker.local_addr();
     for path in ["cut-head", "garbage"] {
         let answer = send(addr, get(&format!("http://127.0.0.1:{}/{path}", dying.port()))).await;
@@ -1034,13 +1033,7 @@ async fn broker_load_answers_hundreds_of_concurrent_requests_correctly() {
 #[ignore = "a benchmark: prints numbers, asserts nothing about speed"]
 async fn broker_bench() {
     let up = upstream(None).await;
-    let broker = Broker::start(BrokerConfig {
-        rules: auth_rule("127.0.0.1"),
-        allow_private: strings(&["127.0.0.1"]),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let broker = loopback_broker().await;
     let url = format!("http://127.0.0.1:{}/bench", up.port());
 
     async fn keep_alive(to: SocketAddr) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
@@ -1120,13 +1113,7 @@ async fn broker_bench() {
 #[tokio::test]
 async fn broker_refuses_trace_in_any_spelling_and_every_method_it_does_not_know() {
     let up = upstream(None).await;
-    let broker = Broker::start(BrokerConfig {
-        rules: auth_rule("127.0.0.1"),
-        allow_private: strings(&["127.0.0.1"]),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let broker = loopback_broker().await;
     let url = format!("http://127.0.0.1:{}/echo", up.port());
     for method in ["TRACE", "trace", "Trace", "TRACK", "track", "get", "PROPFIND", "BREW", "DEBUG"] {
         let req = Request::builder().method(method).uri(&url).body(Full::default()).unwrap();
@@ -1139,5 +1126,29 @@ async fn broker_refuses_trace_in_any_spelling_and_every_method_it_does_not_know(
         let req = Request::builder().method(method).uri(&url).body(Full::default()).unwrap();
         assert_eq!(send(broker.local_addr(), req).await.status, StatusCode::OK, "{method}");
     }
+    broker.close().await;
+}
+
+#[tokio::test]
+async fn a_request_whose_client_shut_its_side_after_sending_it_is_delivered_whole() {
+    let up = upstream(None).await;
+    let broker = loopback_broker().await;
+    let body = "b".repeat(2 << 20);
+    let mut s = TcpStream::connect(broker.local_addr()).await.unwrap();
+    let head = format!(
+        "POST http://127.0.0.1:{}/half HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\r\n",
+        up.port(),
+        up.port(),
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body.as_bytes()).await.unwrap();
+    // The client is done sending: it shuts its write side at once, before any answer.
+    s.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(TIMEOUT, s.read_to_end(&mut answer)).await.expect("answered");
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer[..answer.len().min(200)]));
+    assert_eq!(up.seen().len(), 1);
+    assert_eq!(up.seen()[0].body.len(), body.len(), "the whole body reached the upstream");
     broker.close().await;
 }

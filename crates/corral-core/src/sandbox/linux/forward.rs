@@ -10,9 +10,19 @@ use std::io;
 /// The most connections relayed at once; more wait in the listener's backlog.
 const MAX_PAIRS: usize = 64;
 const BUF: usize = 16 * 1024;
+/// After the command exits, how long what it already sent is still delivered to the broker.
+const DRAIN_MS: u64 = 2000;
 
 fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Milliseconds on the monotonic clock (a raw call: safe between fork and exit).
+fn now_ms() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
 }
 
 fn loopback(port: u16) -> libc::sockaddr_in {
@@ -184,8 +194,9 @@ unsafe fn pump(
     true
 }
 
-/// C1's loop: relays connections from `listener` to the broker at `port` until `child` exits,
-/// then returns its wait status.
+/// C1's loop: relays connections from `listener` to the broker at `port` until `child` exits;
+/// then delivers what the command had already sent (for up to `DRAIN_MS`) and returns its wait
+/// status.
 pub(super) fn relay(listener: libc::c_int, port: u16, child: libc::pid_t) -> libc::c_int {
     // SAFETY: raw syscalls on descriptors of ours; the mapping holds MAX_PAIRS * 2 buffers of BUF.
     unsafe {
@@ -201,18 +212,41 @@ pub(super) fn relay(listener: libc::c_int, port: u16, child: libc::pid_t) -> lib
         );
         let mut pairs = [FREE; MAX_PAIRS];
         let mut fds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; 2 + 2 * MAX_PAIRS];
+        // Once the command has exited: its wait status, and until when what it sent is still
+        // delivered (the bytes in flight to the broker; nothing goes back to it).
+        let mut exited: Option<(libc::c_int, u64)> = None;
         loop {
-            let mut status = 0;
-            if libc::waitpid(child, &mut status, libc::WNOHANG) == child {
-                return status;
+            if exited.is_none() {
+                let mut status = 0;
+                if libc::waitpid(child, &mut status, libc::WNOHANG) == child {
+                    exited = Some((status, now_ms() + DRAIN_MS));
+                }
+            }
+            if let Some((status, until)) = exited {
+                let sending = pairs.iter().any(|p| p.inner >= 0 && (p.up.len > 0 || !p.up.eof));
+                if !sending || now_ms() >= until {
+                    for p in pairs.iter_mut().filter(|p| p.inner >= 0) {
+                        close_pair(p);
+                    }
+                    return status;
+                }
             }
             let usable = map != libc::MAP_FAILED;
             let free = pairs.iter().any(|p| p.inner < 0);
-            fds[0] = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
-            fds[1] = libc::pollfd { fd: if usable && free { listener } else { -1 }, events: libc::POLLIN, revents: 0 };
+            let accepting = usable && free && exited.is_none();
+            fds[0] = libc::pollfd { fd: if exited.is_none() { pidfd } else { -1 }, events: libc::POLLIN, revents: 0 };
+            fds[1] = libc::pollfd { fd: if accepting { listener } else { -1 }, events: libc::POLLIN, revents: 0 };
             for (i, p) in pairs.iter().enumerate() {
                 let (mut ie, mut oe) = (0, 0);
-                if p.inner >= 0 {
+                if p.inner >= 0 && exited.is_some() {
+                    // Only the command's bytes still move, toward the broker.
+                    if p.up.len == 0 && !p.up.eof {
+                        ie |= libc::POLLIN;
+                    }
+                    if p.up.len > 0 {
+                        oe |= libc::POLLOUT;
+                    }
+                } else if p.inner >= 0 {
                     if p.up.len == 0 && !p.up.eof {
                         ie |= libc::POLLIN;
                     }
@@ -231,7 +265,11 @@ pub(super) fn relay(listener: libc::c_int, port: u16, child: libc::pid_t) -> lib
                 fds[3 + 2 * i] = libc::pollfd { fd: if oe != 0 { p.outer } else { -1 }, events: oe, revents: 0 };
             }
             // Without a pidfd (a kernel before 5.3), look at the child every 50 ms.
-            let timeout = if pidfd < 0 { 50 } else { -1 };
+            let timeout = match exited {
+                Some((_, until)) => until.saturating_sub(now_ms()).min(50) as libc::c_int,
+                None if pidfd < 0 => 50,
+                None => -1,
+            };
             if libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) < 0 && errno() != libc::EINTR {
                 let mut status = 0;
                 libc::waitpid(child, &mut status, 0);
@@ -266,7 +304,7 @@ pub(super) fn relay(listener: libc::c_int, port: u16, child: libc::pid_t) -> lib
                 let up_buf = (map as *mut u8).add(2 * i * BUF);
                 let down_buf = up_buf.add(BUF);
                 let ok = pump(p.inner, p.outer, &mut p.up, up_buf, readable(ri), writable(ro))
-                    && pump(p.outer, p.inner, &mut p.down, down_buf, readable(ro), writable(ri));
+                    && (exited.is_some() || pump(p.outer, p.inner, &mut p.down, down_buf, readable(ro), writable(ri)));
                 let done = p.up.eof && p.down.eof && p.up.len == 0 && p.down.len == 0;
                 if !ok || done {
                     close_pair(p);

@@ -280,14 +280,9 @@ async fn upstream(ip: &str) -> std::net::SocketAddr {
     addr
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn network_allow_with_a_broker_reaches_allowed_hosts_through_it_and_nothing_else() {
-    if std::process::Command::new("curl").arg("--version").output().is_err() {
-        eprintln!("skipped: no curl on this machine");
-        return;
-    }
-    let up = upstream("127.0.0.2").await;
-    let other = upstream("127.0.0.3").await;
+/// A broker that may reach 127.0.0.2 and 127.0.0.3, and a shell in a LinuxSandbox allowed
+/// 127.0.0.2 through it; `None` (skipped) where the kernel lacks namespaces.
+async fn egress_shell() -> Option<(Arc<crate::broker::Broker>, Arc<LinuxSandbox>, tempfile::TempDir, SandboxShell)> {
     let broker = crate::broker::Broker::start(crate::broker::BrokerConfig {
         allow_private: vec!["127.0.0.2".into(), "127.0.0.3".into()],
         ..Default::default()
@@ -297,12 +292,24 @@ async fn network_allow_with_a_broker_reaches_allowed_hosts_through_it_and_nothin
     let o = LinuxSandboxOptions::from_options(&serde_json::json!({ "network": { "allow": ["127.0.0.2"] } })).unwrap();
     let Ok(sb) = LinuxSandbox::new(o) else {
         eprintln!("skipped: this machine lacks namespaces");
-        return;
+        return None;
     };
     let sb = Arc::new(sb.with_broker(Some(broker.clone() as Arc<dyn EgressBroker>)));
     let dir = tempfile::tempdir().unwrap();
     let cwd = std::fs::canonicalize(dir.path()).unwrap();
     let s = SandboxShell::new(sb.clone(), &cwd, BTreeMap::new(), InheritEnv::None).unwrap();
+    Some((broker, sb, dir, s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_allow_with_a_broker_reaches_allowed_hosts_through_it_and_nothing_else() {
+    if std::process::Command::new("curl").arg("--version").output().is_err() {
+        eprintln!("skipped: no curl on this machine");
+        return;
+    }
+    let up = upstream("127.0.0.2").await;
+    let other = upstream("127.0.0.3").await;
+    let Some((broker, sb, _dir, s)) = egress_shell().await else { return };
     let cmd = format!(
         "curl -sS --max-time 10 http://{up}/x; echo; \
          curl -sS --max-time 10 -o /dev/null -w '%{{http_code}}' http://{other}/; echo; \
@@ -384,4 +391,74 @@ async fn hidden_paths_inside_the_working_directory_stay_hidden() {
     assert!(r.stdout.ends_with("ok\n"), "the command still runs: {r:?}");
     assert!(!work.join("secrets/new").exists());
     assert_eq!(std::fs::read_to_string(work.join(".env")).unwrap(), "TOKEN=hunter2", "the host file is untouched");
+}
+
+/// Counts the body bytes of each request it answers (by its Content-Length), on the host at `ip`.
+async fn counting_upstream(ip: &str) -> (std::net::SocketAddr, Arc<std::sync::Mutex<Vec<usize>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let b2 = bodies.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let bodies = b2.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut seen = Vec::new();
+                let head_end = loop {
+                    if let Some(i) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&seen[..head_end]).to_ascii_lowercase();
+                let want: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                let mut got = seen.len() - head_end;
+                while got < want {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got += n,
+                    }
+                }
+                bodies.lock().unwrap().push(got);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok").await;
+            });
+        }
+    });
+    (addr, bodies)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_a_command_sent_just_before_it_exited_still_reach_the_broker() {
+    if std::process::Command::new("bash").arg("--version").output().is_err() {
+        eprintln!("skipped: no bash on this machine");
+        return;
+    }
+    let (up, bodies) = counting_upstream("127.0.0.2").await;
+    let Some((broker, sb, _dir, s)) = egress_shell().await else { return };
+    const BODY: usize = 4 << 20;
+    // The command writes a whole request with a large body to the proxy and exits at once,
+    // without waiting for an answer: what it sent is in flight when it is gone.
+    let cmd = format!(
+        r#"bash -c 'p=${{HTTP_PROXY##*:}}; exec 3<>/dev/tcp/127.0.0.1/$p; {{ printf "POST http://{up}/big HTTP/1.1\r\nHost: {up}\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n"; head -c {BODY} /dev/zero; }} >&3; echo sent'"#
+    );
+    for round in 0..3 {
+        let r = sh(&s, &cmd).await;
+        assert_eq!(r.stdout, "sent\n", "{r:?}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while bodies.lock().unwrap().len() <= round && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(bodies.lock().unwrap().get(round), Some(&BODY), "round {round}: the body arrived whole");
+    }
+    sb.close().await.unwrap();
+    broker.close().await;
 }
