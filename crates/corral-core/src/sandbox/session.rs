@@ -148,7 +148,7 @@ async fn kill(client: &DockerClient, id: &str, token: &str, alone: bool) -> bool
     let script = if alone {
         "kill -9 -1".to_string()
     } else {
-        format!(r#"p=$(cat "/tmp/.corral-exec-{token}") && kill -9 -- "-$p" "$p""#)
+        format!(r#"p=$(cat "/tmp/.corral-exec-{token}") && rm -f "/tmp/.corral-exec-{token}" && kill -9 -- "-$p" "$p""#)
     };
     let body = json!({ "AttachStdout": false, "AttachStderr": false, "Tty": false, "Cmd": ["sh", "-c", script] });
     let Ok(Some(exec)) = create_exec(client, id, &body).await else { return false };
@@ -174,21 +174,24 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     });
     // A kept container that is gone (removed by hand, pruned, a daemon restart) is replaced once.
     let mut attempt = 0;
-    let (kept, exec) = loop {
+    let (kept, exec, running) = loop {
         let kept = match sb.sessions.get_or_start(sb, &p).await {
             Ok(k) => k,
             Err(e) => return sb.could_not_run(e),
         };
+        // Counted from before its exec exists, so a kill for another command never takes it
+        // for alone in the container.
+        let running = Running::start(&kept);
         match create_exec(&client, &kept.id, &body).await? {
-            Some(exec) => break (kept, exec),
+            Some(exec) => break (kept, exec, running),
             None if attempt == 0 => {
                 attempt += 1;
+                drop(running);
                 sb.sessions.forget(&client, &p.mount, &kept.id).await;
             }
             None => return Err(Error::new(Code::Io, "Docker Engine: the session container stopped as it started")),
         }
     };
-    let running = Running::start(&kept);
 
     let streams = Streams::default();
     let Streams { out, err, done } = &streams;
