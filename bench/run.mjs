@@ -189,8 +189,59 @@ async function benchRead() {
     for (let i = 0; i < ls.length; i++) out += `${String(i + 1).padStart(w)}\t${ls[i]}\n`;
     return `${out}(Showing lines 1-2000 of ${text.split('\n').length - 1}. Use offset 2001 to continue.)`;
   });
-  console.log('\nread_file');
+  console.log('\nper call');
   row('read_file (first 2,000 lines)', c.ms, 'fs+format', js.ms);
+  await benchPerCall(root);
+}
+
+/** The per-call figures: read_file and edit_file ×200 on a small file, `true` ×50 on the shell. */
+async function benchPerCall(root) {
+  const small = Array.from({ length: 120 }, (_, i) => `export const v${i} = ${i};`).join('\n');
+  writeFileSync(join(root, 'small.ts'), `${small}\n`);
+  const workspace = new NodeWorkspace({ root });
+  const tools = Object.fromEntries(createFsTools(workspace).map((t) => [t.name, t]));
+  const reads = await time(async () => { for (let i = 0; i < 200; i++) await tools.read_file.execute({ path: 'small.ts' }); });
+  const jsReads = await time(async () => {
+    for (let i = 0; i < 200; i++) {
+      const ls = (await readFile(join(root, 'small.ts'), 'utf8')).split('\n');
+      if (ls.at(-1) === '') ls.pop();
+      const w = String(ls.length).length;
+      let out = '';
+      for (let n = 0; n < ls.length; n++) out += `${String(n + 1).padStart(w)}\t${ls[n]}\n`;
+    }
+  });
+  row('read_file ×200', reads.ms, 'fs+format', jsReads.ms);
+  let k = 0;
+  const edits = await time(async () => {
+    for (let i = 0; i < 200; i++, k++) await tools.edit_file.execute({ path: 'small.ts', old_string: `v0 = ${k};`, new_string: `v0 = ${k + 1};` });
+  });
+  writeFileSync(join(root, 'small-js.ts'), `${small}\n`);
+  let j = 0;
+  const { writeFile, rename } = await import('node:fs/promises');
+  const jsEdits = await time(async () => {
+    for (let i = 0; i < 200; i++, j++) {
+      const path = join(root, 'small-js.ts');
+      const text = await readFile(path, 'utf8');
+      const at = text.indexOf(`v0 = ${j};`);
+      if (at < 0 || text.indexOf(`v0 = ${j};`, at + 1) >= 0) throw new Error('no unique match');
+      const tmp = `${path}.tmp`;
+      await writeFile(tmp, text.slice(0, at) + `v0 = ${j + 1};` + text.slice(at + `v0 = ${j};`.length));
+      await rename(tmp, path);
+    }
+  });
+  row('edit_file ×200', edits.ms, 'read+write', jsEdits.ms);
+  const { spawn } = await import('node:child_process');
+  const shells = await time(async () => { for (let i = 0; i < 50; i++) await workspace.exec('true'); });
+  const spawns = await time(async () => {
+    for (let i = 0; i < 50; i++) {
+      await new Promise((resolve, reject) => {
+        const c = spawn('/bin/sh', ['-c', 'true'], { cwd: root });
+        c.on('error', reject);
+        c.on('close', resolve);
+      });
+    }
+  });
+  row('shell `true` ×50', shells.ms, 'spawn', spawns.ms);
 }
 
 // ---- the workloads models run most, on the linux-source tree ----------------------------------

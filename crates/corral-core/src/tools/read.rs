@@ -168,15 +168,17 @@ pub fn format_lines(
     let start = offset - 1;
     let end = (start + limit).min(total);
     let width = end.to_string().len();
-    let mut out = String::new();
+    let shown_bytes: usize = lines[start..end].iter().map(|l| l.len() + width + 3).sum();
+    let mut out = String::with_capacity(shown_bytes.min(max_chars.saturating_mul(4)) + 160);
     let mut chars = 0usize;
     let mut shown_to = start;
     for (i, line) in lines[start..end].iter().enumerate() {
         let n = start + i + 1;
         let line = line.strip_suffix('\r').unwrap_or(line);
-        let entry = format!(" {n:>width$}\t{line}\n");
-        let len = entry.chars().count();
+        // " " + the number right-aligned to `width` + "\t" + the line + "\n", in characters.
+        let len = width + 3 + if line.is_ascii() { line.len() } else { line.chars().count() };
         if chars + len > max_chars {
+            let entry = format!(" {n:>width$}\t{line}\n");
             if i == 0 {
                 // A single line longer than the budget: show its start.
                 let cut: String = entry.chars().take(max_chars.saturating_sub(1)).collect();
@@ -197,7 +199,10 @@ pub fn format_lines(
             break;
         }
         chars += len;
-        out.push_str(&entry);
+        use std::fmt::Write as _;
+        let _ = write!(out, " {n:>width$}\t");
+        out.push_str(line);
+        out.push('\n');
         shown_to = n;
     }
     if let Some(note) = note {

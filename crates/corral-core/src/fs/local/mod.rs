@@ -173,6 +173,10 @@ fn is_read_only(meta: &std::fs::Metadata) -> bool {
     meta.permissions().readonly()
 }
 
+/// Files up to this size are read without a hop to the blocking pool.
+#[cfg(unix)]
+const INLINE_READ_BYTES: u64 = 64 * 1024;
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     match tokio::runtime::Handle::try_current() {
         Ok(_) => tokio::task::spawn_blocking(f)
@@ -197,8 +201,9 @@ impl FsProvider for LocalFs {
     }
 
     async fn stat(&self, path: &str) -> Result<Option<Stat>> {
-        let (this, path) = (self.clone(), path.to_string());
-        blocking(move || this.stat_sync(&path)).await
+        // Metadata of a local path takes microseconds: asked in place, where a hop to the
+        // blocking pool and back (a thread wake-up each way) would cost more than the call.
+        self.stat_sync(path)
     }
 
     async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
@@ -221,8 +226,22 @@ impl FsProvider for LocalFs {
     }
 
     async fn read_file_bytes(&self, path: &str) -> Result<Vec<u8>> {
-        let (this, path) = (self.clone(), path.to_string());
-        blocking(move || this.read_bytes_sync(&path)).await
+        #[cfg(unix)]
+        {
+            // Opening is resolution and metadata, done in place; a small file is read in place
+            // too (a hop to the blocking pool and back costs more than reading 64 KiB from the
+            // page cache), a larger one on the blocking pool.
+            let opened = self.open_regular_sync(path)?;
+            if opened.size <= INLINE_READ_BYTES {
+                return opened.read_all();
+            }
+            blocking(move || opened.read_all()).await
+        }
+        #[cfg(not(unix))]
+        {
+            let (this, path) = (self.clone(), path.to_string());
+            blocking(move || this.read_bytes_sync(&path)).await
+        }
     }
 
     async fn write_file_bytes(&self, path: &str, content: &[u8]) -> Result<()> {
@@ -243,8 +262,8 @@ impl FsProvider for LocalFs {
     }
 
     async fn real_path(&self, path: &str) -> Result<String> {
-        let (this, path) = (self.clone(), path.to_string());
-        blocking(move || this.real_relative_sync(&path)).await
+        // Resolving a local path is metadata only, as for `stat`.
+        self.real_relative_sync(path)
     }
 
     fn as_local(&self) -> Option<&LocalFs> {

@@ -84,14 +84,24 @@ impl LocalFs {
         Err(Error::new(Code::Io, format!("The path kept changing while it was used: {path}")))
     }
 
-    pub(super) fn read_bytes_sync(&self, path: &str) -> Result<Vec<u8>> {
-        let file = self.attempt(path, Last::Follow, |_, f| {
+    /// Opens a regular file for reading (anything else is refused without reading): resolution
+    /// and metadata only, the file's bytes not yet read.
+    pub(super) fn open_regular_sync(&self, path: &str) -> Result<OpenedFile> {
+        let fd = self.attempt(path, Last::Follow, |_, f| {
             let Some(name) = &f.name else { return Err(io::Error::from_raw_os_error(libc::EISDIR)) };
             // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
             openat(f.dir.as_fd(), name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0)
         })?;
         let rel = normalize(path, self.flavor)?;
-        read_regular(&rel, file)
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| Error::io(&rel, &e))?;
+        if meta.is_dir() {
+            return Err(is_a_directory(&rel));
+        }
+        if !meta.is_file() {
+            return Err(not_a_file(&rel));
+        }
+        Ok(OpenedFile { rel, file, size: meta.len() })
     }
 
     pub(super) fn write_bytes_sync(&self, path: &str, content: &[u8]) -> Result<()> {
@@ -267,19 +277,19 @@ impl LocalFs {
     }
 }
 
-/// Reads a regular file from its descriptor; anything else is refused without reading.
-fn read_regular(rel: &str, fd: OwnedFd) -> Result<Vec<u8>> {
-    let mut file = std::fs::File::from(fd);
-    let meta = file.metadata().map_err(|e| Error::io(rel, &e))?;
-    if meta.is_dir() {
-        return Err(is_a_directory(rel));
+/// A regular file opened for reading.
+pub(super) struct OpenedFile {
+    rel: String,
+    file: std::fs::File,
+    pub size: u64,
+}
+
+impl OpenedFile {
+    pub(super) fn read_all(mut self) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.size as usize);
+        self.file.read_to_end(&mut out).map_err(|e| Error::io(&self.rel, &e))?;
+        Ok(out)
     }
-    if !meta.is_file() {
-        return Err(not_a_file(rel));
-    }
-    let mut out = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut out).map_err(|e| Error::io(rel, &e))?;
-    Ok(out)
 }
 
 /// Opens the found directory for listing.
