@@ -14,8 +14,11 @@
 set -eu
 
 IMAGE=corral-busybox:latest
-# The daemon's TLS listener on loopback (--tlsverify: a client certificate from the test CA).
-TLS_PORT=${CORRAL_DOCKER_TLS_PORT:-23762}
+# The daemon's TLS listener on loopback (--tlsverify: a client certificate from the test CA), on
+# a port that is free now unless CORRAL_DOCKER_TLS_PORT names one.
+free_port() {
+    node -e "const s = require('net').createServer().listen(0, '127.0.0.1', () => { console.log(s.address().port); s.close(); })"
+}
 
 usage() {
     echo "usage: $0 start|stop <dir>" >&2
@@ -41,6 +44,8 @@ start() {
         echo "dockerd already running (pid $(cat "$D/dockerd.pid")) on unix://$SOCK"
     else
         mkdir -p "$D/data" "$D/exec"
+        TLS_PORT=${CORRAL_DOCKER_TLS_PORT:-$(free_port)}
+        echo "tcp://127.0.0.1:$TLS_PORT" >"$D/tls/host"
         dockerd --host "unix://$SOCK" --host "tcp://127.0.0.1:$TLS_PORT" --tlsverify \
             --tlscacert "$D/tls/ca.pem" --tlscert "$D/tls/server-cert.pem" --tlskey "$D/tls/server-key.pem" \
             --data-root "$D/data" --exec-root "$D/exec" --pidfile "$D/dockerd.pid" \
@@ -110,7 +115,6 @@ basicConstraints=CA:FALSE"
 basicConstraints=CA:FALSE"
     mv "$T/client-cert.pem" "$T/cert.pem"
     mv "$T/client-key.pem" "$T/key.pem"
-    echo "tcp://127.0.0.1:$TLS_PORT" >"$T/host"
 }
 
 stop() {
