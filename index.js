@@ -240,11 +240,9 @@ function workspacePrompt(tools, options) {
 
 /** A tool as a plain object: name, description, parameters (and inputSchema), needsApproval, execute. */
 function defineTool(spec) {
-  if (!spec || typeof spec.name !== 'string' || typeof spec.execute !== 'function') {
-    throw new ConfigurationError('defineTool: a tool needs a string name and an execute function.');
-  }
-  const parameters = spec.parameters ?? spec.inputSchema ?? { type: 'object', properties: {} };
-  const tool = { name: spec.name, description: spec.description ?? '', parameters, inputSchema: parameters };
+  const d = lift(() => native.defineToolData(optionData(spec ?? null)));
+  const parameters = d.parametersFrom ? spec[d.parametersFrom] : d.parameters;
+  const tool = { name: d.name, description: d.description, parameters, inputSchema: parameters };
   if (spec.needsApproval !== undefined) tool.needsApproval = spec.needsApproval;
   tool.execute = spec.execute;
   return tool;

@@ -57,11 +57,8 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
 
   class WorkspaceToolRegistry {
     constructor(options) {
-      if (options != null && typeof options !== 'object') throw new ConfigurationError('WorkspaceToolRegistry: options must be an object.');
-      const { store, onDispatch, ...rest } = options ?? {};
-      const unknown = Object.keys(rest);
-      if (unknown.length) throw new ConfigurationError(`WorkspaceToolRegistry: unknown option '${unknown[0]}'; the options are store and onDispatch.`);
-      if (onDispatch !== undefined && typeof onDispatch !== 'function') throw new ConfigurationError('WorkspaceToolRegistry: onDispatch must be a function.');
+      lift(() => native.checkToolRegistryOptions(optionData(options ?? null)));
+      const { store, onDispatch } = options ?? {};
       const storeHandle = nativeToolStore(store);
       registryOf.set(this, { native: keep(new native.NativeToolRegistry(storeHandle), storeHandle), onDispatch });
     }

@@ -73,3 +73,43 @@ describe('types are checked in the same place', () => {
     configError(() => new NodeWorkspace('dir'), /NodeWorkspace: options must be an object/);
   });
 });
+
+describe('defineTool and WorkspaceToolRegistry options, checked in the core', () => {
+  it('defineTool fills the defaults and keeps the schema object it was given', async () => {
+    const { defineTool } = await import('corral');
+    const execute = async () => 'ok';
+    const plain = defineTool({ name: 'plain', execute });
+    expect(plain).toMatchObject({ name: 'plain', description: '', parameters: { type: 'object', properties: {} } });
+    expect(plain.inputSchema).toBe(plain.parameters);
+    const schema = { type: 'object', properties: { q: { type: 'string' } } };
+    expect(defineTool({ name: 'a', execute, inputSchema: schema }).parameters).toBe(schema);
+    const other = { type: 'object' };
+    expect(defineTool({ name: 'b', execute, parameters: other, inputSchema: schema }).parameters).toBe(other);
+    expect(await plain.execute({})).toBe('ok');
+  });
+
+  it('defineTool refuses a tool without a name or execute, and a description or schema of the wrong kind', async () => {
+    const { defineTool, ConfigurationError } = await import('corral');
+    const execute = () => 1;
+    for (const [spec, message] of [
+      [{ name: '', execute }, /needs a string name and an execute function/],
+      [{ name: 'x' }, /needs a string name and an execute function/],
+      [null, /needs a string name and an execute function/],
+      [{ name: 'x', execute, description: 5 }, /description must be a string/],
+      [{ name: 'x', execute, parameters: 'object' }, /parameters must be a JSON Schema object/],
+    ]) {
+      expect(() => defineTool(spec)).toThrow(ConfigurationError);
+      expect(() => defineTool(spec)).toThrow(message);
+    }
+  });
+
+  it('WorkspaceToolRegistry names an unknown option with the nearest one, and refuses values of the wrong kind', async () => {
+    const { WorkspaceToolRegistry, ConfigurationError } = await import('corral');
+    expect(() => new WorkspaceToolRegistry({ onDispatc: () => {} })).toThrow(/unknown option 'onDispatc'; did you mean onDispatch\?/);
+    expect(() => new WorkspaceToolRegistry({ onDispatch: 3 })).toThrow(/onDispatch must be a function/);
+    expect(() => new WorkspaceToolRegistry({ store: 'db.sqlite' })).toThrow(ConfigurationError);
+    expect(() => new WorkspaceToolRegistry({ store: { get() {} } })).toThrow(/missing put/);
+    expect(() => new WorkspaceToolRegistry({ store: null, onDispatch: undefined })).not.toThrow();
+    expect(() => new WorkspaceToolRegistry()).not.toThrow();
+  });
+});
