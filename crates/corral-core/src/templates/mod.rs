@@ -97,7 +97,7 @@ impl WorkspaceToolSpec {
         };
         let spec = WorkspaceToolSpec { name, description, parameters, handler_kind, handler_payload };
         spec.template_source()?;
-        render::parse(spec.template_source()?).map_err(|e| invalid(e))?;
+        render::parse(spec.template_source()?).map_err(invalid)?;
         Ok(spec)
     }
 
