@@ -7,9 +7,9 @@
 // Corpora: a generated small tree (always), and Debian's linux-source tree when
 // /usr/src/linux-source-*.tar.xz is installed (apt-get install linux-source-6.1); it is unpacked
 // once into bench/.corpus.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync, readFileSync, statSync } from 'node:fs';
-import { readFile, readdir } from 'node:fs/promises';
+import { readFile, readdir, rename, writeFile } from 'node:fs/promises';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -217,7 +217,6 @@ async function benchPerCall(root) {
   });
   writeFileSync(join(root, 'small-js.ts'), `${small}\n`);
   let j = 0;
-  const { writeFile, rename } = await import('node:fs/promises');
   const jsEdits = await time(async () => {
     for (let i = 0; i < 200; i++, j++) {
       const path = join(root, 'small-js.ts');
@@ -230,7 +229,6 @@ async function benchPerCall(root) {
     }
   });
   row('edit_file ×200', edits.ms, 'read+write', jsEdits.ms);
-  const { spawn } = await import('node:child_process');
   const shells = await time(async () => { for (let i = 0; i < 50; i++) await workspace.exec('true'); });
   const spawns = await time(async () => {
     for (let i = 0; i < 50; i++) {

@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 
 use super::docker::DockerClient;
 use super::subprocess::{
-    labels, owner, remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL, SESSION_LABEL,
+    hostname, labels, remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL,
+    SESSION_LABEL,
 };
 use super::SandboxRequest;
 use crate::error::{Code, Error, Result};
@@ -266,15 +267,14 @@ pub(super) async fn prune(client: &DockerClient) -> Result<usize> {
     let filters = format!(r#"{{"label":["{}"]}}"#, RUN_LABEL.0);
     let path = format!("/containers/json?all=1&filters={}", percent_encode(&filters));
     let list = client.json(Method::GET, &path, None).await?;
-    let me = owner();
-    let host = me.rsplit_once('/').map_or("", |(h, _)| h);
+    let host = hostname();
     let mut removed = 0;
     for c in list.as_array().map(Vec::as_slice).unwrap_or_default() {
         let Some(id) = c.get("Id").and_then(Value::as_str) else { continue };
         let owner = c.get("Labels").and_then(|l| l.get(OWNER_LABEL)).and_then(Value::as_str).unwrap_or("");
         let Some((h, pid)) = owner.rsplit_once('/') else { continue };
         let Ok(pid) = pid.parse::<i32>() else { continue };
-        if h == host && pid > 0 && !alive(pid) {
+        if h == host.as_str() && pid > 0 && !alive(pid) {
             remove_container(client, id).await;
             removed += 1;
         }

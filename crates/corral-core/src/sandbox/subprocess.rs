@@ -464,11 +464,11 @@ pub(super) fn labels(kind: &str) -> Value {
 }
 
 /// `<hostname>/<pid>` of this process.
-pub(super) fn owner() -> String {
+fn owner() -> String {
     format!("{}/{}", hostname(), std::process::id())
 }
 
-fn hostname() -> String {
+pub(super) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()

@@ -1,7 +1,7 @@
 //! `glob`: files by pattern, sorted, over every provider through the one walker.
 
 use super::{
-    checked_path, fmt_count, fmt_num, kind_of, path_prop, push_line, skipped_names, str_arg, Ctx, FsToolOptions,
+    checked_path, fmt_count, fmt_num, kind_of, path_prop, push_lines, skipped_names, str_arg, Ctx, FsToolOptions,
 };
 use std::sync::{Arc, Mutex};
 
@@ -112,21 +112,12 @@ pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         })
         .await
         .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
-        let mut i = 0;
-        hits.retain(|_| {
-            i += 1;
-            present.get(i - 1).copied().unwrap_or(true)
-        });
+        let mut present = present.into_iter();
+        hits.retain(|_| present.next().unwrap_or(true));
     }
     let total = hits.len();
     let mut out = String::new();
-    let (mut shown, mut chars) = (0, 0);
-    for h in hits.iter().take(o.max_results) {
-        if !push_line(&mut out, &mut chars, h, o.max_output_chars) {
-            break;
-        }
-        shown += 1;
-    }
+    let shown = push_lines(&mut out, hits.iter().map(String::as_str), o.max_results, o.max_output_chars);
     if total == 0 {
         out.push_str("No files matched.\n");
     } else if shown < total {

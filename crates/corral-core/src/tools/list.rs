@@ -1,6 +1,6 @@
 //! `list_dir`: sorted entries, directories ending with `/`, links with `@`, denied names left out.
 
-use super::{checked_path, fmt_count, fmt_num, kind_of, path_prop, push_line, str_arg, FsToolOptions};
+use super::{checked_path, fmt_count, fmt_num, kind_of, path_prop, push_lines, str_arg, FsToolOptions};
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};
@@ -50,13 +50,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
     }
     let total = names.len();
     let mut out = String::new();
-    let (mut shown, mut chars) = (0, 0);
-    for name in names.iter().take(o.max_results) {
-        if !push_line(&mut out, &mut chars, name, o.max_output_chars) {
-            break;
-        }
-        shown += 1;
-    }
+    let shown = push_lines(&mut out, names.iter().map(String::as_str), o.max_results, o.max_output_chars);
     if shown < total {
         out.push_str(&format!("(Showing {} of {} entries.)", fmt_count(shown), fmt_count(total)));
     } else {

@@ -474,6 +474,24 @@ pub(crate) fn push_line(out: &mut String, chars: &mut usize, line: &str, max_cha
     true
 }
 
+/// Appends the first `max_lines` of `lines` while they fit in `max_chars` characters (a line and
+/// its newline); returns how many were shown.
+pub(crate) fn push_lines<'a>(
+    out: &mut String,
+    lines: impl IntoIterator<Item = &'a str>,
+    max_lines: usize,
+    max_chars: usize,
+) -> usize {
+    let (mut shown, mut chars) = (0, 0);
+    for line in lines.into_iter().take(max_lines) {
+        if !push_line(out, &mut chars, line, max_chars) {
+            break;
+        }
+        shown += 1;
+    }
+    shown
+}
+
 /// Directories the shell tool spills whole outputs to, per provider (`provider_identity`): the
 /// file tools refuse to write there, as they refuse `protect` globs.
 static SPILL_DIRS: OnceLock<std::sync::Mutex<std::collections::HashMap<usize, Vec<String>>>> = OnceLock::new();

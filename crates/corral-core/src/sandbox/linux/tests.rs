@@ -259,25 +259,7 @@ async fn landlock_refuses_a_write_the_mounts_would_let_through() {
 
 /// A plain HTTP server on the host at `ip` answering "upstream" to every request.
 async fn upstream(ip: &str) -> std::net::SocketAddr {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nupstream").await;
-            });
-        }
-    });
-    addr
+    counting_upstream(ip).await.0
 }
 
 /// A broker that may reach 127.0.0.2 and 127.0.0.3, and a shell in a LinuxSandbox allowed
@@ -393,7 +375,8 @@ async fn hidden_paths_inside_the_working_directory_stay_hidden() {
     assert_eq!(std::fs::read_to_string(work.join(".env")).unwrap(), "TOKEN=hunter2", "the host file is untouched");
 }
 
-/// Counts the body bytes of each request it answers (by its Content-Length), on the host at `ip`.
+/// A plain HTTP server on the host at `ip` answering "upstream" to every request, and the body
+/// bytes of each request it answered (by its Content-Length).
 async fn counting_upstream(ip: &str) -> (std::net::SocketAddr, Arc<std::sync::Mutex<Vec<usize>>>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
@@ -429,7 +412,7 @@ async fn counting_upstream(ip: &str) -> (std::net::SocketAddr, Arc<std::sync::Mu
                     }
                 }
                 bodies.lock().unwrap().push(got);
-                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok").await;
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nupstream").await;
             });
         }
     });
