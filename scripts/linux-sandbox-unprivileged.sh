@@ -26,4 +26,7 @@ cp "$BIN" "$DIR/tests"
 chmod 1777 "$DIR"
 chmod 755 "$DIR/tests"
 cd "$DIR"
-setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" HOME="$DIR" TMPDIR="$DIR" ./tests sandbox::linux
+run() { setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" HOME="$DIR" TMPDIR="$DIR" ./tests "$@"; }
+run sandbox::linux
+# The attacks (the root-only ones aside), with and without Landlock.
+run sandbox::linux::attacks --ignored --skip as_root

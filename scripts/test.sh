@@ -33,6 +33,13 @@ if [ -n "${CORRAL_DOCKER_HOST:-}" ]; then
   cargo test -p corral-core --lib sandbox::tests::real_engine::real_engine_ -- --ignored
 fi
 
+echo "== cargo test (LinuxSandbox attacks, as $(id -un), with and without Landlock)"
+if unshare --user --mount --pid --net --fork true 2>/dev/null || { [ "$(id -u)" = 0 ] && unshare --mount --pid --net --fork true 2>/dev/null; }; then
+  cargo test -p corral-core --lib sandbox::linux::attacks -- --ignored
+else
+  echo "skipped: this kernel gives no namespaces for LinuxSandbox"
+fi
+
 echo "== cargo test (LinuxSandbox, as an unprivileged user)"
 scripts/linux-sandbox-unprivileged.sh
 

@@ -21,7 +21,16 @@ use super::forward;
 
 /// Everything the child needs, prepared before the fork.
 pub(super) struct Plan {
+    /// Not root: a new user namespace mapping the host user to itself.
     pub user_ns: bool,
+    /// Root: the user namespace the command enters (`userns.rs`), whose root is `hostUid`.
+    pub userns: Option<libc::c_int>,
+    /// Root: the writable trees, already detached, idmapped and `nosuid,nodev` by the parent
+    /// (one per `writable` entry, in order); empty otherwise, and the child copies them itself.
+    pub trees: Vec<libc::c_int>,
+    /// The descriptors behind `trees`, held by the plan until the run ends.
+    #[allow(dead_code)] // held, never read
+    pub owned_trees: Vec<std::os::fd::OwnedFd>,
     /// `/proc/self/uid_map` and `gid_map` contents (user namespace only).
     pub uid_map: Vec<u8>,
     pub gid_map: Vec<u8>,
@@ -78,16 +87,38 @@ struct MountAttr {
 }
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(super) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+pub(super) const MOUNT_ATTR_IDMAP: u64 = 0x10_0000;
 const AT_RECURSIVE: libc::c_int = 0x8000;
+/// What every mount of the view but the device nodes carries.
+const SAFE: u64 = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
-/// Sets (or clears) read-only on `path`'s mount, and with `recursive` on every mount below it.
+/// Sets `set` on a detached tree's mounts (all of them), with `userns` for `MOUNT_ATTR_IDMAP`.
+pub(super) fn mount_setattr_fd(fd: libc::c_int, set: u64, userns: u64) -> io::Result<()> {
+    let attr = MountAttr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: userns };
+    // SAFETY: an empty NUL-terminated path and a mount_attr of the size given.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+}
+
+/// Sets read-only (with `on`, else clears it) and `nosuid,nodev` on `path`'s mount, and with
+/// `recursive` on every mount below it.
 fn read_only(path: &CStr, on: bool, recursive: bool) -> io::Result<()> {
-    let attr = MountAttr {
-        attr_set: if on { MOUNT_ATTR_RDONLY } else { 0 },
-        attr_clr: if on { 0 } else { MOUNT_ATTR_RDONLY },
-        propagation: 0,
-        userns_fd: 0,
-    };
+    set_attr(path, if on { MOUNT_ATTR_RDONLY | SAFE } else { SAFE }, if on { 0 } else { MOUNT_ATTR_RDONLY }, recursive)
+}
+
+fn set_attr(path: &CStr, set: u64, clear: u64, recursive: bool) -> io::Result<()> {
+    let attr = MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 };
     let flags = if recursive { AT_RECURSIVE } else { 0 };
     // SAFETY: a NUL-terminated path and a mount_attr of the size given.
     check(unsafe {
@@ -128,6 +159,11 @@ fn touch(path: &CStr) -> io::Result<()> {
         libc::close(fd);
     }
     Ok(())
+}
+
+fn exists(path: &CStr) -> bool {
+    // SAFETY: a NUL-terminated path.
+    unsafe { libc::access(path.as_ptr(), libc::F_OK) == 0 }
 }
 
 /// Whether `path` is a directory and not a symlink to one.
@@ -213,7 +249,17 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
             }
         }
     }
-    if plan.user_ns {
+    if let Some(ns) = plan.userns {
+        // Root: no supplementary group (root's would follow the command), into the namespace,
+        // and become its root — host `hostUid`, owner of nothing of the host's root.
+        // SAFETY: raw syscalls.
+        unsafe {
+            check(libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()))?;
+            check(libc::setns(ns, libc::CLONE_NEWUSER) as libc::c_long)?;
+            check(libc::syscall(libc::SYS_setresgid, 0u32, 0u32, 0u32))?;
+            check(libc::syscall(libc::SYS_setresuid, 0u32, 0u32, 0u32))?;
+        }
+    } else if plan.user_ns {
         // SAFETY: raw syscall.
         check(unsafe { libc::unshare(libc::CLONE_NEWUSER) } as libc::c_long)?;
         write_file(b"/proc/self/setgroups\0", b"deny")?;
@@ -365,8 +411,14 @@ fn view(plan: &Plan) -> io::Result<()> {
     // Copies of what will be covered (the working directory, the device nodes), taken before
     // anything is covered: a bind from the parent's namespace is not allowed, a copy of ours is.
     let mut trees = [-1; MAX_WRITABLE];
-    for (slot, w) in trees.iter_mut().zip(&plan.writable) {
-        *slot = clone_tree(w, true)?;
+    if plan.trees.is_empty() {
+        for (slot, w) in trees.iter_mut().zip(&plan.writable) {
+            *slot = clone_tree(w, true)?;
+        }
+    } else {
+        for (slot, t) in trees.iter_mut().zip(&plan.trees) {
+            *slot = *t;
+        }
     }
     let mut devices = [-1; MAX_DEVICES];
     for (slot, dev) in devices.iter_mut().zip(&plan.devices) {
@@ -382,7 +434,13 @@ fn view(plan: &Plan) -> io::Result<()> {
             mount(tmpfs.as_ptr(), run, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=755".as_ptr())?;
         }
     }
-    mount(tmpfs.as_ptr(), dev, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NOEXEC, c"mode=755".as_ptr())?;
+    mount(
+        tmpfs.as_ptr(),
+        dev,
+        tmpfs.as_ptr(),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        c"mode=755".as_ptr(),
+    )?;
     for (tree, target) in devices.iter().zip(&plan.devices) {
         touch(target)?;
         attach(*tree, target)?;
@@ -409,6 +467,7 @@ fn view(plan: &Plan) -> io::Result<()> {
     }
     for (tree, target) in trees.iter().zip(&plan.writable) {
         attach(*tree, target)?;
+        set_attr(target, SAFE, 0, true)?;
     }
     for d in &plan.hide_inner_dirs {
         mount(tmpfs.as_ptr(), d, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=755".as_ptr())?;
@@ -425,6 +484,14 @@ fn view(plan: &Plan) -> io::Result<()> {
         read_only(d, true, false)?;
     }
     mount(c"proc".as_ptr(), proc_, c"proc".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, NONE)?;
+    // The kernel's knobs stay out of reach even where a write would pass its own checks, as the
+    // container runtimes mask them.
+    for p in [c"/proc/sys", c"/proc/sysrq-trigger", c"/proc/irq", c"/proc/bus", c"/proc/fs"] {
+        if exists(p) {
+            mount(p.as_ptr(), p, NONE, libc::MS_BIND | libc::MS_REC, NONE)?;
+            set_attr(p, MOUNT_ATTR_RDONLY | SAFE | MOUNT_ATTR_NOEXEC, 0, true)?;
+        }
+    }
     // The new network namespace's own /sys (only lo in /sys/class/net), where the kernel allows it;
     // else the host's stays, read-only.
     let _ = mount(

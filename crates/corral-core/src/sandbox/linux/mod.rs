@@ -12,8 +12,10 @@ mod child;
 mod forward;
 mod landlock;
 mod seccomp;
+mod userns;
 
 use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,9 +42,16 @@ pub struct LinuxSandboxOptions {
     /// Paths that look empty inside (default the home directory, less the working directory).
     pub hide: Option<Vec<String>>,
     pub allow_weaker: bool,
+    /// As root: the unprivileged host user the command runs as (its uid and gid).
+    pub host_uid: u32,
+    /// Whether the command may make `AF_UNIX` sockets (`socketpair` always works).
+    pub allow_unix_sockets: bool,
     /// `network: { allow }`: the hosts a broker may reach for the command (no network without one).
     pub allow: Option<Vec<String>>,
 }
+
+/// `nobody` on Debian and most distributions.
+pub const DEFAULT_HOST_UID: u32 = 65534;
 
 impl Default for LinuxSandboxOptions {
     fn default() -> Self {
@@ -52,6 +61,8 @@ impl Default for LinuxSandboxOptions {
             writable: Vec::new(),
             hide: None,
             allow_weaker: false,
+            host_uid: DEFAULT_HOST_UID,
+            allow_unix_sockets: false,
             allow: None,
         }
     }
@@ -63,7 +74,17 @@ impl LinuxSandboxOptions {
         let r = Reader::new(
             "LinuxSandbox",
             v,
-            &["network", "broker", "limits", "writable", "protect", "hide", "allowWeaker"],
+            &[
+                "network",
+                "broker",
+                "limits",
+                "writable",
+                "protect",
+                "hide",
+                "allowWeaker",
+                "hostUid",
+                "allowUnixSockets",
+            ],
         )?;
         // `{ allow }` without a broker fails closed, as in SubprocessSandbox: loopback only.
         let allow = match crate::options::network(&r, false)? {
@@ -93,6 +114,9 @@ impl LinuxSandboxOptions {
             protect: paths("protect")?.unwrap_or_else(|| vec![".git".into()]),
             hide: paths("hide")?,
             allow_weaker: r.bool("allowWeaker", false)?,
+            // Root's own id would give the command root's files back.
+            host_uid: r.int("hostUid", DEFAULT_HOST_UID as u64, 1..=u32::MAX as u64 - 1)? as u32,
+            allow_unix_sockets: r.bool("allowUnixSockets", false)?,
             allow,
         })
     }
@@ -176,6 +200,9 @@ pub struct LinuxSandbox {
     broker: Option<Arc<dyn EgressBroker>>,
     /// The broker's listener for this sandbox (its URL and port), made on the first run.
     egress: tokio::sync::Mutex<Option<(String, u16)>>,
+    /// As root: the user namespace commands run in (`userns.rs`); `None` for a user other than
+    /// root, or as root with `allowWeaker` on a kernel without one.
+    userns: Option<OwnedFd>,
 }
 
 fn cstr(p: &Path) -> Result<CString> {
@@ -205,7 +232,9 @@ impl LinuxSandbox {
                 "LinuxSandbox: limits.pids and limits.memoryBytes need a writable control group (cgroup v1 pids/memory or v2); pass allowWeaker: true to fall back to per-process limits.",
             ));
         }
-        Ok(LinuxSandbox { options, probe, seccomp: seccomp::filter()?, broker: None, egress: Default::default() })
+        let userns = if probe.root { root_namespace(&options)? } else { None };
+        let seccomp = seccomp::filter(options.allow_unix_sockets)?;
+        Ok(LinuxSandbox { options, probe, seccomp, broker: None, egress: Default::default(), userns })
     }
 
     pub fn probe(&self) -> &Probe {
@@ -257,14 +286,6 @@ impl LinuxSandbox {
             .filter(|p| p.exists())
             .map(|p| cstr(&p))
             .collect::<Result<_>>()?;
-        // protect: inside the mount, existing paths only.
-        let mut protect = Vec::new();
-        for p in &self.options.protect {
-            let full = if Path::new(p).is_absolute() { PathBuf::from(p) } else { mount.join(p) };
-            if full.starts_with(&mount) && full.exists() {
-                protect.push(cstr(&full)?);
-            }
-        }
         // hide: the home directory by default.
         let hide: Vec<PathBuf> = match &self.options.hide {
             Some(list) => list.iter().map(PathBuf::from).collect(),
@@ -285,6 +306,54 @@ impl LinuxSandbox {
             }
         }
         writable[1..].sort_by_key(|p| p.components().count());
+        // protect: the entries inside the mount, and every `.git` (with the other bare names) at
+        // any depth of every writable tree, as they are when the command starts.
+        let mut protect: Vec<PathBuf> = Vec::new();
+        let names: Vec<String> = std::iter::once(".git".to_string())
+            .chain(self.options.protect.iter().filter(|e| super::protect::is_name(e)).cloned())
+            .collect();
+        let hidden: Vec<PathBuf> = hide.iter().filter(|h| h.is_absolute()).cloned().collect();
+        for (i, w) in writable.iter().enumerate() {
+            let entries = if i == 0 {
+                let mut e = names.clone();
+                e.extend(self.options.protect.iter().filter(|e| !super::protect::is_name(e)).cloned());
+                e
+            } else {
+                names.clone()
+            };
+            let inner: Vec<PathBuf> = hidden.iter().filter(|h| h.starts_with(w) && *h != w).cloned().collect();
+            protect.extend(super::protect::protected_paths(w, &entries, &inner)?);
+        }
+        protect.sort_by_key(|p| p.components().count());
+        protect.dedup();
+        if protect.len() > super::protect::MAX_PROTECTED {
+            return Err(Error::new(
+                Code::TooLarge,
+                format!("More than {} protected paths; the command was not run.", super::protect::MAX_PROTECTED),
+            ));
+        }
+        let protect: Vec<CString> = protect.iter().map(|p| cstr(p)).collect::<Result<_>>()?;
+        // As root: the writable trees idmapped through the command's namespace, made here.
+        let mut userns = self.userns.as_ref();
+        let mut owned_trees: Vec<OwnedFd> = Vec::new();
+        if let Some(ns) = userns {
+            for w in &writable {
+                match userns::tree(&cstr(w)?, Some(ns)) {
+                    Ok(t) => owned_trees.push(t),
+                    Err(_) if self.options.allow_weaker => {
+                        owned_trees.clear();
+                        userns = None;
+                        break;
+                    }
+                    Err(e) => {
+                        return Err(Error::new(
+                            Code::Io,
+                            format!("LinuxSandbox: a writable path's file system cannot make idmapped mounts ({e}), so a command cannot write it as an unprivileged user; the command was not run (allowWeaker: true runs it as root instead)."),
+                        ))
+                    }
+                }
+            }
+        }
         let (mut hide_dirs, mut hide_files) = (Vec::new(), Vec::new());
         let (mut hide_inner_dirs, mut hide_inner_files) = (Vec::new(), Vec::new());
         // A path under /tmp, /dev or /run is already hidden: those are new and empty inside.
@@ -337,6 +406,9 @@ impl LinuxSandbox {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let plan = child::Plan {
             user_ns: !self.probe.root,
+            userns: userns.map(|n| n.as_raw_fd()),
+            trees: owned_trees.iter().map(|t| t.as_raw_fd()).collect(),
+            owned_trees,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
             devices,
@@ -356,6 +428,36 @@ impl LinuxSandbox {
         };
         Ok(plan)
     }
+}
+
+/// As root, the user namespace whose root is `hostUid`, after checking that idmapped mounts work
+/// where commands will write (the temp directory, the `writable` paths). Where the kernel cannot
+/// give that, a `ConfigurationError` names what is missing, unless `allowWeaker`.
+fn root_namespace(options: &LinuxSandboxOptions) -> Result<Option<OwnedFd>> {
+    let weaker = |what: String| -> Result<Option<OwnedFd>> {
+        if options.allow_weaker {
+            return Ok(None);
+        }
+        Err(Error::config(format!(
+            "LinuxSandbox: running as root, commands run as the unprivileged host user {} in a user namespace, with idmapped mounts of the paths they write; {what}. Pass allowWeaker: true to run commands as root with fewer capabilities instead (they could then read any file root may read).",
+            options.host_uid
+        )))
+    };
+    let ns = match userns::make(options.host_uid, options.host_uid) {
+        Ok(ns) => ns,
+        Err(e) => return weaker(format!("this kernel refused the user namespace ({e})")),
+    };
+    let mut probe_paths = vec![std::env::temp_dir()];
+    probe_paths.extend(options.writable.iter().map(PathBuf::from));
+    for p in probe_paths.iter().filter(|p| p.is_dir()) {
+        if let Err(e) = userns::can_idmap(&cstr(p)?, &ns) {
+            return weaker(format!(
+                "this kernel or the file system of {} cannot make idmapped mounts ({e})",
+                p.display()
+            ));
+        }
+    }
+    Ok(Some(ns))
 }
 
 /// Whether a control group can be made here (the one made is removed when dropped).
@@ -434,5 +536,7 @@ impl std::fmt::Debug for LinuxSandbox {
     }
 }
 
+#[cfg(test)]
+mod attacks;
 #[cfg(test)]
 mod tests;

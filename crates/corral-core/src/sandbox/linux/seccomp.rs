@@ -1,6 +1,11 @@
 //! The seccomp filter every sandboxed command runs under: system calls that change the sandbox
 //! itself, look into other processes or reach the kernel's riskier surfaces are refused with
 //! `EPERM`; `clone3` answers `ENOSYS` so C libraries fall back to `clone`, whose flags are checked.
+//!
+//! Two rules guard the host from what a command leaves behind: no mode change or creation with
+//! the setuid or setgid bit (in a tree idmapped to root, such a file would be setuid-root on the
+//! host), and no `AF_UNIX` socket unless the sandbox allows them (a read-only mount does not stop
+//! `connect()` on a host socket such as a container engine's).
 
 use std::collections::BTreeMap;
 
@@ -10,7 +15,7 @@ use seccompiler::{
 
 use crate::error::{Code, Error, Result};
 
-fn arch() -> Result<TargetArch> {
+pub(super) fn arch() -> Result<TargetArch> {
     if cfg!(target_arch = "x86_64") {
         Ok(TargetArch::x86_64)
     } else if cfg!(target_arch = "aarch64") {
@@ -57,7 +62,32 @@ const REFUSED: &[libc::c_long] = &[
     libc::SYS_userfaultfd,
 ];
 
-pub(super) fn filter() -> Result<Vec<BpfProgram>> {
+/// `fchmodat2`, the same number on x86_64 and aarch64.
+const SYS_FCHMODAT2: libc::c_long = 452;
+/// `O_TMPFILE` less `O_DIRECTORY`: the flag that creates a file.
+const O_TMPFILE_BIT: u64 = 0o2000_0000;
+
+/// The calls that set a mode, each with the argument holding it and, for the `open` family, the
+/// one holding the flags (the mode counts only with `O_CREAT` or `O_TMPFILE`).
+fn mode_calls() -> Vec<(libc::c_long, u8, Option<u8>)> {
+    let mut calls = vec![
+        (libc::SYS_fchmod, 1, None),
+        (libc::SYS_fchmodat, 2, None),
+        (SYS_FCHMODAT2, 2, None),
+        (libc::SYS_openat, 3, Some(2)),
+        (libc::SYS_mknodat, 2, None),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        (libc::SYS_chmod, 1, None),
+        (libc::SYS_open, 2, Some(1)),
+        (libc::SYS_creat, 1, None),
+        (libc::SYS_mknod, 1, None),
+    ]);
+    calls
+}
+
+pub(super) fn filter(allow_unix_sockets: bool) -> Result<Vec<BpfProgram>> {
     let bad =
         |e: &dyn std::fmt::Display| Error::new(Code::Io, format!("LinuxSandbox: cannot build the seccomp filter: {e}"));
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = REFUSED.iter().map(|&s| (s, Vec::new())).collect();
@@ -74,11 +104,36 @@ pub(super) fn filter() -> Result<Vec<BpfProgram>> {
     let pdeathsig = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::PR_SET_PDEATHSIG as u64)
         .map_err(|e| bad(&e))?;
     rules.insert(libc::SYS_prctl, vec![SeccompRule::new(vec![pdeathsig]).map_err(|e| bad(&e))?]);
+    let masked = |arg: u8, bits: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(bits), bits).map_err(|e| bad(&e))
+    };
+    for (call, mode_arg, flags_arg) in mode_calls() {
+        let mut call_rules = Vec::new();
+        for bit in [libc::S_ISUID as u64, libc::S_ISGID as u64] {
+            match flags_arg {
+                None => call_rules.push(SeccompRule::new(vec![masked(mode_arg, bit)?]).map_err(|e| bad(&e))?),
+                Some(f) => {
+                    for create in [libc::O_CREAT as u64, O_TMPFILE_BIT] {
+                        let both = vec![masked(f, create)?, masked(mode_arg, bit)?];
+                        call_rules.push(SeccompRule::new(both).map_err(|e| bad(&e))?);
+                    }
+                }
+            }
+        }
+        rules.insert(call, call_rules);
+    }
+    if !allow_unix_sockets {
+        let unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)
+            .map_err(|e| bad(&e))?;
+        rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![unix]).map_err(|e| bad(&e))?]);
+    }
     let main = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch()?)
         .map_err(|e| bad(&e))?;
     let prog: BpfProgram = main.try_into().map_err(|e: seccompiler::BackendError| bad(&e))?;
-    // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc use clone.
-    let clone3: BTreeMap<i64, Vec<SeccompRule>> = [(libc::SYS_clone3, Vec::new())].into_iter().collect();
+    // clone3 and openat2 pass their flags and mode in memory a filter cannot read: ENOSYS makes
+    // libc use clone and openat.
+    let clone3: BTreeMap<i64, Vec<SeccompRule>> =
+        [(libc::SYS_clone3, Vec::new()), (libc::SYS_openat2, Vec::new())].into_iter().collect();
     let c3 = SeccompFilter::new(clone3, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch()?)
         .map_err(|e| bad(&e))?;
     let c3: BpfProgram = c3.try_into().map_err(|e: seccompiler::BackendError| bad(&e))?;

@@ -1,0 +1,250 @@
+//! The attacks on a root host, run for real: each test is an escape that worked before the
+//! sandbox ran commands as an unprivileged user with a masked `/proc`, `nosuid` mounts and the
+//! seccomp refusals, and must fail now.
+//!
+//! Every test runs twice: with Landlock as the kernel gives it, and in a child process of this
+//! test binary under a seccomp filter that makes `landlock_create_ruleset` fail with `ENOSYS`, as
+//! on a kernel without Landlock — so each guarantee is shown to hold on the other layers alone.
+//! They are `#[ignore]`d (they need namespaces) and run explicitly by `scripts/test.sh`, as root
+//! and again as an unprivileged user (`as_root` tests only as root).
+//!
+//! What they touch is theirs: a sysctl is only opened for writing with the value just read, the
+//! socket is the test's own listener, setuid attempts happen in a temp dir that is removed.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::*;
+use crate::sandbox::SandboxShell;
+use crate::shell::exec::InheritEnv;
+use crate::shell::{ExecOptions, ShellProvider};
+
+const NO_LANDLOCK: &str = "CORRAL_TEST_NO_LANDLOCK";
+
+/// Runs the test `name` again in a child process where Landlock is unavailable, and asserts it
+/// passed there. Returns at once in that child.
+fn again_without_landlock(name: &str) {
+    if std::env::var_os(NO_LANDLOCK).is_some() {
+        assert_eq!(landlock::abi(), None, "the seccomp filter hides Landlock");
+        return;
+    }
+    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
+        [(libc::SYS_landlock_create_ruleset, Vec::new())].into_iter().collect();
+    let filter = seccompiler::SeccompFilter::new(
+        rules,
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(libc::ENOSYS as u32),
+        seccomp::arch().unwrap(),
+    )
+    .unwrap();
+    let prog: seccompiler::BpfProgram = filter.try_into().unwrap();
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([&format!("sandbox::linux::attacks::{name}"), "--exact", "--ignored", "--test-threads=1"]);
+    cmd.env(NO_LANDLOCK, "1");
+    // SAFETY: prctl and the filter's installation are raw syscalls on data made before the fork.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            seccompiler::apply_filter(&prog).map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))
+        });
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "without Landlock:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A sandbox shell over a fresh working directory (under `/var/tmp`, not the private `/tmp`, so
+/// paths beside it are the host's as the command sees them).
+fn shell(options: LinuxSandboxOptions) -> (tempfile::TempDir, PathBuf, SandboxShell) {
+    let sb = Arc::new(LinuxSandbox::new(options).expect("LinuxSandbox"));
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap().join("work");
+    std::fs::create_dir(&cwd).unwrap();
+    let s = SandboxShell::new(sb, &cwd, BTreeMap::new(), InheritEnv::None).unwrap();
+    (dir, cwd, s)
+}
+
+async fn sh(s: &SandboxShell, cmd: &str) -> ExecResult {
+    s.exec(cmd, ExecOptions { timeout_ms: Some(30_000), ..Default::default() }).await.unwrap()
+}
+
+fn is_root() -> bool {
+    // SAFETY: raw syscall.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_command_cannot_write_a_sysctl_or_the_sysrq_trigger() {
+    let before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+    let (_d, _cwd, s) = shell(LinuxSandboxOptions::default());
+    let r = sh(
+        &s,
+        "v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern && echo SYSCTL-WRITTEN; \
+         (true >> /proc/sysrq-trigger) && echo SYSRQ-OPENED; \
+         grep -E ' /proc/(sys|sysrq-trigger|irq|bus|fs) ' /proc/self/mountinfo | grep -c ' ro,'",
+    )
+    .await;
+    assert!(!r.stdout.contains("SYSCTL-WRITTEN") && !r.stdout.contains("SYSRQ-OPENED"), "{r:?}");
+    let masked: usize = r.stdout.trim().lines().last().unwrap_or("0").parse().unwrap_or(0);
+    assert!(masked >= 3, "the /proc knobs are read-only mounts: {r:?}");
+    assert_eq!(std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(), before);
+    again_without_landlock("a_command_cannot_write_a_sysctl_or_the_sysrq_trigger");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn every_mount_the_command_sees_is_nosuid_and_nodev_but_the_device_nodes() {
+    let (_d, _cwd, s) = shell(LinuxSandboxOptions::default());
+    let r = sh(&s, "cat /proc/self/mountinfo").await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    let devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+    let mut checked = 0;
+    for line in r.stdout.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (target, opts) = (f[4], f[5]);
+        if devices.contains(&target) {
+            continue;
+        }
+        let opts: Vec<&str> = opts.split(',').collect();
+        assert!(opts.contains(&"nosuid") && opts.contains(&"nodev"), "{target} lacks nosuid,nodev: {line}");
+        checked += 1;
+    }
+    assert!(checked >= 5, "{r:?}");
+    again_without_landlock("every_mount_the_command_sees_is_nosuid_and_nodev_but_the_device_nodes");
+}
+
+/// A unix socket listener of the test's own, in the working directory (so the command sees it).
+fn listener(cwd: &Path, mode: u32) -> (std::os::unix::net::UnixListener, PathBuf) {
+    let path = cwd.join("test.sock");
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    (l, path)
+}
+
+const DIAL: &str = "perl -MSocket -e 'socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die \"socket: $!\\n\"; connect($s, pack_sockaddr_un($ARGV[0])) or die \"connect: $!\\n\"; print \"connected\\n\"'";
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn unix_sockets_are_refused_unless_allowed_and_socketpair_still_works() {
+    let (_d, cwd, s) = shell(LinuxSandboxOptions::default());
+    let (_l, path) = listener(&cwd, 0o777);
+    let r = sh(
+        &s,
+        &format!("{DIAL} {p}; perl -MSocket -e 'socketpair(my $a, my $b, AF_UNIX, SOCK_STREAM, 0) or die; print \"pair\\n\"'", p = path.display()),
+    )
+    .await;
+    assert!(r.stderr.contains("socket: Operation not permitted"), "{r:?}");
+    assert!(!r.stdout.contains("connected") && r.stdout.contains("pair"), "{r:?}");
+    // allowUnixSockets: the same dial reaches the listener.
+    let (_d2, cwd2, s2) = shell(LinuxSandboxOptions { allow_unix_sockets: true, ..Default::default() });
+    let (_l2, path2) = listener(&cwd2, 0o777);
+    let r = sh(&s2, &format!("{DIAL} {}", path2.display())).await;
+    assert!(r.stdout.contains("connected"), "{r:?}");
+    again_without_landlock("unix_sockets_are_refused_unless_allowed_and_socketpair_still_works");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn every_git_directory_or_file_at_any_depth_stays_read_only() {
+    let (d, cwd, s) = shell(LinuxSandboxOptions::default());
+    let extra = d.path().join("extra");
+    for p in ["vendor/lib/.git/hooks", ".git/hooks", "wt"] {
+        std::fs::create_dir_all(cwd.join(p)).unwrap();
+    }
+    std::fs::write(cwd.join("wt/.git"), "gitdir: ../.git\n").unwrap();
+    std::fs::create_dir_all(extra.join("repo/.git")).unwrap();
+    let options = LinuxSandboxOptions { writable: vec![extra.display().to_string()], ..Default::default() };
+    let s2 = SandboxShell::new(Arc::new(LinuxSandbox::new(options).unwrap()), &cwd, BTreeMap::new(), InheritEnv::None)
+        .unwrap();
+    let r = sh(
+        &s,
+        "echo evil > vendor/lib/.git/hooks/pre-commit; echo evil > .git/hooks/pre-commit; echo x >> wt/.git; echo ok > vendor/lib/plain.txt",
+    )
+    .await;
+    assert!(!cwd.join("vendor/lib/.git/hooks/pre-commit").exists(), "{r:?}");
+    assert!(!cwd.join(".git/hooks/pre-commit").exists(), "{r:?}");
+    assert_eq!(std::fs::read_to_string(cwd.join("wt/.git")).unwrap(), "gitdir: ../.git\n");
+    assert!(cwd.join("vendor/lib/plain.txt").exists(), "the rest stays writable: {r:?}");
+    let r =
+        sh(&s2, &format!("mkdir {}/repo/.git/hooks; echo ok > {}/repo/file", extra.display(), extra.display())).await;
+    assert!(!extra.join("repo/.git/hooks").exists(), "a .git under a writable path: {r:?}");
+    assert!(extra.join("repo/file").exists(), "{r:?}");
+    again_without_landlock("every_git_directory_or_file_at_any_depth_stays_read_only");
+}
+
+mod as_root {
+    //! Only as root: the host's root-owned files and sockets, and setuid-root programs.
+    use super::*;
+
+    #[tokio::test]
+    #[ignore = "needs namespaces as root: scripts/test.sh runs it"]
+    async fn a_root_only_host_file_cannot_be_read() {
+        assert!(is_root(), "run as root");
+        let (d, _cwd, s) = shell(LinuxSandboxOptions::default());
+        let secret = d.path().join("secret.key");
+        std::fs::write(&secret, "PRIVATE").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let r = sh(&s, &format!("cat {}", secret.display())).await;
+        assert!(!r.stdout.contains("PRIVATE"), "{r:?}");
+        assert!(r.stderr.contains("Permission denied"), "{r:?}");
+        again_without_landlock("as_root::a_root_only_host_file_cannot_be_read");
+    }
+
+    #[tokio::test]
+    #[ignore = "needs namespaces as root: scripts/test.sh runs it"]
+    async fn a_root_only_socket_cannot_be_reached_even_with_unix_sockets_allowed() {
+        assert!(is_root(), "run as root");
+        let (d, _cwd, s) = shell(LinuxSandboxOptions { allow_unix_sockets: true, ..Default::default() });
+        let (_l, path) = listener(d.path(), 0o600);
+        let r = sh(&s, &format!("{DIAL} {}", path.display())).await;
+        assert!(!r.stdout.contains("connected"), "{r:?}");
+        assert!(r.stderr.contains("connect: Permission denied"), "{r:?}");
+        again_without_landlock("as_root::a_root_only_socket_cannot_be_reached_even_with_unix_sockets_allowed");
+    }
+
+    #[tokio::test]
+    #[ignore = "needs namespaces as root: scripts/test.sh runs it"]
+    async fn a_root_owned_cwd_is_writable_and_no_setuid_or_setgid_file_is_left_on_the_host() {
+        assert!(is_root(), "run as root");
+        let (d, cwd, s) = shell(LinuxSandboxOptions::default());
+        // A victim: a host user the sandbox maps to no id, who could run what is left behind.
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let r = sh(
+            &s,
+            "id -u; echo made > made.txt; cp /bin/bash b1; chmod u+s b1; chmod g+s b1; chmod 6755 b1; \
+             install -m 4755 /bin/bash b2; \
+             perl -MFcntl -e 'sysopen(my $f, \"b3\", O_CREAT|O_WRONLY, 04755) or die \"open: $!\\n\"'; \
+             perl -e 'mkdir \"d1\", 02755 or die; chmod 02755, \"d1\" or die \"chmod: $!\\n\"'; true",
+        )
+        .await;
+        assert_eq!(r.stdout.lines().next(), Some("0"), "root inside its namespace: {r:?}");
+        let made = cwd.join("made.txt");
+        assert_eq!(std::fs::read_to_string(&made).unwrap(), "made\n", "{r:?}");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(&made).unwrap().uid(), 0, "files it writes stay root's on the host");
+        for entry in std::fs::read_dir(&cwd).unwrap().flatten() {
+            let mode = entry.metadata().unwrap().mode();
+            assert_eq!(mode & 0o6000, 0, "{:?} is setuid or setgid on the host: {r:?}", entry.path());
+        }
+        // The victim runs what is there: it stays the victim.
+        if cwd.join("b1").exists() {
+            let out = std::process::Command::new("setpriv")
+                .args(["--reuid=4242", "--regid=4242", "--clear-groups"])
+                .arg(cwd.join("b1"))
+                .args(["-p", "-c", "id -u; id -g"])
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "4242\n4242\n");
+        }
+        again_without_landlock(
+            "as_root::a_root_owned_cwd_is_writable_and_no_setuid_or_setgid_file_is_left_on_the_host",
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! `protect`: the paths inside a sandbox's writable trees that stay read-only for the command.
+//! An entry without a `/` (the default `.git`) is a name matched at any depth — a vendored
+//! repository's `vendor/lib/.git/hooks` is as dangerous as the top one — and an entry with one is
+//! a path relative to the working directory (or absolute inside it).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Code, Error, Result};
+
+/// The most protected paths one command gets (each is a mount): past it the command is refused
+/// rather than run with some left writable.
+pub const MAX_PROTECTED: usize = 1024;
+
+/// Whether a `protect` entry is a name matched at any depth.
+pub fn is_name(entry: &str) -> bool {
+    !entry.contains('/')
+}
+
+/// The existing paths `protect` names under `root`: bare names found at any depth (without
+/// following symlinks or looking inside a match or a `skip` subtree), the other entries resolved
+/// against `root`. Sorted, outer paths first.
+pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let names: Vec<&str> = protect.iter().map(String::as_str).filter(|e| is_name(e)).collect();
+    let mut found: Vec<PathBuf> = Vec::new();
+    for e in protect.iter().filter(|e| !is_name(e)) {
+        let full = if Path::new(e).is_absolute() { PathBuf::from(e) } else { root.join(e) };
+        if full.starts_with(root) && full.exists() {
+            found.push(full);
+        }
+    }
+    if !names.is_empty() {
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if skip.iter().any(|s| path.starts_with(s)) {
+                    continue;
+                }
+                let name = entry.file_name();
+                if names.iter().any(|n| name.as_encoded_bytes() == n.as_bytes()) {
+                    // A dangling symlink has nothing to protect (and could not be bound over).
+                    if !path.exists() {
+                        continue;
+                    }
+                    if found.len() >= MAX_PROTECTED {
+                        return Err(Error::new(
+                            Code::TooLarge,
+                            format!(
+                                "The working directory holds more than {MAX_PROTECTED} protected paths ({}); the command was not run.",
+                                names.join(", ")
+                            ),
+                        ));
+                    }
+                    found.push(path);
+                } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+    found.sort_by_key(|p| p.components().count());
+    found.dedup();
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_at_any_depth_and_paths_only_where_they_point() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        for p in [".git/hooks", "vendor/lib/.git/hooks", "a/b/c/.git", "secrets", "hidden/.git"] {
+            std::fs::create_dir_all(root.join(p)).unwrap();
+        }
+        // A worktree's `.git` is a file.
+        std::fs::create_dir_all(root.join("wt")).unwrap();
+        std::fs::write(root.join("wt/.git"), "gitdir: x").unwrap();
+        // A match is not looked into; a symlink is not followed.
+        std::os::unix::fs::symlink(root.join("vendor"), root.join("link")).unwrap();
+        let got =
+            protected_paths(root, &[".git".into(), "secrets".into(), "docs/x".into()], &[root.join("hidden")]).unwrap();
+        let rel: Vec<String> = got.iter().map(|p| p.strip_prefix(root).unwrap().display().to_string()).collect();
+        assert_eq!(rel.len(), 5, "{rel:?}");
+        for want in [".git", "secrets", "wt/.git", "vendor/lib/.git", "a/b/c/.git"] {
+            assert!(rel.contains(&want.to_string()), "{want} in {rel:?}");
+        }
+        assert!(protected_paths(root, &[], &[]).unwrap().is_empty());
+    }
+}
