@@ -159,7 +159,7 @@ export declare class MemoryWorkspace implements FsProvider, ShellProvider {
 }
 
 export declare function normalizeWorkspacePath(path: string, flavor?: 'posix' | 'win32'): string;
-/** A shell-tool needsApproval predicate: no approval only for a line that starts with one of `commands` and has no operator, substitution, redirection, expansion or path outside the workspace. */
+/** A shell-tool needsApproval predicate: a line needs no approval only when every simple command in it (joined by `&&`, `||`, `;`, `|`) is on the list and passes corral's read-only table, with no substitution, output redirection, background `&`, subshell, or path outside the working directory. Throws a ConfigurationError for a name the table has no read-only form for (`awk`, `sh`, `git push`, …). */
 export declare function readOnlyCommands(commands: string[]): (command: string) => boolean;
 
 export type FsToolName = 'read_file' | 'write_file' | 'edit_file' | 'list_dir' | 'glob' | 'grep';
@@ -504,8 +504,8 @@ export interface WorkspaceToolSpec {
   /** JSON Schema of the arguments; default {}. */
   parameters?: Record<string, unknown>;
   handler_kind: 'shell_template' | 'python_template';
-  /** shell_template: { command }; python_template: { code } or { command }. */
-  handler_payload: { command?: string; code?: string };
+  /** shell_template: { command }; python_template: { code } or { command }. `substitution: 'raw'` pastes values as they are (the peer's way): no quoting, no placement checks, and the tool needs approval by default. */
+  handler_payload: { command?: string; code?: string; substitution?: 'raw' };
 }
 
 export interface TemplateToolOptions {
@@ -514,7 +514,7 @@ export interface TemplateToolOptions {
   timeoutMs?: number;
   /** Default 30,000 characters per stream. */
   maxOutputChars?: number;
-  /** Default false: an operator registered the tool, and its arguments are quoted. */
+  /** Default false (true for a `substitution: 'raw'` spec): an operator registered the tool, and its arguments are quoted (Python: literals). */
   needsApproval?: boolean | ((args: any, ctx?: ToolContext) => boolean | Promise<boolean>);
 }
 

@@ -28,7 +28,7 @@ impl NativeTemplateTool {
     #[napi(constructor, catch_unwind)]
     pub fn new(spec: Value, shell: &NativeShell, options: Value) -> Result<Self> {
         let spec = WorkspaceToolSpec::from_json(&spec).napi()?;
-        let opts = corral_core::templates::tool_options(&options, &|_| None).napi()?;
+        let opts = corral_core::templates::tool_options_for(&spec, &options, &|_| None).napi()?;
         Ok(NativeTemplateTool {
             tool: Arc::new(TemplateTool::new(spec).napi()?),
             shell: shell.inner.clone(),

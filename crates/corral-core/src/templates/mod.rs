@@ -1,19 +1,31 @@
 //! Workspace-defined tools (`WorkspaceToolSpec`): a spec a workspace registers, checked once when
 //! it is registered, and the template tool it becomes. `shell_template` fills `{name}`
 //! placeholders with the arguments, each quoted by POSIX `shlex.quote` rules, and runs the result
-//! as `bash -c <rendered>`; `python_template` fills them unquoted and runs `python3 -c <rendered>`.
-//! Both run through a `ShellProvider`, so a sandbox's caps, fence and env rules apply, with the
-//! shell tool's defaults and result.
+//! as `bash -c <rendered>`; `python_template` fills them with Python literals of the values and
+//! runs `python3 -c <rendered>`. Both run through a `ShellProvider`, so a sandbox's caps, fence
+//! and env rules apply, with the shell tool's defaults and result.
+//!
+//! A value must never become code. The quoting (or the literal) holds only where the template's
+//! language reads it as such, so a placeholder anywhere else makes the spec invalid when it is
+//! defined: `shell_context.rs` (and `shell_commands.rs`) for bash, `python.rs` for Python. A
+//! placeholder the schema does not declare is refused too. `handler_payload.substitution: 'raw'`
+//! pastes values as they are (the peer's behaviour): no context check, and the tool needs approval
+//! unless the caller says otherwise.
 
+pub mod python;
 pub mod quote;
 pub mod render;
+pub mod shell_commands;
+pub mod shell_context;
+mod shell_lex;
+mod shell_quotes;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Code, Error, Result};
 pub use quote::quote;
-use render::Segment;
+use render::{Fill, RenderError, Segment};
 
 /// The longest tool name.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -96,9 +108,52 @@ impl WorkspaceToolSpec {
             _ => return Err(invalid("handler_payload must be an object.")),
         };
         let spec = WorkspaceToolSpec { name, description, parameters, handler_kind, handler_payload };
-        spec.template_source()?;
-        render::parse(spec.template_source()?).map_err(invalid)?;
+        spec.checked_template()?;
         Ok(spec)
+    }
+
+    /// Whether `handler_payload.substitution` is `'raw'`: values pasted as they are, as the peer
+    /// does. Absent means quoted (shell) or literals (Python); any other value is invalid.
+    pub fn raw(&self) -> bool {
+        self.handler_payload.get("substitution").and_then(Value::as_str) == Some("raw")
+    }
+
+    /// Whether the tool asks before it runs when the caller does not say: a raw tool does, since
+    /// its values are code.
+    pub fn needs_approval_by_default(&self) -> bool {
+        self.raw()
+    }
+
+    /// The template parsed and checked: placeholders are plain names the schema declares (when it
+    /// lists `properties`), and each stands where its quoting holds (not checked for `raw`).
+    fn checked_template(&self) -> Result<Vec<Segment>> {
+        match self.handler_payload.get("substitution") {
+            None => {}
+            Some(Value::String(s)) if s == "raw" => {}
+            Some(other) => {
+                return Err(invalid(format!(
+                    "handler_payload.substitution must be 'raw' or absent, not {}.",
+                    other.to_string().chars().take(40).collect::<String>()
+                )))
+            }
+        }
+        let segments = render::parse(self.template_source()?).map_err(invalid)?;
+        if let Some(Value::Object(props)) = self.parameters.get("properties") {
+            if let Some(f) = render::fields(&segments).find(|f| !props.contains_key(*f)) {
+                return Err(invalid(format!("the placeholder {{{f}}} is not declared in parameters.properties.")));
+            }
+        }
+        if !self.raw() {
+            match self.handler_kind {
+                HandlerKind::ShellTemplate => {
+                    shell_context::check(&segments).map_err(|r| invalid(r.message()))?;
+                }
+                HandlerKind::PythonTemplate => python::check(&segments).map_err(|f| {
+                    invalid(format!("write {{{f}}} without quotes: values are quoted for you (as Python literals)."))
+                })?,
+            }
+        }
+        Ok(segments)
     }
 
     /// The template: `handler_payload.command` (`code` first for `python_template`).
@@ -122,16 +177,22 @@ impl WorkspaceToolSpec {
     }
 }
 
-/// `createTemplateTool(spec, { shell, timeoutMs?, maxOutputChars?, needsApproval? })`'s options,
-/// as the shell tool's: 120 s, 30,000 characters per stream, and no approval by default (an
-/// operator registered the tool; its arguments are quoted).
-pub fn tool_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<crate::shell::tool::ShellToolOptions> {
+/// `createTemplateTool(spec, { shell, timeoutMs?, maxOutputChars?, needsApproval? })`'s options
+/// for `spec`, as the shell tool's: 120 s, 30,000 characters per stream, and approval as
+/// [`WorkspaceToolSpec::needs_approval_by_default`] when the caller does not say: none for a quoted
+/// template (an operator registered the tool and its arguments cannot become code), asked for a
+/// `substitution: 'raw'` one.
+pub fn tool_options_for(
+    spec: &WorkspaceToolSpec,
+    v: &Value,
+    fns: crate::options::Functions<'_>,
+) -> Result<crate::shell::tool::ShellToolOptions> {
     use crate::options::{function_of, Reader};
     use crate::shell::tool::{Approval, ShellToolOptions, DEFAULT_TIMEOUT_MS, MAX_OUTPUT_CHARS};
     let r = Reader::new("createTemplateTool", v, &["shell", "timeoutMs", "maxOutputChars", "needsApproval"])?;
     let timeout = r.int("timeoutMs", DEFAULT_TIMEOUT_MS, 1..=86_400_000)?;
     let approval = match r.get("needsApproval") {
-        None => Approval::Always(false),
+        None => Approval::Always(spec.needs_approval_by_default()),
         Some(Value::Bool(b)) => Approval::Always(*b),
         Some(f) => Approval::Predicate(
             function_of(f, fns).ok_or_else(|| r.err("needsApproval must be true, false or a predicate."))?,
@@ -146,6 +207,20 @@ pub fn tool_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<cra
     })
 }
 
+/// The options of a tool whose spec is not at hand: as [`tool_options_for`] with a quoted spec
+/// (no approval by default). A raw spec needs [`tool_options_for`], which asks by default.
+#[deprecated(note = "use tool_options_for(&spec, …): a substitution: 'raw' spec needs approval by default")]
+pub fn tool_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<crate::shell::tool::ShellToolOptions> {
+    let quoted = WorkspaceToolSpec {
+        name: String::new(),
+        description: String::new(),
+        parameters: Value::Null,
+        handler_kind: HandlerKind::ShellTemplate,
+        handler_payload: Value::Object(Map::new()),
+    };
+    tool_options_for(&quoted, v, fns)
+}
+
 /// A spec made runnable: its template parsed and its arguments' schema compiled.
 pub struct TemplateTool {
     pub spec: WorkspaceToolSpec,
@@ -154,8 +229,10 @@ pub struct TemplateTool {
 }
 
 impl TemplateTool {
+    /// Checks the spec's template again (a spec can be built without `from_json`) and compiles
+    /// its schema.
     pub fn new(spec: WorkspaceToolSpec) -> Result<TemplateTool> {
-        let segments = render::parse(spec.template_source()?).map_err(invalid)?;
+        let segments = spec.checked_template()?;
         let validator = jsonschema::validator_for(&spec.parameters)
             .map_err(|e| invalid(format!("parameters is not a valid JSON Schema: {e}")))?;
         Ok(TemplateTool { spec, segments, validator })
@@ -165,14 +242,23 @@ impl TemplateTool {
     /// (`InvalidArguments`, nothing runs), then rendered.
     pub fn command(&self, args: &Value) -> Result<String> {
         crate::tools::check_args(&self.spec.name, &self.validator, args)?;
-        let quoted = self.spec.handler_kind == HandlerKind::ShellTemplate;
-        let rendered = render::render(&self.segments, args, quoted).map_err(|missing| {
+        let fill = match self.spec.handler_kind {
+            _ if self.spec.raw() => Fill::Raw,
+            HandlerKind::ShellTemplate => Fill::ShellWord,
+            HandlerKind::PythonTemplate => Fill::PythonLiteral,
+        };
+        let name = &self.spec.name;
+        let rendered = render::render(&self.segments, args, fill).map_err(|e| {
             Error::new(
                 Code::InvalidArguments,
-                format!(
-                    "Invalid arguments for {}: the template needs '{missing}', which was not given.",
-                    self.spec.name
-                ),
+                match e {
+                    RenderError::Missing(f) => {
+                        format!("Invalid arguments for {name}: the template needs '{f}', which was not given.")
+                    }
+                    RenderError::Nul(f) => {
+                        format!("Invalid arguments for {name}: '{f}' contains a NUL character, which a command line cannot carry.")
+                    }
+                },
             )
         })?;
         Ok(match self.spec.handler_kind {

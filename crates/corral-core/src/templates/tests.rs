@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::render::{parse, render, Segment};
+use super::render::{parse, render, Fill, Segment};
 use super::*;
 
 fn spec(kind: &str, command: &str) -> Value {
@@ -83,10 +83,11 @@ fn values_that_are_not_strings_are_their_json_text_and_a_missing_one_is_invalid_
 }
 
 #[test]
-fn python_templates_are_rendered_unquoted_and_run_as_python3_c() {
+fn python_templates_are_rendered_with_literals_and_run_as_python3_c() {
     let tool =
         TemplateTool::new(WorkspaceToolSpec::from_json(&spec("python_template", "print({x} * 2)")).unwrap()).unwrap();
     assert_eq!(tool.command(&json!({ "x": 21 })).unwrap(), "python3 -c 'print(21 * 2)'");
+    assert_eq!(tool.command(&json!({ "x": "a'b" })).unwrap(), "python3 -c 'print('\"'\"'a\\'\"'\"'b'\"'\"' * 2)'");
 }
 
 proptest! {
@@ -95,8 +96,11 @@ proptest! {
     fn for_any_string_the_rendered_command_run_by_bash_prints_exactly_that_string(s in "\\PC{0,30}") {
         prop_assume!(!s.contains('\0'));
         let segments = parse("printf '%s' {x}").unwrap();
-        let rendered = render(&segments, &json!({ "x": s }), true).unwrap();
+        let rendered = render(&segments, &json!({ "x": s }), Fill::ShellWord).unwrap();
         let line = format!("bash -c {}", quote(&rendered));
         prop_assert_eq!(run_sh(&line), s);
     }
 }
+
+mod attacks;
+mod places;

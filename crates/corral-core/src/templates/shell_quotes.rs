@@ -1,0 +1,335 @@
+//! The shell template check's lexer, part two: quotes, expansions (`$(…)`, `${…}`, `$((…))`,
+//! backticks), comments and here-documents. Inside any of them but an unquoted `$(…)`, every
+//! placeholder is refused (`strict`): the outermost construct names the reason.
+
+use super::render::Tok;
+use super::shell_context::{refuse, Heredoc, Refusal, Scan, Why, EXPANSION, R};
+
+impl Scan {
+    /// `$(…)`, `$((…))`, `${…}` or `$[…]` at a `$`, with its text and placeholders; `None` when
+    /// the `$` starts none of them. A placeholder right after the `$` is refused.
+    pub(super) fn expansion(&mut self, strict: &Option<Why>) -> R<Option<(String, Vec<String>)>> {
+        match self.t.get(self.i + 1).cloned() {
+            Some(Tok::F(f)) => Err(refuse(&f, strict, Why::AfterDollar)),
+            Some(Tok::C('(')) if self.c(2) == Some('(') => {
+                self.i += 3;
+                self.arith("$((…))", strict.clone(), ')')?;
+                Ok(Some((EXPANSION.to_string(), Vec::new())))
+            }
+            Some(Tok::C('(')) => {
+                self.i += 2;
+                let fields = self.list(true, strict.clone())?;
+                Ok(Some((EXPANSION.to_string(), fields)))
+            }
+            Some(Tok::C('{')) => {
+                self.i += 2;
+                let text = self.param(strict)?;
+                Ok(Some((format!("${{{text}}}"), Vec::new())))
+            }
+            Some(Tok::C('[')) => {
+                self.i += 2;
+                self.arith("$[…]", strict.clone(), ']')?;
+                Ok(Some((EXPANSION.to_string(), Vec::new())))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    pub(super) fn comment(&mut self, strict: &Option<Why>) -> R {
+        while let Some(t) = self.tok() {
+            match t {
+                Tok::C('\n') => break,
+                Tok::F(f) => return Err(refuse(&f, strict, Why::Comment)),
+                Tok::C(_) => self.i += 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// After `'` (or `$'`, where `\` escapes): the text up to the closing quote.
+    pub(super) fn single(&mut self, strict: &Option<Why>, escapes: bool) -> R<String> {
+        let mut s = String::new();
+        while let Some(t) = self.tok() {
+            self.i += 1;
+            match t {
+                Tok::F(f) => return Err(refuse(&f, strict, Why::Quotes)),
+                Tok::C('\'') => break,
+                Tok::C('\\') if escapes => match self.tok() {
+                    Some(Tok::F(f)) => return Err(refuse(&f, strict, Why::Quotes)),
+                    Some(Tok::C(n)) => {
+                        s.push(n);
+                        self.i += 1;
+                    }
+                    None => {}
+                },
+                Tok::C(c) => s.push(c),
+            }
+        }
+        Ok(s)
+    }
+
+    /// After `"`: the text up to the closing quote; expansions inside are scanned.
+    pub(super) fn dquote(&mut self, strict: &Option<Why>) -> R<String> {
+        self.enter()?;
+        let r = self.dquote_in(strict);
+        self.depth -= 1;
+        r
+    }
+
+    fn dquote_in(&mut self, strict: &Option<Why>) -> R<String> {
+        let strict = Some(strict.clone().unwrap_or(Why::Quotes));
+        let mut s = String::new();
+        while let Some(t) = self.tok() {
+            match t {
+                Tok::F(f) => return Err(refuse(&f, &strict, Why::Quotes)),
+                Tok::C('"') => {
+                    self.i += 1;
+                    break;
+                }
+                Tok::C('\\') => {
+                    match self.t.get(self.i + 1) {
+                        Some(Tok::F(f)) => return Err(refuse(f, &strict, Why::Quotes)),
+                        Some(Tok::C(n)) => s.push(*n),
+                        None => {}
+                    }
+                    self.i += 2;
+                }
+                Tok::C('`') => {
+                    self.i += 1;
+                    self.backticks(&strict)?;
+                    s.push(EXPANSION);
+                }
+                Tok::C('$') => match self.expansion(&strict)? {
+                    Some((text, _)) => s.push_str(&text),
+                    None => {
+                        self.i += 1;
+                        s.push('$');
+                    }
+                },
+                Tok::C(c) => {
+                    self.i += 1;
+                    s.push(c);
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// After `` ` ``: up to the next unescaped backquote, as bash finds it (quotes do not count).
+    pub(super) fn backticks(&mut self, strict: &Option<Why>) -> R {
+        while let Some(t) = self.tok() {
+            self.i += 1;
+            match t {
+                Tok::F(f) => return Err(refuse(&f, strict, Why::Backticks)),
+                Tok::C('`') => break,
+                Tok::C('\\') => {
+                    if let Some(Tok::F(f)) = self.tok() {
+                        return Err(refuse(&f, strict, Why::Backticks));
+                    }
+                    self.i += 1;
+                }
+                Tok::C(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// After `${`: up to its `}`. Its subscript or offsets (from the first `[` or `:`) are kept
+    /// as arithmetic text; inside arithmetic, or for `${!v}`, the whole expansion is.
+    pub(super) fn param(&mut self, strict: &Option<Why>) -> R<String> {
+        self.enter()?;
+        let r = self.param_in(strict);
+        self.depth -= 1;
+        r
+    }
+
+    fn param_in(&mut self, strict: &Option<Why>) -> R<String> {
+        let strict = Some(strict.clone().unwrap_or(Why::ParamExpansion));
+        let mut text = String::new();
+        while let Some(t) = self.tok() {
+            match t {
+                Tok::F(f) => return Err(refuse(&f, &strict, Why::ParamExpansion)),
+                Tok::C('}') => {
+                    self.i += 1;
+                    break;
+                }
+                Tok::C('\\') => {
+                    if let Some(Tok::F(f)) = self.t.get(self.i + 1) {
+                        return Err(refuse(f, &strict, Why::ParamExpansion));
+                    }
+                    self.i += 2;
+                }
+                Tok::C('\'') => {
+                    self.i += 1;
+                    self.single(&strict, false)?;
+                }
+                Tok::C('"') => {
+                    self.i += 1;
+                    self.dquote(&strict)?;
+                }
+                Tok::C('`') => {
+                    self.i += 1;
+                    self.backticks(&strict)?;
+                }
+                Tok::C('$') => match self.expansion(&strict)? {
+                    Some((inner, _)) => text.push_str(&inner),
+                    None => {
+                        self.i += 1;
+                        text.push('$');
+                    }
+                },
+                Tok::C(c) => {
+                    self.i += 1;
+                    text.push(c);
+                }
+            }
+        }
+        if self.arith_depth > 0 || text.starts_with('!') {
+            // in arithmetic, or `${!v}`: v's value is a name, whose subscript bash evaluates
+            self.arith.push(format!("${{{text}}}"));
+        } else if let Some(p) = text.find(['[', ':']) {
+            self.arith.push(text[p..].to_string());
+        }
+        Ok(text)
+    }
+
+    /// After `((`, `$((` or `$[`: up to the matching `))` or `]`.
+    pub(super) fn arith(&mut self, what: &str, strict: Option<Why>, close: char) -> R {
+        self.enter()?;
+        let r = self.arith_in(what, strict, close);
+        self.depth -= 1;
+        r
+    }
+
+    fn arith_in(&mut self, what: &str, strict: Option<Why>, close: char) -> R {
+        let strict = Some(strict.unwrap_or(Why::Arithmetic(what.to_string())));
+        let open = if close == ')' { '(' } else { '[' };
+        let (mut depth, mut text) = (0usize, String::new());
+        self.arith_depth += 1;
+        while let Some(t) = self.tok() {
+            match t {
+                Tok::F(f) => return Err(refuse(&f, &strict, Why::Arithmetic(what.to_string()))),
+                Tok::C(c) if c == close && depth == 0 => {
+                    self.i += 1;
+                    if close == ')' && self.c(0) == Some(')') {
+                        self.i += 1;
+                    }
+                    break;
+                }
+                Tok::C('\\') => {
+                    if let Some(Tok::F(f)) = self.t.get(self.i + 1) {
+                        return Err(refuse(f, &strict, Why::Arithmetic(what.to_string())));
+                    }
+                    self.i += 2;
+                }
+                Tok::C('\'') => {
+                    self.i += 1;
+                    self.single(&strict, false)?;
+                }
+                Tok::C('"') => {
+                    self.i += 1;
+                    text.push_str(&self.dquote(&strict)?);
+                }
+                Tok::C('`') => {
+                    self.i += 1;
+                    self.backticks(&strict)?;
+                }
+                Tok::C('$') => match self.expansion(&strict)? {
+                    Some((inner, _)) => text.push_str(&inner),
+                    None => {
+                        self.i += 1;
+                        text.push('$');
+                    }
+                },
+                Tok::C(c) => {
+                    if c == open {
+                        depth += 1;
+                    } else if c == close {
+                        depth -= 1;
+                    }
+                    self.i += 1;
+                    text.push(c);
+                }
+            }
+        }
+        self.arith_depth -= 1;
+        self.arith.push(text);
+        Ok(())
+    }
+
+    /// After `<<` or `<<-`: the delimiter word, quoted when any part of it is.
+    pub(super) fn heredoc_delimiter(&mut self, strip_tabs: bool) -> R {
+        while matches!(self.c(0), Some(' ' | '\t')) {
+            self.i += 1;
+        }
+        let (mut delimiter, mut quoted, mut quote) = (String::new(), false, None);
+        while let Some(t) = self.tok() {
+            match (t, quote) {
+                (Tok::F(f), _) => return Err(Refusal::new(&f, Why::HeredocDelimiter)),
+                (Tok::C(c), Some(q)) if c == q => quote = None,
+                (Tok::C('\\'), q) if q != Some('\'') => {
+                    quoted = true;
+                    match self.t.get(self.i + 1) {
+                        Some(Tok::F(f)) => return Err(Refusal::new(f, Why::HeredocDelimiter)),
+                        Some(Tok::C(n)) => delimiter.push(*n),
+                        None => {}
+                    }
+                    self.i += 1;
+                }
+                (Tok::C(c), Some(_)) => delimiter.push(c),
+                (Tok::C(q @ ('\'' | '"')), None) => {
+                    quoted = true;
+                    quote = Some(q);
+                }
+                (Tok::C(c), None) if " \t\n;&|()<>".contains(c) => break,
+                (Tok::C(c), None) => delimiter.push(c),
+            }
+            self.i += 1;
+        }
+        self.heredocs.push(Heredoc { delimiter, strip_tabs, quoted });
+        Ok(())
+    }
+
+    /// At the start of a line: the bodies of the here-documents begun on the line before. Any
+    /// placeholder in a body is refused; the lines are read as bash reads them to find the end (an
+    /// unquoted document's `\`+newline joins lines before the delimiter is looked for).
+    pub(super) fn heredoc_bodies(&mut self) -> R {
+        for h in std::mem::take(&mut self.heredocs) {
+            while self.i < self.t.len() {
+                let (mut line, mut field) = (String::new(), None::<String>);
+                while let Some(t) = self.tok() {
+                    self.i += 1;
+                    match t {
+                        Tok::C('\n') => break,
+                        Tok::F(f) => {
+                            field.get_or_insert(f);
+                        }
+                        Tok::C('\\') if !h.quoted => match self.tok() {
+                            Some(Tok::C('\n')) => self.i += 1,
+                            Some(Tok::C(n)) => {
+                                line.push('\\');
+                                line.push(n);
+                                self.i += 1;
+                            }
+                            Some(Tok::F(f)) => {
+                                field.get_or_insert(f);
+                                self.i += 1;
+                            }
+                            None => line.push('\\'),
+                        },
+                        Tok::C(c) => line.push(c),
+                    }
+                }
+                if let Some(f) = field {
+                    let why = if h.quoted { Why::QuotedHeredocBody } else { Why::HeredocBody };
+                    return Err(Refusal::new(&f, why));
+                }
+                let cmp = if h.strip_tabs { line.trim_start_matches('\t') } else { &line };
+                if cmp == h.delimiter {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
