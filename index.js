@@ -481,9 +481,10 @@ fsMethods(MemoryWorkspace);
 execMethod(MemoryWorkspace);
 
 /**
- * A needsApproval predicate for the shell tool: a command line needs no approval only when it
- * starts with one of `commands` and has no operator, substitution, redirection, expansion or
- * argument outside the working directory.
+ * A needsApproval predicate for the shell tool: a command line needs no approval only when every
+ * simple command in it (joined by `&&`, `||`, `;`, `|`) is on the list and passes corral's
+ * read-only table, with no substitution, output redirection, background `&`, subshell, or path
+ * outside the working directory.
  */
 function readOnlyCommands(commands) {
   if (!Array.isArray(commands) || commands.some((c) => typeof c !== 'string')) {

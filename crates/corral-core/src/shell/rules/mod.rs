@@ -372,6 +372,8 @@ fn operator_after_prefix(line: &str, pattern: &str, cmd: bool) -> Option<&'stati
 
 mod paths;
 mod read_only;
+mod read_only_git;
+mod read_only_table;
 mod words;
 
 use paths::*;
@@ -380,3 +382,5 @@ use words::*;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)] mod read_only_tests;
+#[cfg(test)] mod read_only_line_tests;
