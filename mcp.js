@@ -2,43 +2,51 @@
 // `corral mcp`: corral's tools as an MCP server on stdio, built on @modelcontextprotocol/sdk.
 // stdout carries only protocol messages; everything else goes to stderr.
 
+const { basename, resolve } = require('node:path');
 const { Server } = require('@modelcontextprotocol/sdk/server/index.js');
 const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js');
 const { ListToolsRequestSchema, CallToolRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
 const corral = require('./index.js');
+const { parseFlags } = require('./bin/flags.js');
 const { version } = require('./package.json');
 
 const READ_TOOLS = new Set(['read_file', 'list_dir', 'glob', 'grep']);
 
-const usage = `usage: corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--read-only]
-                  [--sandbox none|linux|docker] [--image IMAGE]
+const usage = `usage: corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--client-approves] [--read-only]
+                  [--sandbox none|linux|docker] [--image IMAGE] [--help] [--version]
 An MCP server on stdio with corral's file tools over DIR and a shell tool.
-  --allow CMD    a command the shell may run (a string pattern; repeatable); without any, every
-                 command is offered to the client for approval
-  --deny CMD     a command the shell refuses (repeatable)
-  --read-only    only read_file, list_dir, glob and grep: no write_file, edit_file or shell
-  --sandbox      where commands run: none (on this machine, the default), linux (LinuxSandbox:
-                 namespaces, the host read-only but DIR, no network, no daemon) or docker (a
-                 container per command, needs --image and a Docker Engine)`;
+  --allow CMD         a command that runs without asking (a string pattern; repeatable)
+  --deny CMD          a command that is refused without asking (repeatable)
+                      Any other command is put to the client's user (MCP elicitation) and runs
+                      only if they approve; a client that cannot ask gets it refused.
+  --client-approves   every command not denied runs: the client asks its user before each call
+  --read-only         only read_file, list_dir, glob and grep: no write_file, edit_file or shell
+  --sandbox           where commands run: none (on this machine, the default), linux (LinuxSandbox:
+                      namespaces, the host read-only but DIR, no network, no daemon) or docker (a
+                      container per command, needs --image and a Docker Engine)
+  --image IMAGE       the container image for --sandbox docker
+  --help, -h          this text
+  --version           corral's version`;
+
+const FLAGS = {
+  '--root': 'value', '--allow': 'list', '--deny': 'list', '--client-approves': 'switch', '--read-only': 'switch',
+  '--sandbox': 'value', '--image': 'value', '--help': 'switch', '-h': 'switch', '--version': 'switch',
+};
 
 function parse(argv) {
-  const o = { allow: [], deny: [], readOnly: false, sandbox: 'none' };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a === '--root') o.root = value();
-    else if (a === '--allow') o.allow.push(value());
-    else if (a === '--deny') o.deny.push(value());
-    else if (a === '--read-only') o.readOnly = true;
-    else if (a === '--sandbox') o.sandbox = value();
-    else if (a === '--image') o.image = value();
-    else if (a === '-h' || a === '--help') o.help = true;
-    else throw new Error(`unknown option '${a}'`);
-  }
-  return o;
+  const { flags: f, positional } = parseFlags(argv, FLAGS);
+  if (positional.length) throw new Error(`unexpected argument '${positional[0]}'`);
+  return {
+    root: f['--root'],
+    allow: f['--allow'] ?? [],
+    deny: f['--deny'] ?? [],
+    clientApproves: f['--client-approves'] === true,
+    readOnly: f['--read-only'] === true,
+    sandbox: f['--sandbox'] ?? 'none',
+    image: f['--image'],
+    help: f['--help'] === true || f['-h'] === true,
+    version: f['--version'] === true,
+  };
 }
 
 /** The tools a server with these options offers. */
@@ -55,12 +63,59 @@ function toolsFor(o) {
   } else if (o.sandbox !== 'none') {
     throw new Error(`--sandbox must be none, linux or docker, not '${o.sandbox}'`);
   }
-  const shellTool = corral.createShellTool(shell, {
-    needsApproval: o.allow.length === 0,
-    ...(o.allow.length ? { allow: o.allow } : {}),
-    deny: o.deny,
-  });
+  // The shell tool gets no `allow`: a command --allow does not match is put to the user, not
+  // refused. Whether --allow matches is the core's own matching: a tool with `allow` and
+  // `needsApproval: true` says a command needs approval exactly when `allow` lets it run.
+  const allowed = o.allow.length ? corral.createShellTool(shell, { allow: o.allow, needsApproval: true }) : undefined;
+  const runsUnasked = async (command) => o.clientApproves || (allowed !== undefined && (await allowed.needsApproval({ command })));
+  const shellTool = corral.createShellTool(shell, { deny: o.deny, needsApproval: async (command) => !(await runsUnasked(command)) });
   return [...fsTools, shellTool];
+}
+
+/** What the shell tool's description adds: what runs without asking, what is asked, what is refused. */
+function approvalNote(o, canAsk) {
+  const list = (patterns) => patterns.map((p) => `\`${p}\``).join(', ');
+  const denied = o.deny.length ? ` Refused without asking: ${list(o.deny)}.` : '';
+  if (o.clientApproves) return `Every command${denied && ' not refused'} runs without asking here: the MCP client asks its user before each call.${denied}`;
+  const others = canAsk ? 'is put to the user first and runs only if they approve' : 'is refused: this client cannot ask its user for approval';
+  const allowed = o.allow.length
+    ? `These commands run without asking: ${list(o.allow)} (extra arguments only when they stay inside the workspace, with no $, { or } and no shell operators); any other command ${others}.`
+    : `Every command ${others}.`;
+  return allowed + denied;
+}
+
+const canAsk = (server) => server.getClientCapabilities()?.elicitation?.form !== undefined;
+
+/** A command as one POSIX shell word, for a command line the user can paste. */
+const shellQuote = (s) => `'${s.replaceAll("'", `'"'"'`)}'`;
+
+const notRun = (text) => ({ content: [{ type: 'text', text }], isError: true });
+
+/** A human has this long to answer an approval request (the SDK's default is a minute). */
+const APPROVAL_TIMEOUT_MS = 10 * 60_000;
+
+/**
+ * Undefined when this call may run; else the result that says why it did not. A call its tool
+ * says needs approval runs only when the client's user accepts it with `run: true`.
+ */
+async function approval(server, tool, args, rootName, extra) {
+  const needed = typeof tool.needsApproval === 'function' ? await tool.needsApproval(args) : tool.needsApproval === true;
+  if (!needed) return undefined;
+  const command = typeof args.command === 'string' ? args.command : `${tool.name} ${JSON.stringify(args)}`;
+  if (!canAsk(server)) {
+    return notRun(`Not run: this command needs approval and this client cannot ask for it. To let it run, start corral mcp with --allow ${shellQuote(command)}, or with --client-approves if your client asks its user before each tool call.`);
+  }
+  let answer;
+  try {
+    answer = await server.elicitInput({
+      message: `Run this command in ${rootName}?\n\n${command}`,
+      requestedSchema: { type: 'object', properties: { run: { type: 'boolean', title: 'Run this command' } }, required: ['run'] },
+    }, { signal: extra.signal, relatedRequestId: extra.requestId, timeout: APPROVAL_TIMEOUT_MS });
+  } catch (e) {
+    return notRun(`Not run: the user declined or could not be asked (${e?.message ?? e}).`);
+  }
+  if (answer.action === 'accept' && answer.content?.run === true) return undefined;
+  return notRun('Not run: the user declined to run this command.');
 }
 
 /** An MCP tools/call result from a tool's result. */
@@ -81,27 +136,35 @@ async function serve(argv) {
     console.error(`corral mcp: ${e.message}\n${usage}`);
     return 2;
   }
+  if (o.version) {
+    console.log(version);
+    return 0;
+  }
   if (o.help || !o.root) {
     console.error(usage);
     return o.help ? 0 : 2;
   }
   const tools = toolsFor(o);
   const byName = new Map(tools.map((t) => [t.name, t]));
+  // The user is told the root's name, never its host path.
+  const rootName = basename(resolve(o.root)) || '/';
   const server = new Server({ name: 'corral', version }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: tools.map((t) => ({
       name: t.name,
-      description: t.description,
+      description: t.name === 'shell' ? `${t.description} ${approvalNote(o, canAsk(server))}` : t.description,
       inputSchema: t.inputSchema,
       annotations: READ_TOOLS.has(t.name) ? { readOnlyHint: true } : { readOnlyHint: false, destructiveHint: true },
     })),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const { name, arguments: args } = request.params;
+    const { name, arguments: args = {} } = request.params;
     const tool = byName.get(name);
     if (!tool) return { content: [{ type: 'text', text: `Unknown tool: ${name}. Tools: ${[...byName.keys()].join(', ')}.` }], isError: true };
     try {
-      return content(await tool.execute(args ?? {}, { signal: extra.signal, toolCallId: String(extra.requestId) }));
+      const refused = await approval(server, tool, args, rootName, extra);
+      if (refused) return refused;
+      return content(await tool.execute(args, { signal: extra.signal, toolCallId: String(extra.requestId) }));
     } catch (e) {
       if (e?.name === 'WorkspaceError') return { content: [{ type: 'text', text: `${e.code}: ${e.message}` }], isError: true };
       console.error(`corral mcp: ${name} failed: ${e?.stack ?? e}`);

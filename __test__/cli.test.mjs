@@ -1,7 +1,7 @@
 // The corral bin: `node bin/corral.js <tool> '<json args>' --root DIR` and `corral tools`.
 import { describe, it, expect, afterAll } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tempTree } from './helpers.mjs';
@@ -11,7 +11,8 @@ const t = tempTree({ 'notes.md': '# Notes\nalpha line\n', 'src/a.ts': 'export co
 writeFileSync(join(t.dir, 'secret.txt'), 'outside the root\n');
 afterAll(() => t.cleanup());
 
-const corral = (...args) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
+const corral = (...args) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 20_000 });
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
 
 describe('the corral CLI', () => {
   it('tools lists the six file tools as one JSON object per line', () => {
@@ -64,5 +65,46 @@ describe('the corral CLI', () => {
     const bare = corral();
     expect(bare.status).toBe(2);
     expect(bare.stdout).toMatch(/^usage: corral/);
+  });
+
+  it('a flag the tool call does not know exits 2 naming the nearest known flag, and writes nothing', () => {
+    const r = corral('write_file', '{"path":"new.txt","content":"x"}', '--root', t.root, '--read-only');
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^corral: unknown flag '--read-only'; did you mean '--root'\?/);
+    expect(existsSync(join(t.root, 'new.txt'))).toBe(false);
+    const tools = corral('tools', '--rot', t.root);
+    expect(tools.status).toBe(2);
+    expect(tools.stderr).toMatch(/unknown flag '--rot'; did you mean '--root'\?/);
+    const extra = corral('write_file', '{"path":"new.txt","content":"x"}', 'read-only', '--root', t.root);
+    expect(extra.status).toBe(2);
+    expect(extra.stderr).toMatch(/^corral: unexpected argument 'read-only'/);
+    expect(existsSync(join(t.root, 'new.txt'))).toBe(false);
+  });
+
+  it('a flag corral mcp does not know exits 2 naming the nearest known flag, before serving', () => {
+    const r = corral('mcp', '--root', t.root, '--allwo', 'ls');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^corral mcp: unknown flag '--allwo'; did you mean '--allow'\?/);
+    expect(r.stderr).not.toContain('serving');
+  });
+
+  it('--version prints the package version', () => {
+    for (const args of [['--version'], ['mcp', '--version']]) {
+      const r = corral(...args);
+      expect(r.status, args.join(' ')).toBe(0);
+      expect(r.stdout).toBe(`${version}\n`);
+    }
+  });
+
+  it('--help prints the usage with every flag and exits 0, for corral and corral mcp', () => {
+    const r = corral('--help');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^usage: corral/);
+    for (const flag of ['--root', '--help', '--version']) expect(r.stdout).toContain(flag);
+    const mcp = corral('mcp', '--help');
+    expect(mcp.status).toBe(0);
+    expect(mcp.stderr).toMatch(/^usage: corral mcp --root DIR/);
+    for (const flag of ['--allow', '--deny', '--client-approves', '--read-only', '--sandbox', '--image', '--help', '--version']) expect(mcp.stderr).toContain(flag);
   });
 });

@@ -1,23 +1,32 @@
 // `corral mcp` tested with the MCP SDK's own client over a real stdio transport, spawning the bin.
-import { describe, it, expect, afterAll, beforeAll } from 'vitest';
-import { writeFileSync, existsSync } from 'node:fs';
+import { describe, it, expect, afterAll, beforeAll, beforeEach, afterEach } from 'vitest';
+import { writeFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { linuxSandboxUsable as linuxUsable, tempTree } from './helpers.mjs';
 
 const BIN = fileURLToPath(new URL('../bin/corral.js', import.meta.url));
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
 
-async function connect(args) {
-  const client = new Client({ name: 'corral-test', version: '1.0.0' });
+/** A client of `corral mcp args`; with `answer`, it declares elicitation and answers each request with it. */
+async function connect(args, { answer } = {}) {
+  const client = new Client({ name: 'corral-test', version: '1.0.0' }, answer ? { capabilities: { elicitation: {} } } : undefined);
+  const asked = [];
+  if (answer) {
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(request.params);
+      return answer;
+    });
+  }
   const stderr = [];
   const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', ...args], stderr: 'pipe' });
   transport.stderr?.on('data', (d) => stderr.push(String(d)));
   await client.connect(transport);
-  return { client, stderr, close: () => client.close() };
+  return { client, stderr, asked, close: () => client.close() };
 }
 
 describe('corral mcp', () => {
@@ -101,5 +110,109 @@ describe('corral mcp', () => {
   it('an unknown --sandbox is refused with the usage', async () => {
     const e = await connect(['--root', t.root, '--sandbox', 'vm']).catch((err) => err);
     expect(e).toBeInstanceOf(Error);
+  });
+});
+
+describe('corral mcp asks before a command runs', () => {
+  const RUN_SCHEMA = { type: 'object', properties: { run: { type: 'boolean', title: 'Run this command' } }, required: ['run'] };
+  const ACCEPT = { action: 'accept', content: { run: true } };
+  let t;
+  let root;
+  let conns;
+  beforeEach(() => {
+    t = tempTree();
+    // A root with a name of its own, so the approval message can be checked for it.
+    root = join(t.dir, 'approval-proj');
+    mkdirSync(root);
+    writeFileSync(join(root, 'keep.txt'), 'keep\n');
+    conns = [];
+  });
+  afterEach(async () => {
+    for (const c of conns) await c.close();
+    t.cleanup();
+  });
+  const open = async (args, options) => {
+    const c = await connect(args, options);
+    conns.push(c);
+    return c;
+  };
+  const shell = (c, command) => c.client.callTool({ name: 'shell', arguments: { command } });
+
+  it('a client that cannot ask its user gets a command --allow does not name refused, naming both ways out', async () => {
+    const c = await open(['--root', root]);
+    const escape = join(t.dir, 'x');
+    const command = `cd / && id > ${escape}`;
+    const r = await shell(c, command);
+    expect(r.isError).toBe(true);
+    expect(r.content[0].text).toMatch(/^Not run: this command needs approval and this client cannot ask for it/);
+    expect(r.content[0].text).toContain(`--allow '${command}'`);
+    expect(r.content[0].text).toContain('--client-approves');
+    expect(existsSync(escape)).toBe(false);
+  });
+
+  it('a command the user approves runs; the request names the command and the root by its name only', async () => {
+    const c = await open(['--root', root], { answer: ACCEPT });
+    const r = await shell(c, 'echo approved > made.txt');
+    expect(r.isError, JSON.stringify(r)).toBeFalsy();
+    expect(existsSync(join(root, 'made.txt'))).toBe(true);
+    expect(c.asked).toHaveLength(1);
+    expect(c.asked[0].message).toContain('echo approved > made.txt');
+    expect(c.asked[0].message).toContain('approval-proj');
+    expect(c.asked[0].message).not.toContain(t.dir);
+    expect(c.asked[0].requestedSchema).toEqual(RUN_SCHEMA);
+  });
+
+  for (const [what, answer] of [
+    ['declines', { action: 'decline' }],
+    ['cancels', { action: 'cancel' }],
+    ['accepts without run', { action: 'accept', content: { run: false } }],
+  ]) {
+    it(`a command runs not when the user ${what}`, async () => {
+      const c = await open(['--root', root], { answer });
+      const r = await shell(c, 'echo approved > made.txt');
+      expect(r.isError).toBe(true);
+      expect(r.content[0].text).toMatch(/^Not run: the user declined/);
+      expect(c.asked).toHaveLength(1);
+      expect(existsSync(join(root, 'made.txt'))).toBe(false);
+    });
+  }
+
+  it('--allow runs a matching command without asking, --deny refuses one without asking, any other is asked', async () => {
+    const c = await open(['--root', root, '--allow', 'touch allowed.txt', '--deny', 'rm'], { answer: { action: 'decline' } });
+    const allowed = await shell(c, 'touch allowed.txt');
+    expect(allowed.isError, JSON.stringify(allowed)).toBeFalsy();
+    expect(existsSync(join(root, 'allowed.txt'))).toBe(true);
+    const denied = await shell(c, 'rm keep.txt');
+    expect(denied.isError).toBe(true);
+    expect(denied.content[0].text).not.toMatch(/^Not run/);
+    expect(existsSync(join(root, 'keep.txt'))).toBe(true);
+    expect(c.asked).toHaveLength(0);
+    const other = await shell(c, 'touch other.txt');
+    expect(other.content[0].text).toMatch(/^Not run: the user declined/);
+    expect(c.asked).toHaveLength(1);
+    expect(existsSync(join(root, 'other.txt'))).toBe(false);
+  });
+
+  it('--client-approves runs a command that is not denied without asking, and refuses a denied one', async () => {
+    const c = await open(['--root', root, '--client-approves', '--deny', 'rm'], { answer: ACCEPT });
+    const r = await shell(c, 'echo ran > made.txt');
+    expect(r.isError, JSON.stringify(r)).toBeFalsy();
+    expect(existsSync(join(root, 'made.txt'))).toBe(true);
+    const denied = await shell(c, 'rm keep.txt');
+    expect(denied.isError).toBe(true);
+    expect(existsSync(join(root, 'keep.txt'))).toBe(true);
+    expect(c.asked).toHaveLength(0);
+  });
+
+  it('the shell tool says what runs without asking', async () => {
+    const describe = async (args, options) => {
+      const c = await open(['--root', root, ...args], options);
+      const { tools } = await c.client.listTools();
+      return tools.find((x) => x.name === 'shell').description;
+    };
+    expect(await describe(['--allow', 'npm test', '--deny', 'rm'])).toMatch(/These commands run without asking: `npm test`.*any other command is refused: this client cannot ask.*Refused without asking: `rm`/);
+    expect(await describe(['--allow', 'npm test'], { answer: ACCEPT })).toMatch(/These commands run without asking: `npm test`.*any other command is put to the user/);
+    expect(await describe([], { answer: ACCEPT })).toMatch(/Every command is put to the user/);
+    expect(await describe(['--client-approves'])).toMatch(/Every command runs without asking here/);
   });
 });

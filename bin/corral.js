@@ -3,35 +3,49 @@
 // corral <tool> '<json args>' [--root DIR]   run one file tool against a directory
 // corral tools [--root DIR]                   list the tools with their schemas
 // corral mcp --root DIR [...]                  an MCP server on stdio (see mcp.js)
-const { NodeWorkspace, createFsTools } = require('../index.js');
-const { executeTool } = require('../executor.js');
+const { parseFlags } = require('./flags.js');
 
 const usage = `usage: corral <tool> '<json args>' [--root DIR]
        corral tools [--root DIR]
-       corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--read-only] [--sandbox none|linux|docker]
+       corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--client-approves] [--read-only]
+                  [--sandbox none|linux|docker] [--image IMAGE]   (corral mcp --help says more)
+       corral --help | --version
 Runs one of corral's file tools (read_file, write_file, edit_file, list_dir, glob, grep) against
-DIR (default: the current directory) and prints its result.`;
+DIR and prints its result.
+  --root DIR    the workspace (default: the current directory)
+  --help, -h    this text
+  --version     corral's version`;
 
-function parse(argv) {
-  const out = { rest: [], root: '.' };
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--root') out.root = argv[++i];
-    else if (argv[i].startsWith('--root=')) out.root = argv[i].slice(7);
-    else if (argv[i] === '-h' || argv[i] === '--help') out.help = true;
-    else out.rest.push(argv[i]);
-  }
-  return out;
-}
+const FLAGS = { '--root': 'value', '--help': 'switch', '-h': 'switch', '--version': 'switch' };
 
 async function main() {
   if (process.argv[2] === 'mcp') return require('../mcp.js').serve(process.argv.slice(3));
-  const { rest, root, help } = parse(process.argv.slice(2));
+  let flags;
+  let rest;
+  try {
+    ({ flags, positional: rest } = parseFlags(process.argv.slice(2), FLAGS));
+  } catch (e) {
+    console.error(`corral: ${e.message}\n${usage}`);
+    return 2;
+  }
+  if (flags['--version']) {
+    console.log(require('../package.json').version);
+    return 0;
+  }
+  const help = flags['--help'] || flags['-h'];
   if (help || rest.length === 0) {
     console.log(usage);
     return help ? 0 : 2;
   }
-  const tools = createFsTools(new NodeWorkspace({ root }));
   const [name, json] = rest;
+  const most = name === 'tools' ? 1 : 2;
+  if (rest.length > most) {
+    console.error(`corral: unexpected argument '${rest[most]}'\n${usage}`);
+    return 2;
+  }
+  const { NodeWorkspace, createFsTools } = require('../index.js');
+  const { executeTool } = require('../executor.js');
+  const tools = createFsTools(new NodeWorkspace({ root: flags['--root'] ?? '.' }));
   if (name === 'tools') {
     for (const t of tools) console.log(JSON.stringify({ name: t.name, description: t.description, parameters: t.parameters }));
     return 0;
