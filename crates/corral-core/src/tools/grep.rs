@@ -8,7 +8,7 @@ use super::{
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -62,7 +62,22 @@ struct Grep {
     /// Once `keep` matches are held, the last path holding one: a file sorting after it cannot
     /// be shown, so it is only counted (no lines built).
     bound: std::sync::RwLock<Option<String>>,
+    /// When the search began: the clock `busy` counts from.
+    began: Instant,
+    /// Per matching thread, when its current file's matching began (nanoseconds after `began`,
+    /// plus one; 0 when idle): with `spent_nanos`, the time spent so far, read by the watchdog
+    /// while a slow line is still being matched.
+    busy: [AtomicU64; BUSY_SLOTS],
 }
+
+const BUSY_SLOTS: usize = 64;
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// This thread's slot in `Grep::busy`.
+    static SLOT: usize = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % BUSY_SLOTS;
+}
+/// How often the watchdog reads the time spent: an abort or a spent budget is answered within it.
+const WATCH_EVERY: Duration = Duration::from_millis(10);
 
 /// The most lines of context grep shows around a match.
 pub const MAX_CONTEXT: u64 = 10;
@@ -183,13 +198,74 @@ impl Grep {
         }
         self.scanned.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
+        let slot = SLOT.with(|s| *s);
+        self.busy[slot].store(started.duration_since(self.began).as_nanos() as u64 + 1, Ordering::Relaxed);
         let result = self.search_lines(path, bytes, started);
+        self.busy[slot].store(0, Ordering::Relaxed);
         let spent = started.elapsed().as_nanos() as u64;
         if self.spent_nanos.fetch_add(spent, Ordering::Relaxed) + spent > self.budget_nanos {
             self.slow.store(true, Ordering::Relaxed);
             self.stop.store(true, Ordering::Relaxed);
         }
         result
+    }
+
+    /// Whether the matching time so far, the files in progress included, is over the budget.
+    fn over_budget_now(&self) -> bool {
+        let now = self.began.elapsed().as_nanos() as u64;
+        let in_progress: u64 = self
+            .busy
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .filter(|&t| t > 0)
+            .map(|t| now.saturating_sub(t - 1))
+            .sum();
+        self.spent_nanos.load(Ordering::Relaxed) + in_progress > self.budget_nanos
+    }
+
+    fn slow_error(&self, o: &FsToolOptions) -> Error {
+        Error::new(
+            Code::Timeout,
+            format!(
+                "grep stopped: the pattern took longer than {} ms to match ({} scanned). Use a simpler pattern, or narrow path or glob.",
+                fmt_count(o.grep_timeout_ms as usize),
+                plural(self.scanned.load(Ordering::Relaxed), "file")
+            ),
+        )
+    }
+
+    /// Runs `work` until it ends, the call is aborted, or the budget is spent — whichever comes
+    /// first; the last two answer within `WATCH_EVERY` however long a line takes to match. The
+    /// work left behind stops at its next check (a line matched, or the engine's step limit)
+    /// and its result is dropped.
+    async fn race(&self, work: impl std::future::Future<Output = Result<String>>, o: &FsToolOptions) -> Result<String> {
+        let cancelled = async {
+            match &self.cancel {
+                Some(c) => c.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let watchdog = async {
+            loop {
+                tokio::time::sleep(WATCH_EVERY).await;
+                if self.over_budget_now() {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = cancelled => {
+                self.stop.store(true, Ordering::Relaxed);
+                Err(Error::aborted())
+            }
+            _ = watchdog => {
+                self.slow.store(true, Ordering::Relaxed);
+                self.stop.store(true, Ordering::Relaxed);
+                Err(self.slow_error(o))
+            }
+            r = work => r,
+        }
     }
 
     /// Adds a file's hits to what is kept, and narrows the bound when that says to.
@@ -382,124 +458,124 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         keep,
         context,
         bound: Default::default(),
+        began: Instant::now(),
+        busy: std::array::from_fn(|_| AtomicU64::new(0)),
     });
-    let too_large = Arc::new(AtomicUsize::new(0));
-    let found = Arc::new(Mutex::new(Collected::new(keep, context)));
-    let mut notes = Vec::new();
-    if kind == EntryType::File {
-        let size = fs.stat(&base).await?.map(|s| s.size).unwrap_or(0);
-        if size > MAX_GREP_FILE_BYTES {
-            too_large.fetch_add(1, Ordering::Relaxed);
-        } else {
-            let bytes = read_bytes(fs, &base).await?;
-            let (g, b) = (grep.clone(), base.clone());
-            let hit = tokio::task::spawn_blocking(move || g.search(&b, &bytes))
-                .await
-                .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
-            if let Some(h) = hit {
-                grep.add(&found, h);
-            }
-        }
-    } else if kind != EntryType::Directory {
-        return Err(Error::new(Code::NotAFile, format!("{base} is neither a file nor a directory.")));
-    } else {
-        // `glob` filters by the path below the base when it has a `/`, else by the file name.
-        let filter: Filter = Arc::new(move |rel: &str| match &file_glob {
-            None => true,
-            Some((m, true)) => m.is_match(rel),
-            Some((m, false)) => m.is_match(rel.rsplit('/').next().unwrap_or(rel)),
-        });
-        // On disk and in memory the walker's threads read and match; a provider's files are read
-        // afterwards through its interface, and matched on the blocking pool.
-        let pending = Arc::new(Mutex::new(Vec::new()));
-        let (g, f2, big, p2) = (grep.clone(), found.clone(), too_large.clone(), pending.clone());
-        let visit: Visit = Arc::new(move |path, _rel, entry| {
-            if g.stopped() {
-                return false;
-            }
-            let size = match &entry {
-                // On disk the size comes from the opened file (one `fstat`, no `lstat` first).
-                Entry::Disk { .. } => 0,
-                Entry::Provider { size } => *size,
-                Entry::Memory(bytes) => bytes.len() as u64,
-            };
+    let work = async {
+        let too_large = Arc::new(AtomicUsize::new(0));
+        let found = Arc::new(Mutex::new(Collected::new(keep, context)));
+        let mut notes = Vec::new();
+        if kind == EntryType::File {
+            let size = fs.stat(&base).await?.map(|s| s.size).unwrap_or(0);
             if size > MAX_GREP_FILE_BYTES {
-                big.fetch_add(1, Ordering::Relaxed);
-                return true;
+                too_large.fetch_add(1, Ordering::Relaxed);
+            } else {
+                let bytes = read_bytes(fs, &base).await?;
+                let (g, b) = (grep.clone(), base.clone());
+                let hit = tokio::task::spawn_blocking(move || g.search(&b, &bytes))
+                    .await
+                    .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+                if let Some(h) = hit {
+                    grep.add(&found, h);
+                }
             }
-            let hit = match entry {
-                Entry::Disk { local, real } => READ_BUFFER.with_borrow_mut(|buf| match read_walked(local, real, buf) {
-                    Ok(true) => g.search(path, buf),
-                    Ok(false) => {
-                        big.fetch_add(1, Ordering::Relaxed);
+        } else if kind != EntryType::Directory {
+            return Err(Error::new(Code::NotAFile, format!("{base} is neither a file nor a directory.")));
+        } else {
+            // `glob` filters by the path below the base when it has a `/`, else by the file name.
+            let filter: Filter = Arc::new(move |rel: &str| match &file_glob {
+                None => true,
+                Some((m, true)) => m.is_match(rel),
+                Some((m, false)) => m.is_match(rel.rsplit('/').next().unwrap_or(rel)),
+            });
+            // On disk and in memory the walker's threads read and match; a provider's files are read
+            // afterwards through its interface, and matched on the blocking pool.
+            let pending = Arc::new(Mutex::new(Vec::new()));
+            let (g, f2, big, p2) = (grep.clone(), found.clone(), too_large.clone(), pending.clone());
+            let visit: Visit = Arc::new(move |path, _rel, entry| {
+                if g.stopped() {
+                    return false;
+                }
+                let size = match &entry {
+                    // On disk the size comes from the opened file (one `fstat`, no `lstat` first).
+                    Entry::Disk { .. } => 0,
+                    Entry::Provider { size } => *size,
+                    Entry::Memory(bytes) => bytes.len() as u64,
+                };
+                if size > MAX_GREP_FILE_BYTES {
+                    big.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+                let hit = match entry {
+                    Entry::Disk { local, real } => {
+                        READ_BUFFER.with_borrow_mut(|buf| match read_walked(local, real, buf) {
+                            Ok(true) => g.search(path, buf),
+                            Ok(false) => {
+                                big.fetch_add(1, Ordering::Relaxed);
+                                None
+                            }
+                            Err(_) => None,
+                        })
+                    }
+                    Entry::Memory(bytes) => g.search(path, bytes),
+                    Entry::Provider { .. } => {
+                        p2.lock().unwrap().push(path.to_string());
                         None
                     }
-                    Err(_) => None,
-                }),
-                Entry::Memory(bytes) => g.search(path, bytes),
-                Entry::Provider { .. } => {
-                    p2.lock().unwrap().push(path.to_string());
-                    None
+                };
+                if let Some(h) = hit {
+                    g.add(&f2, h);
                 }
-            };
-            if let Some(h) = hit {
-                g.add(&f2, h);
-            }
-            true
-        });
-        let stats = walk(fs, o, &base, ctx, filter, visit, true).await?;
-        let pending = std::mem::take(&mut *pending.lock().unwrap());
-        for path in pending {
-            if grep.stopped() {
-                break;
-            }
-            let bytes = match read_bytes(fs, &path).await {
-                Ok(bytes) => bytes,
-                Err(e) if e.code == Code::Foreign => return Err(e),
-                Err(_) => {
-                    stats.unreadable.fetch_add(1, Ordering::Relaxed);
-                    continue;
+                true
+            });
+            let stats = walk(fs, o, &base, ctx, filter, visit, true).await?;
+            let pending = std::mem::take(&mut *pending.lock().unwrap());
+            for path in pending {
+                if grep.stopped() {
+                    break;
                 }
-            };
-            // Matching runs on the blocking pool, never on the async threads the shell and the
-            // broker also need.
-            let g = grep.clone();
-            let hit = tokio::task::spawn_blocking(move || g.search(&path, &bytes))
-                .await
-                .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
-            if let Some(h) = hit {
-                grep.add(&found, h);
+                let bytes = match read_bytes(fs, &path).await {
+                    Ok(bytes) => bytes,
+                    Err(e) if e.code == Code::Foreign => return Err(e),
+                    Err(_) => {
+                        stats.unreadable.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                };
+                // Matching runs on the blocking pool, never on the async threads the shell and the
+                // broker also need.
+                let g = grep.clone();
+                let hit = tokio::task::spawn_blocking(move || g.search(&path, &bytes))
+                    .await
+                    .map_err(|e| Error::new(Code::Io, format!("internal error: {e}")))?;
+                if let Some(h) = hit {
+                    grep.add(&found, h);
+                }
             }
+            if grep.slow.load(Ordering::Relaxed) || grep.step_limit.load(Ordering::Relaxed) {
+                // reported below
+            } else if let Some(e) = stats.timeout(o, "grep") {
+                return Err(e);
+            }
+            notes = stats.notes(o);
         }
-        if grep.slow.load(Ordering::Relaxed) || grep.step_limit.load(Ordering::Relaxed) {
-            // reported below
-        } else if let Some(e) = stats.timeout(o, "grep") {
-            return Err(e);
-        }
-        notes = stats.notes(o);
-    }
-    ctx.check_cancel()?;
-    if grep.step_limit.load(Ordering::Relaxed) {
-        return Err(Error::new(
+        ctx.check_cancel()?;
+        if grep.step_limit.load(Ordering::Relaxed) {
+            return Err(Error::new(
             Code::Timeout,
             format!(
                 "grep stopped: the pattern needed more backtracking steps on one line than the limit allows ({} scanned). Backreferences and lookaround backtrack; use a simpler pattern.",
                 plural(grep.scanned.load(Ordering::Relaxed), "file")
             ),
         ));
-    }
-    if grep.slow.load(Ordering::Relaxed) {
-        return Err(Error::new(
-            Code::Timeout,
-            format!(
-                "grep stopped: the pattern took longer than {} ms to match ({} scanned). Use a simpler pattern, or narrow path or glob.",
-                fmt_count(o.grep_timeout_ms as usize),
-                plural(grep.scanned.load(Ordering::Relaxed), "file")
-            ),
-        ));
-    }
-    let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0, 0));
-    Ok(format_hits(results, o, keep, &notes, too_large.load(Ordering::Relaxed)))
+        }
+        if grep.slow.load(Ordering::Relaxed) {
+            return Err(grep.slow_error(o));
+        }
+        let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0, 0));
+        Ok(format_hits(results, o, keep, &notes, too_large.load(Ordering::Relaxed)))
+    };
+    grep.race(work, o).await
 }
 
 thread_local! {
