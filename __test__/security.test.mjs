@@ -236,3 +236,23 @@ describe('no input panics across the boundary', () => {
     expect(r.out).toBe(3000);
   });
 });
+
+describe('a command\'s output held in memory is bounded by what the tool can return', () => {
+  it('six concurrent commands printing 64 MiB each keep the process far below their output', () => {
+    const t = tree({ 'a.txt': 'a\n' });
+    const r = inChild(`
+      const ws = new corral.NodeWorkspace({ root });
+      const shell = corral.createShellTool(ws, { needsApproval: false });
+      const runs = Array.from({ length: 6 }, () => shell.execute({ command: "head -c 67108864 /dev/zero | tr '\\\\0' a; echo end" }));
+      const results = await Promise.all(runs);
+      const hwm = Number(require('fs').readFileSync('/proc/self/status', 'utf8').match(/VmHWM:\\s+(\\d+)/)[1]) * 1024;
+      return { hwm, ends: results.map((x) => x.stdout.endsWith('end\\n')), lengths: results.map((x) => x.stdout.length) };`, t.root);
+    expect(r.status).toBe(0);
+    expect(r.out.ends).toEqual([true, true, true, true, true, true]);
+    // What is returned is the head and tail (30,000 characters and a note), not 64 MiB.
+    for (const n of r.out.lengths) expect(n).toBeLessThan(40_000);
+    // 6 × 64 MiB held would be 384 MiB of output alone (over 1 GB peak before the cap); the
+    // bound is wide: node and the addon take about 100 MB.
+    expect(r.out.hwm).toBeLessThan(350 * 1024 * 1024);
+  });
+});

@@ -38,6 +38,7 @@ fn request_from(v: &Value) -> CoreResult<SandboxRequest> {
         stdin: v.get("stdin").and_then(Value::as_str).map(str::to_string),
         on_output: None,
         mount: None,
+        capture_bytes: None,
     })
 }
 

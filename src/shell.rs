@@ -49,6 +49,7 @@ pub(crate) fn exec_options(o: &Value, cancel: Option<Cancel>) -> CoreResult<Exec
         },
         cancel,
         on_output: None,
+        capture_bytes: None,
     })
 }
 

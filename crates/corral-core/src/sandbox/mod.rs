@@ -59,6 +59,9 @@ pub struct SandboxRequest {
     /// Where the output goes while the command runs, for an adapter that can stream it. Not part
     /// of the request a JS adapter receives.
     pub on_output: Option<crate::shell::Sink>,
+    /// The most bytes of each stream an adapter holds (`ExecOptions::capture_bytes`). Not part
+    /// of the request a JS adapter receives.
+    pub capture_bytes: Option<usize>,
 }
 
 /// Runs one command in some sandbox (API.md `SandboxAdapter`). Like a `ShellProvider`, `run`
@@ -232,6 +235,7 @@ impl ShellProvider for SandboxShell {
             stdin: options.stdin,
             mount: self.cwd().to_str().map(str::to_string),
             on_output: options.on_output,
+            capture_bytes: options.capture_bytes,
         };
         let cancel = options.cancel;
         if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {

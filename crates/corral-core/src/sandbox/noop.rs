@@ -24,7 +24,17 @@ impl NoopSandbox {
 impl SandboxAdapter for NoopSandbox {
     async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
         let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);
-        run_shell_command(&req.command, Path::new(&req.cwd), &req.env, req.stdin, timeout, cancel, req.on_output).await
+        run_shell_command(
+            &req.command,
+            Path::new(&req.cwd),
+            &req.env,
+            req.stdin,
+            timeout,
+            cancel,
+            req.on_output,
+            req.capture_bytes,
+        )
+        .await
     }
 
     fn runs_on_host(&self) -> bool {

@@ -194,7 +194,7 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         }
     };
 
-    let streams = Streams::default();
+    let streams = Streams::new(req.capture_bytes);
     let Streams { out, err, done } = &streams;
     let attached = client.start_exec(&exec).await?;
     let reader = streams.read(attached, &req);

@@ -542,17 +542,17 @@ pub(super) struct Streams {
     pub done: CancellationToken,
 }
 
-impl Default for Streams {
-    fn default() -> Self {
+impl Streams {
+    /// Empty captures of at most `cap` bytes each (`MAX_CAPTURE_BYTES` when `None`).
+    pub(super) fn new(cap: Option<usize>) -> Self {
+        let cap = cap.unwrap_or(MAX_CAPTURE_BYTES);
         Streams {
-            out: Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES))),
-            err: Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES))),
+            out: Arc::new(Mutex::new(Capture::new(cap))),
+            err: Arc::new(Mutex::new(Capture::new(cap))),
             done: CancellationToken::new(),
         }
     }
-}
 
-impl Streams {
     /// Reads them (and writes the request's stdin) on a task of its own.
     pub(super) fn read(&self, attached: Attached, req: &SandboxRequest) -> tokio::task::JoinHandle<()> {
         tokio::spawn(read_attached(
@@ -664,7 +664,7 @@ impl SandboxAdapter for SubprocessSandbox {
             .to_string();
         let mut guard = ContainerGuard { client: client.clone(), id: Some(id.clone()) };
 
-        let streams = Streams::default();
+        let streams = Streams::new(req.capture_bytes);
         let Streams { out, err, done } = &streams;
         let mut reader: Option<tokio::task::JoinHandle<()>> = None;
         let work = async {

@@ -72,6 +72,9 @@ pub struct ExecOptions {
     pub cancel: Option<Cancel>,
     /// Where the output goes while the command runs, for a provider that can stream it.
     pub on_output: Option<Sink>,
+    /// The most bytes of each stream held in memory (its start and its end); the provider's
+    /// own cap when `None`. The tools set it from what they can return (`capture_for`).
+    pub capture_bytes: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

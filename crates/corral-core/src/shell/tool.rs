@@ -234,6 +234,20 @@ pub fn parameters_schema() -> Value {
 
 /// Keeps the start and the end of `s` within `max` characters, replacing the middle with a
 /// marker that says exactly how many characters were left out.
+/// The margin held past what can be returned, per stream.
+pub const CAPTURE_MARGIN_BYTES: usize = 1024 * 1024;
+
+/// How many bytes of a stream a run must hold to return `max_output_chars` of it (its head and
+/// tail; a character is at most 4 bytes) plus a margin, or the whole of what `spillDir` saves.
+pub fn capture_for(max_output_chars: usize, spill: bool) -> usize {
+    let returned = max_output_chars.saturating_mul(4).saturating_add(CAPTURE_MARGIN_BYTES);
+    if spill {
+        returned.max(super::spill::SPILL_MAX_BYTES)
+    } else {
+        returned
+    }
+}
+
 pub fn truncate_middle(s: &str, max: usize) -> String {
     let total = s.chars().count();
     if total <= max {
@@ -382,6 +396,7 @@ async fn run_with_grace(
             stdin: call.stdin.clone(),
             cancel: cancel.clone(),
             on_output: progress.as_ref().and_then(|p| p.sink()),
+            capture_bytes: Some(capture_for(opts.max_output_chars, opts.spill.is_some())),
         },
     );
     // A provider that ignores its timeout or the cancel is not waited on forever.

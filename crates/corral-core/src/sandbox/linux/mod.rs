@@ -498,6 +498,7 @@ impl SandboxAdapter for LinuxSandbox {
             pids_max: limits.pids,
             pids_unlimited: Some(Arc::new(AtomicBool::new(false))),
             pids_refused: Some(pids_refused.clone()),
+            capture_bytes: req.capture_bytes,
         };
         let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);
         let mut r = run_shell_command_with(

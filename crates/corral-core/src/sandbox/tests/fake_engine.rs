@@ -273,6 +273,7 @@ fn request(cwd: &str, command: &str) -> SandboxRequest {
         stdin: None,
         mount: None,
         on_output: None,
+        capture_bytes: None,
     }
 }
 

@@ -341,7 +341,7 @@ async fn sandbox_overhead_bench() {
     let env = env(&[("PATH", "/usr/bin:/bin")]);
     for _ in 0..RUNS {
         let t = Instant::now();
-        let r = run_shell_command("true", &dir, &env, None, Some(30_000), None, None).await.unwrap();
+        let r = run_shell_command("true", &dir, &env, None, Some(30_000), None, None, None).await.unwrap();
         plain.push(t.elapsed());
         assert_eq!(r.exit_code, Some(0));
         let t = Instant::now();

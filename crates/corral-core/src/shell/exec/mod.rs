@@ -104,8 +104,17 @@ impl ShellProvider for LocalShell {
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
         let cwd = self.resolve_cwd(options.cwd.as_deref())?;
         let env = self.command_env(&options.env);
-        run_shell_command(command, &cwd, &env, options.stdin, options.timeout_ms, options.cancel, options.on_output)
-            .await
+        run_shell_command(
+            command,
+            &cwd,
+            &env,
+            options.stdin,
+            options.timeout_ms,
+            options.cancel,
+            options.on_output,
+            options.capture_bytes,
+        )
+        .await
     }
 }
 

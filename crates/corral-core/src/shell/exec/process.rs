@@ -156,12 +156,14 @@ pub async fn run_shell_command(
     timeout_ms: Option<u64>,
     cancel: Option<Cancel>,
     on_output: Option<Sink>,
+    capture_bytes: Option<usize>,
 ) -> Result<ExecResult> {
-    run_shell_command_with(command, cwd, env, stdin, timeout_ms, cancel, on_output, Isolation::default()).await
+    let isolation = Isolation { capture_bytes, ..Isolation::default() };
+    run_shell_command_with(command, cwd, env, stdin, timeout_ms, cancel, on_output, isolation).await
 }
 
 /// Code a sandbox runs in the child between fork and exec (raw syscalls only: the parent is
-/// multi-threaded), and the limits of the command's control group.
+/// multi-threaded), the limits of the command's control group, and how much output is held.
 #[derive(Default)]
 pub struct Isolation {
     pub pre_exec: Option<Box<dyn FnMut() -> std::io::Result<()> + Send + Sync + 'static>>,
@@ -171,6 +173,8 @@ pub struct Isolation {
     pub pids_unlimited: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// The group's `pids.events` / `max` count after the run (forks it refused).
     pub pids_refused: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// The most bytes of each stream held (`MAX_CAPTURE_BYTES` when `None`).
+    pub capture_bytes: Option<usize>,
 }
 
 /// `run_shell_command` with a sandbox's set-up in the child.
@@ -238,8 +242,9 @@ pub async fn run_shell_command_with(
         });
         guard.tasks.push(task.abort_handle());
     }
-    let out = Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES)));
-    let err = Arc::new(Mutex::new(Capture::new(MAX_CAPTURE_BYTES)));
+    let cap = isolation.capture_bytes.unwrap_or(MAX_CAPTURE_BYTES);
+    let out = Arc::new(Mutex::new(Capture::new(cap)));
+    let err = Arc::new(Mutex::new(Capture::new(cap)));
     let out_done = CancellationToken::new();
     let err_done = CancellationToken::new();
     match child.stdout.take() {

@@ -381,6 +381,8 @@ pub use read_only::ReadOnlyCommands;
 use words::*;
 
 #[cfg(test)]
+mod read_only_line_tests;
+#[cfg(test)]
+mod read_only_tests;
+#[cfg(test)]
 mod tests;
-#[cfg(test)] mod read_only_tests;
-#[cfg(test)] mod read_only_line_tests;
