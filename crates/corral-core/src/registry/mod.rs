@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::error::{Code, Error, Result};
+use crate::templates::schema::off_the_async_threads;
 use crate::templates::{valid_name, WorkspaceToolSpec};
 pub use sqlite::SqliteToolStore;
 
@@ -96,7 +97,7 @@ impl Registry {
         if let (Some(n), Value::Object(m)) = (name, &mut spec) {
             m.insert("name".into(), Value::from(n));
         }
-        let spec = WorkspaceToolSpec::from_json(&spec)?;
+        let spec = off_the_async_threads(move || WorkspaceToolSpec::from_json(&spec)).await?;
         self.store.put(workspace, &spec).await?;
         Ok(spec)
     }
@@ -106,14 +107,18 @@ impl Registry {
         if !valid_name(name) {
             return Ok(None);
         }
-        self.store.get(workspace, name).await?.map(from_store).transpose()
+        match self.store.get(workspace, name).await? {
+            Some(v) => off_the_async_threads(move || from_store(v)).await.map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The workspace's specs, sorted by name.
     pub async fn list(&self, workspace: &str) -> Result<Vec<WorkspaceToolSpec>> {
         check_workspace(workspace)?;
+        let stored = self.store.list(workspace).await?;
         let mut specs: Vec<WorkspaceToolSpec> =
-            self.store.list(workspace).await?.into_iter().map(from_store).collect::<Result<_>>()?;
+            off_the_async_threads(move || stored.into_iter().map(from_store).collect::<Result<_>>()).await?;
         specs.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(specs)
     }

@@ -66,3 +66,43 @@ fn merged_tools_keep_the_builtin_order_with_replacements_in_place_then_the_rest_
         ]
     );
 }
+
+/// A spec whose parameters hold `n` distinct `\p{L}` patterns (`tag` makes the text unique).
+fn heavy(name: &str, n: usize, tag: &str) -> Value {
+    let props: serde_json::Map<String, Value> = (0..n)
+        .map(|i| (format!("p{i}"), json!({ "type": "string", "pattern": format!("^\\p{{L}}{{{i}}}{tag}$") })))
+        .collect();
+    json!({ "name": name, "parameters": { "type": "object", "properties": props }, "handler_kind": "shell_template", "handler_payload": { "command": "echo hi" } })
+}
+
+#[tokio::test]
+async fn a_schema_is_compiled_once_however_often_it_is_read_back() {
+    for (i, (_d, store)) in stores().await.into_iter().enumerate() {
+        let r = Registry::new(store);
+        let tag = format!("once{i}{}", std::process::id());
+        let spec = heavy("t", 64, &tag);
+        r.upsert("acme", &spec, None).await.unwrap();
+        for _ in 0..5 {
+            r.get("acme", "t").await.unwrap().unwrap();
+            r.list("acme").await.unwrap();
+        }
+        let stored = r.get("acme", "t").await.unwrap().unwrap();
+        crate::templates::TemplateTool::new(stored.clone()).unwrap();
+        assert_eq!(crate::templates::schema::compiles_of(&stored.parameters), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_spec_with_too_many_or_too_long_patterns_is_refused_before_anything_compiles() {
+    let r = Registry::new(Arc::new(MemoryToolStore::default()));
+    let tag = format!("many{}", std::process::id());
+    let many = heavy("t", 200, &tag);
+    let e = r.upsert("acme", &many, None).await.unwrap_err();
+    assert_eq!(e.code, Code::Configuration);
+    assert!(e.message.contains("200 patterns"), "{}", e.message);
+    assert_eq!(crate::templates::schema::compiles_of(&many["parameters"]), 0);
+    let long = json!({ "name": "t", "parameters": { "type": "object", "patternProperties": { "a".repeat(1025): {} } }, "handler_kind": "shell_template", "handler_payload": { "command": "echo hi" } });
+    let e = r.upsert("acme", &long, None).await.unwrap_err();
+    assert!(e.message.contains("1025 characters"), "{}", e.message);
+    assert!(r.list("acme").await.unwrap().is_empty());
+}

@@ -15,6 +15,7 @@
 pub mod python;
 pub mod quote;
 pub mod render;
+pub mod schema;
 pub mod shell_commands;
 pub mod shell_context;
 mod shell_lex;
@@ -87,8 +88,10 @@ impl WorkspaceToolSpec {
         let parameters = match m.get("parameters") {
             None | Some(Value::Null) => Value::Object(Map::new()),
             Some(p @ Value::Object(_)) => {
-                jsonschema::validator_for(p)
-                    .map_err(|e| invalid(format!("parameters is not a valid JSON Schema: {e}")))?;
+                if let Some(why) = schema::pattern_refusal(p) {
+                    return Err(invalid(why));
+                }
+                schema::validator(p).map_err(|e| invalid(format!("parameters is not a valid JSON Schema: {e}")))?;
                 p.clone()
             }
             _ => return Err(invalid("parameters must be a JSON Schema object.")),
@@ -225,7 +228,7 @@ pub fn tool_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<cra
 pub struct TemplateTool {
     pub spec: WorkspaceToolSpec,
     segments: Vec<Segment>,
-    validator: jsonschema::Validator,
+    validator: std::sync::Arc<jsonschema::Validator>,
 }
 
 impl TemplateTool {
@@ -233,7 +236,10 @@ impl TemplateTool {
     /// its schema.
     pub fn new(spec: WorkspaceToolSpec) -> Result<TemplateTool> {
         let segments = spec.checked_template()?;
-        let validator = jsonschema::validator_for(&spec.parameters)
+        if let Some(why) = schema::pattern_refusal(&spec.parameters) {
+            return Err(invalid(why));
+        }
+        let validator = schema::validator(&spec.parameters)
             .map_err(|e| invalid(format!("parameters is not a valid JSON Schema: {e}")))?;
         Ok(TemplateTool { spec, segments, validator })
     }
