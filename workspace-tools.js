@@ -107,18 +107,28 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
     };
   }
 
-  /** Reads a request body, stopping past `max` bytes. */
+  /**
+   * Reads a request body; `null` as soon as it is known to pass `max` bytes (a `Content-Length`
+   * over it, or byte max + 1 arriving), after which nothing more is read.
+   */
   function readBody(req, max) {
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > max) return Promise.resolve(null);
     return new Promise((resolve, reject) => {
       const chunks = [];
       let size = 0;
-      let over = false;
-      req.on('data', (c) => {
+      const onData = (c) => {
         size += c.length;
-        if (size > max) { over = true; return; }
-        if (!over) chunks.push(c);
-      });
-      req.on('end', () => resolve(over ? null : Buffer.concat(chunks)));
+        if (size > max) {
+          req.off('data', onData);
+          req.pause();
+          resolve(null);
+          return;
+        }
+        chunks.push(c);
+      };
+      req.on('data', onData);
+      req.on('end', () => resolve(Buffer.concat(chunks)));
       req.on('error', reject);
     });
   }
@@ -153,7 +163,14 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
           return (await registry.delete(workspaceId, route.name)) ? send(res, 204) : refuse(res, native.adminRefusal(404, `No workspace tool named ${route.name}.`));
         }
         const body = await readBody(req, native.adminMaxBody());
-        if (body === null) return refuse(res, native.adminRefusal(413, 'The body is larger than 1 MiB.'));
+        if (body === null) {
+          // Answer at once and close: the rest of the body is never read.
+          const r = native.adminRefusal(413, 'The body is larger than 1 MiB.');
+          const text = JSON.stringify(r.body);
+          res.writeHead(413, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), connection: 'close' });
+          res.end(text, () => req.socket?.destroy());
+          return undefined;
+        }
         const parsed = native.adminBody(body);
         if (parsed.status) return refuse(res, parsed);
         try {
@@ -163,7 +180,9 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
           throw e;
         }
       } catch (e) {
-        if (!res.headersSent) send(res, 500, { error: 'InternalError', message: String(e?.message ?? e) });
+        // The store's own words (a database path, a driver's message) stay on the server.
+        console.error('corral: the workspace tools handler failed:', e);
+        if (!res.headersSent) send(res, 500, { error: 'InternalError', message: 'The request failed inside the server; its log has the cause.' });
         else res.destroy(e);
       }
     };

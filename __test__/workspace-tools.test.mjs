@@ -1,8 +1,8 @@
 // Workspace-defined tools through the public API: template tools run for real, the registry and
 // its stores (SQLite with two processes writing at once), the audit hook, and the admin HTTP
 // handler on a real http.Server on 127.0.0.1, driven by the peer spec's curl examples.
-import { describe, it, expect, afterAll, beforeAll } from 'vitest';
-import { createServer } from 'node:http';
+import { describe, it, expect, afterAll, beforeAll, vi } from 'vitest';
+import { createServer, request as httpRequest } from 'node:http';
 import { spawn, execFileSync, execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
@@ -246,22 +246,67 @@ describe('the admin HTTP handler', () => {
       expect(await call('PUT', '/admin/workspace-tools/b_tool', { body }), body).toMatchObject({ status: 400, body: { error: 'BadRequest' } });
     }
     expect(await call('PUT', '/admin/workspace-tools/bad%20name', { body: JSON.stringify(echoSpec()) })).toMatchObject({ status: 400 });
+    for (const method of ['GET', 'DELETE']) {
+      for (const bad of ['bad%20name', '%zz', 'a%2Fb']) {
+        expect(await call(method, `/admin/workspace-tools/${bad}`), `${method} ${bad}`).toMatchObject({ status: 400, body: { error: 'BadRequest' } });
+      }
+    }
     expect(await call('PUT', '/admin/workspace-tools/big', { body: 'x'.repeat(1024 * 1024 + 10) })).toMatchObject({ status: 413, body: { error: 'PayloadTooLarge' } });
     expect(await call('GET', '/admin/workspace-tools/b_tool')).toMatchObject({ status: 404 });
     expect(await call('DELETE', '/admin/workspace-tools/a_tool')).toMatchObject({ status: 204, body: undefined });
     expect(await call('DELETE', '/admin/workspace-tools/a_tool')).toMatchObject({ status: 404 });
   });
 
-  it('503 without a registry, and 500 with a message when the store fails', async () => {
-    const broken = new WorkspaceToolRegistry({ store: { async get() { throw new Error('disk full'); }, async put() { throw new Error('disk full'); }, async delete() { return false; }, async list() { throw new Error('disk full'); } } });
+  it('a body past 1 MiB is a 413 at once, and the rest is never read', async () => {
+    // Declared: answered before a byte of the body is sent.
+    const declared = await new Promise((resolve, reject) => {
+      const req = httpRequest(`${base}/admin/workspace-tools/big`, { method: 'PUT', headers: { authorization: 'Bearer acme-token', 'content-length': String(64 * 1024 * 1024) } });
+      req.on('response', (res) => { let t = ''; res.on('data', (d) => { t += d; }); res.on('end', () => resolve({ status: res.statusCode, body: JSON.parse(t), connection: res.headers.connection })); });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+    expect(declared).toMatchObject({ status: 413, body: { error: 'PayloadTooLarge' }, connection: 'close' });
+    // Streamed without a length: the answer comes while the client is still sending, and the
+    // connection is closed under it.
+    const streamed = await new Promise((resolve) => {
+      const req = httpRequest(`${base}/admin/workspace-tools/big`, { method: 'PUT', headers: { authorization: 'Bearer acme-token', 'transfer-encoding': 'chunked' } });
+      let sent = 0;
+      let status;
+      const chunk = Buffer.alloc(64 * 1024, 'x');
+      req.on('response', (res) => { status = res.statusCode; res.resume(); });
+      const done = () => resolve({ status, sent });
+      req.on('error', done);
+      req.on('close', done);
+      const pump = () => {
+        while (sent < 256 * 1024 * 1024 && status === undefined) {
+          sent += chunk.length;
+          if (!req.write(chunk)) return req.once('drain', pump);
+        }
+        req.end();
+      };
+      pump();
+    });
+    expect(streamed.status).toBe(413);
+    expect(streamed.sent).toBeLessThan(64 * 1024 * 1024);
+  });
+
+  it('503 without a registry, and 500 with a message that names nothing of the store', async () => {
+    const secret = new Error('SQLITE_IOERR: disk I/O error at /var/lib/acme/tools.db');
+    const broken = new WorkspaceToolRegistry({ store: { async get() { throw secret; }, async put() { throw secret; }, async delete() { return false; }, async list() { throw secret; } } });
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
     for (const [reg, status] of [[undefined, 503], [broken, 500]]) {
       const handler = createWorkspaceToolsHandler({ registry: reg, authenticate: () => 'acme' });
       const s = createServer((req, res) => handler(req, res));
       await new Promise((r) => s.listen(0, '127.0.0.1', r));
       const r = await fetch(`http://127.0.0.1:${s.address().port}/admin/workspace-tools`, { headers: { authorization: 'Bearer t' } });
       expect(r.status).toBe(status);
-      expect((await r.json()).message).toBeTruthy();
+      const body = await r.json();
+      expect(body.message).toBeTruthy();
+      expect(body.message).not.toMatch(/SQLITE|\/var\/lib/);
+      if (status === 500) expect(body.error).toBe('InternalError');
       await new Promise((r) => s.close(r));
     }
+    expect(logged).toHaveBeenCalled();
+    logged.mockRestore();
   });
 });

@@ -7,7 +7,8 @@
 //! - `GET /admin/workspace-tools` → 200 `[spec…]`; `GET …/{name}` → 200 spec or 404;
 //!   `PUT …/{name}` → 200 with the stored spec (the path's name wins); `DELETE …/{name}` → 204,
 //!   or 404 when unknown or another workspace's (never 403: the fence does not say what exists);
-//! - 400 for malformed JSON, a body that is not a valid spec, an invalid name; 413 over 1 MiB.
+//! - 400 for malformed JSON, a body that is not a valid spec, a path segment that is not a valid
+//!   name once percent-decoded (GET, PUT and DELETE alike); 413 over 1 MiB, answered at once.
 //!
 //! Errors are JSON `{ error, message }`.
 
@@ -89,21 +90,25 @@ pub fn route(method: &str, url: &str) -> Result<Route, Refusal> {
     if raw.is_empty() || raw.contains('/') {
         return Err(not_found());
     }
-    let name = percent_decode(raw).ok_or_else(not_found)?;
+    if !matches!(method, "GET" | "PUT" | "DELETE") {
+        return Err(Refusal {
+            allow: Some("GET, PUT, DELETE"),
+            ..Refusal::new(405, format!("{method} is not allowed on a workspace tool; use GET, PUT or DELETE."))
+        });
+    }
+    // One segment that is not a valid name, once decoded, is a bad request for every method.
+    let name = percent_decode(raw).filter(|n| crate::templates::valid_name(n)).ok_or_else(|| {
+        Refusal::new(
+            400,
+            format!(
+                "Invalid tool name '{}': 1 to 64 letters, digits, '_' or '-'.",
+                raw.chars().take(80).collect::<String>()
+            ),
+        )
+    })?;
     match method {
         "GET" => Ok(Route::Get(name)),
-        "PUT" => {
-            if !crate::templates::valid_name(&name) {
-                return Err(Refusal::new(
-                    400,
-                    format!(
-                        "Invalid tool name '{}': 1 to 64 letters, digits, '_' or '-'.",
-                        name.chars().take(80).collect::<String>()
-                    ),
-                ));
-            }
-            Ok(Route::Put(name))
-        }
+        "PUT" => Ok(Route::Put(name)),
         "DELETE" => Ok(Route::Delete(name)),
         _ => Err(Refusal {
             allow: Some("GET, PUT, DELETE"),
@@ -146,8 +151,16 @@ mod tests {
         assert_eq!(route("PATCH", "/admin/workspace-tools/x").unwrap_err().status, 405);
         assert_eq!(route("GET", "/admin/other").unwrap_err().status, 404);
         assert_eq!(route("GET", "/admin/workspace-tools/a/b").unwrap_err().status, 404);
-        assert_eq!(route("PUT", "/admin/workspace-tools/has%20space").unwrap_err().status, 400);
-        assert_eq!(route("GET", "/admin/workspace-tools/has%20space"), Ok(Route::Get("has space".into())));
+        for method in ["GET", "PUT", "DELETE"] {
+            for bad in ["has%20space", "%zz", "%2e%2e", "a%2Fb"] {
+                assert_eq!(
+                    route(method, &format!("/admin/workspace-tools/{bad}")).unwrap_err().status,
+                    400,
+                    "{method} {bad}"
+                );
+            }
+        }
+        assert_eq!(route("GET", "/admin/workspace-tools/a%5Fb"), Ok(Route::Get("a_b".into())));
     }
 
     #[test]
