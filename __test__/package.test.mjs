@@ -1,11 +1,13 @@
 // "The package": packed with npm pack, installed from the tarball into a fresh project, and used
 // the way users will use it — require, import, and the corral bin through npx.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, readdirSync, existsSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const run = promisify(execFile);
@@ -40,7 +42,7 @@ afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
 describe('npm pack', { timeout: 180_000 }, () => {
   it('the tarball holds the entry points, the addon, its loader and the bin, and no tests or Rust sources', () => {
     for (const f of ['package.json', 'index.js', 'index.mjs', 'index.d.ts', 'executor.js', 'executor.mjs', 'executor.d.ts',
-      'testing.js', 'testing.mjs', 'testing.d.ts', 'binding.js', NODE_FILE, 'bin/corral.js', 'mcp.js', 'workspace-tools.js',
+      'testing.js', 'testing.mjs', 'testing.d.ts', 'binding.js', 'load-binding.js', NODE_FILE, 'bin/corral.js', 'mcp.js', 'workspace-tools.js',
       'ai-sdk.js', 'ai-sdk.mjs', 'ai-sdk.d.ts', 'openai-agents.js', 'openai-agents.mjs', 'openai-agents.d.ts',
       'conformance.js', 'conformance.mjs', 'conformance.d.ts']) {
       expect(entries, f).toContain(f);
@@ -152,5 +154,152 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
   it('npx corral runs a tool from the installed bin and prints the match', async () => {
     const { stdout } = await run('npx', ['corral', 'grep', '{"pattern":"x"}', '--root', join(project, 'work')], { cwd: project });
     expect(stdout.trim()).toBe('hello.txt:1: hello x world');
+  });
+});
+
+// What README.md says about the installed package (issue 20): the files it tells a user to run are
+// in the tarball, paths that exist only in the repository say so, the MCP snippets start a server
+// from a project with corral installed, and the missing-addon message is the one it shows.
+const README = readFileSync(join(PKG, 'README.md'), 'utf8');
+
+/** README.md cut into paragraphs (a fenced block is one), each with the headings above it. */
+function readmeParagraphs() {
+  const out = [];
+  let headings = [];
+  let lines = [];
+  let fenced = false;
+  const flush = () => { if (lines.length) out.push({ text: lines.join('\n'), headings: headings.join(' ') }); lines = []; };
+  for (const line of README.split('\n')) {
+    if (line.startsWith('```')) {
+      if (!fenced) flush();
+      lines.push(line);
+      fenced = !fenced;
+      if (!fenced) flush();
+    } else if (fenced) lines.push(line);
+    else if (line.trim() === '') flush();
+    else {
+      const h = /^(#+) /.exec(line);
+      if (h) headings = [...headings.slice(0, h[1].length - 1), line];
+      lines.push(line);
+    }
+  }
+  flush();
+  return out;
+}
+
+/** Starts `command args` in `cwd` as an MCP server and returns the names from tools/list. */
+async function mcpToolNames(command, args, cwd) {
+  const child = spawn(command, args, { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const send = (msg) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...msg })}\n`);
+  try {
+    const replies = createInterface({ input: child.stdout });
+    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'readme', version: '0' } } });
+    for await (const line of replies) {
+      const msg = JSON.parse(line);
+      if (msg.id === 1) {
+        send({ method: 'notifications/initialized' });
+        send({ id: 2, method: 'tools/list' });
+      } else if (msg.id === 2) {
+        return msg.result.tools.map((t) => t.name);
+      }
+    }
+    throw new Error(`${command} ${args.join(' ')} ended without listing its tools: ${stderr}`);
+  } finally {
+    child.kill();
+  }
+}
+
+describe('what README.md says about the package', { timeout: 180_000 }, () => {
+  it('every file it tells a user of the installed package to run is in the tarball', () => {
+    const named = [...README.matchAll(/node_modules\/corral\/([\w./-]+)/g)].map((m) => m[1]);
+    expect(named).toContain('examples/admin-server.mjs');
+    for (const f of named) expect(entries, `README names node_modules/corral/${f}`).toContain(f);
+  });
+
+  it('a path that is only in the repository is said to be so where it is named', () => {
+    const unsaid = [];
+    const seen = new Set();
+    for (const { text, headings } of readmeParagraphs()) {
+      // A path in backticks of its own, or the script of a `node …` command (in prose or a code block).
+      const spans = text.startsWith('```') ? [] : [...text.matchAll(/`([^`\s]+)`/g)].map((m) => m[1]);
+      const paths = [...spans, ...[...text.matchAll(/\bnode ([\w./-]+)/g)].map((m) => m[1])].filter((p) => /^(?:\.?[\w-]+\/)+[\w.-]*$|^[\w-]+(?:\.[\w-]+)+$/.test(p));
+      for (const p of new Set(paths)) {
+        if (!existsSync(join(PKG, p)) || entries.some((e) => e === p || e.startsWith(p.endsWith('/') ? p : `${p}/`))) continue;
+        seen.add(p);
+        if (!/repository|checkout|clone/i.test(`${headings}\n${text}`)) unsaid.push(`${p}: ${text.slice(0, 80)}`);
+      }
+    }
+    expect(unsaid).toEqual([]);
+    expect([...seen]).toEqual(expect.arrayContaining(['bench/README.md', 'examples/integrations/ai-sdk.mjs', 'scripts/dockerd-test.sh']));
+  });
+
+  it('the MCP snippets for Claude Code, Cursor and Codex start a server from a project with corral installed', async () => {
+    const claude = /^claude mcp add corral -- (.*)$/m.exec(README)[1].match(/"[^"]*"|\S+/g).map((w) => w.replace(/^"|"$/g, ''));
+    const cursor = JSON.parse(/^```json\n(.*)\n```$/m.exec(README)[1]).mcpServers.corral;
+    const codexToml = /\[mcp_servers\.corral\]\ncommand = (".*")\nargs = (\[.*\])/.exec(README);
+    const snippets = {
+      'Claude Code': [claude[0], claude.slice(1)],
+      Cursor: [cursor.command, cursor.args],
+      Codex: [JSON.parse(codexToml[1]), JSON.parse(codexToml[2])],
+    };
+    for (const [client, [command, args]] of Object.entries(snippets)) {
+      expect([client, command, args.slice(0, 4)]).toEqual([client, 'npx', ['corral', 'mcp', '--root', '.']]);
+      const names = await mcpToolNames(command, args, project);
+      expect(names, client).toEqual(expect.arrayContaining(['read_file', 'write_file', 'edit_file', 'grep', 'shell']));
+    }
+  });
+});
+
+describe('when no native addon fits the machine', { timeout: 60_000 }, () => {
+  // Pretends to be another machine before corral's loader (binding.js, generated by napi) looks.
+  const pretend = (platform, arch) => {
+    const file = join(project, `pretend-${platform}-${arch}.cjs`);
+    writeFileSync(file, `Object.defineProperty(process, 'platform', { value: '${platform}' });\n` +
+      `Object.defineProperty(process, 'arch', { value: '${arch}' });\n`);
+    return file;
+  };
+  const load = (preload) => run(process.execPath, ['-r', preload, '-e',
+    "try { require('corral'); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }"], { cwd: project });
+
+  it('the installed package says what it looked for and how to build it, as README.md shows', async () => {
+    const { stdout } = await load(pretend('freebsd', 'x64'));
+    const { code, message } = JSON.parse(stdout);
+    expect(code).toBe('CORRAL_NO_NATIVE_ADDON');
+    expect(README).toContain(`\`\`\`text\n${message}\n\`\`\``);
+    expect(message).toContain('freebsd x64');
+    expect(message).toContain('@corral-rs/binding-freebsd-x64');
+    expect(message).toContain('npm install && npm run build');
+    expect(message).not.toMatch(/npm has a bug|4828/);
+  });
+
+  it('on a published platform it names the optional package and why it can be missing', async () => {
+    const { stdout } = await load(pretend('darwin', 'arm64'));
+    const { code, message } = JSON.parse(stdout);
+    expect(code).toBe('CORRAL_NO_NATIVE_ADDON');
+    expect(message).toMatch(/^corral: no native addon for this machine: darwin arm64, napi target darwin-arm64\./);
+    expect(message).toContain('corral.darwin-arm64.node');
+    expect(message).toContain("@corral-rs/binding-darwin-arm64@0.1.0 holds it: it is one of corral's optionalDependencies");
+    expect(message).toContain('--omit=optional');
+    expect(message).not.toMatch(/npm has a bug|4828/);
+  });
+
+  it('names an addon that is there but fails to load, and the libc it looked for', () => {
+    const { loadBinding } = createRequire(import.meta.url)(join(project, 'node_modules', 'corral', 'load-binding.js'));
+    const napiError = new Error('Cannot find native binding. npm has a bug related to optional dependencies');
+    napiError.cause = new Error('/x/corral.linux-x64-musl.node: Error relocating: __fstat64: symbol not found');
+    let thrown;
+    try {
+      loadBinding(() => { throw napiError; }, { platform: 'linux', arch: 'x64', libc: 'musl' });
+    } catch (e) { thrown = e; }
+    expect(thrown.cause).toBe(napiError);
+    expect(thrown.message.split('\n').slice(0, 3)).toEqual([
+      'corral: no native addon for this machine: linux x64 (musl), napi target linux-x64-musl.',
+      'Looked for corral.linux-x64-musl.node in corral\'s own directory, then the package @corral-rs/binding-linux-x64-musl.',
+      'An addon was found but did not load: /x/corral.linux-x64-musl.node: Error relocating: __fstat64: symbol not found',
+    ]);
+    const other = new Error('something else');
+    expect(() => loadBinding(() => { throw other; })).toThrow(other);
   });
 });
