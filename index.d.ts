@@ -419,6 +419,13 @@ export interface SubprocessSandboxOptions {
    * container as a whole.
    */
   reuse?: 'command' | 'session';
+  /**
+   * Kept read-only inside the container: an entry without '/' is a name matched at any depth of
+   * the mounted cwd, one with '/' a path from it. Default ['.git'] (the reference mounts all of
+   * cwd writable; `protect: []` does that). Found when a container starts: a kept container
+   * ('session') protects what existed then. A daemon on TCP needs `protect: []`.
+   */
+  protect?: string[];
 }
 
 /** Each command in a Docker container (Docker Engine API), cwd bind-mounted at the same path. */
@@ -455,12 +462,28 @@ export interface LinuxSandboxOptions {
   limits?: SandboxLimits;
   /** Absolute directories the command may write besides the request's cwd (default none but a private /tmp). */
   writable?: string[];
-  /** Paths inside cwd kept read-only; default ['.git']. A path that does not exist is left alone. */
+  /**
+   * Kept read-only inside: an entry without '/' is a name matched at any depth of every writable
+   * tree, one with '/' a path from cwd. Default ['.git']; every `.git` (directory or file) present
+   * when a command starts is read-only whatever this says.
+   */
   protect?: string[];
   /** Paths that look empty inside; default the user's home directory, less cwd. */
   hide?: string[];
-  /** Fall back to per-process limits where the machine lacks a layer the options need. Default false. */
+  /**
+   * Where the machine lacks a layer the options need, fall back instead of failing at
+   * construction: per-process limits without a control group; as root without user namespaces or
+   * idmapped mounts, commands run as root with fewer capabilities. Default false.
+   */
   allowWeaker?: boolean;
+  /**
+   * When this process is root: the unprivileged host user (and group) commands run as, in a user
+   * namespace whose root it is, with the writable paths idmapped so root-owned files stay root's
+   * on disk. Default 65534.
+   */
+  hostUid?: number;
+  /** Let the command make AF_UNIX sockets (socketpair always works). Default false. */
+  allowUnixSockets?: boolean;
 }
 
 export interface LinuxSandboxProbe {

@@ -2,7 +2,7 @@
 // (CORRAL_DOCKER_HOST; scripts/dockerd-test.sh starts one as root). Skipped without one.
 import { describe, it, expect } from 'vitest';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SandboxShell, SubprocessSandbox, ConfigurationError } from 'corral';
 import { perTestTrees } from './helpers.mjs';
@@ -119,6 +119,43 @@ describe.skipIf(!DOCKER_HOST)("SubprocessSandbox reuse: 'session' against a real
     expect(await containersFor(live.root)).toHaveLength(1);
   });
 
+  it('no command can make another command\'s timeout kill anything but that command', async () => {
+    const t = tree();
+    const shell = new SandboxShell(session(), { cwd: t.root });
+    await shell.exec('true');
+    const other = shell.exec('sleep 3; echo other finished');
+    // The attack: point every file the old kill trusted at init, then time out.
+    const attacker = await shell.exec('for f in /tmp/.corral-exec-* /tmp/*; do echo 1 > "$f"; done 2>/dev/null; sleep 30', { timeoutMs: 1000 });
+    expect(attacker).toMatchObject({ timedOut: true });
+    expect(await other).toMatchObject({ exitCode: 0, stdout: 'other finished\n' });
+    expect((await processes(shell)).filter((a) => a.includes('sleep 30'))).toEqual([]);
+  });
+
+  it('prune() never removes a live process\'s container, whatever its pid namespace', async () => {
+    const t = tree();
+    // A live process in a pid namespace of its own, whose pid means nothing (no process) here.
+    const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo 400000 > /proc/sys/kernel/ns_last_pid && ${JSON.stringify(process.execPath)} --input-type=module -e "$0"`, `
+      const { SubprocessSandbox, SandboxShell } = await import('corral');
+      const s = new SubprocessSandbox({ image: ${JSON.stringify(IMAGE)}, dockerHost: ${JSON.stringify(DOCKER_HOST)}, reuse: 'session' });
+      await new SandboxShell(s, { cwd: ${JSON.stringify(t.root)} }).exec('true');
+      console.log('ready ' + process.pid);
+      setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'], cwd: process.cwd() });
+    try {
+      const pid = await new Promise((resolve, reject) => {
+        child.stdout.on('data', (d) => { const m = /ready (\d+)/.exec(String(d)); if (m) resolve(Number(m[1])); });
+        child.on('exit', (code) => reject(new Error(`the child exited with ${code}`)));
+      });
+      expect(pid).toBeGreaterThan(400000);
+      expect(() => process.kill(pid, 0)).toThrow(); // no such process in this namespace
+      expect(await containersFor(t.root)).toHaveLength(1);
+      await session().prune();
+      expect(await containersFor(t.root)).toHaveLength(1);
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((r) => child.on('exit', r));
+    }
+  });
+
   it('limits hold in a kept container: forks past pids are refused and named, memory and file size too', async () => {
     const t = tree();
     const shell = new SandboxShell(session({ limits: { pids: 16, memoryBytes: 64 * 1024 * 1024, fileSizeBytes: 1024 * 1024 } }), { cwd: t.root });
@@ -167,3 +204,32 @@ function engineDelete(path) {
     req.end();
   }));
 }
+
+describe.skipIf(!DOCKER_HOST)('SubprocessSandbox protect against a real Docker Engine', () => {
+  for (const reuse of ['command', 'session']) {
+    it(`every .git under the mounted cwd is read-only in the container (reuse: '${reuse}')`, async () => {
+      const t = tree();
+      for (const d of ['.git/hooks', 'vendor/lib/.git/hooks']) mkdirSync(join(t.root, d), { recursive: true });
+      mkdirSync(join(t.root, 'wt'));
+      writeFileSync(join(t.root, 'wt/.git'), 'gitdir: ../.git\n');
+      const kept = (o) => { const s = new SubprocessSandbox({ image: IMAGE, dockerHost: DOCKER_HOST, reuse, ...o }); cleanups.push(() => s.close()); return s; };
+      const shell = new SandboxShell(kept({}), { cwd: t.root });
+      const r = await shell.exec('echo evil > .git/hooks/pre-commit; echo evil > vendor/lib/.git/hooks/pre-commit; echo x >> wt/.git; echo ok > vendor/lib/plain.txt');
+      expect(r.stderr).toMatch(/Read-only file system/);
+      expect(existsSync(join(t.root, '.git/hooks/pre-commit'))).toBe(false);
+      expect(existsSync(join(t.root, 'vendor/lib/.git/hooks/pre-commit'))).toBe(false);
+      expect(readFileSync(join(t.root, 'wt/.git'), 'utf8')).toBe('gitdir: ../.git\n');
+      expect(readFileSync(join(t.root, 'vendor/lib/plain.txt'), 'utf8')).toBe('ok\n');
+      // protect: [] is the reference's behaviour: all of cwd writable.
+      const open = new SandboxShell(kept({ protect: [] }), { cwd: t.root });
+      expect((await open.exec('echo fine > .git/hooks/pre-commit')).exitCode).toBe(0);
+    });
+  }
+});
+
+describe('SubprocessSandbox protect with a daemon on TCP', () => {
+  it('is refused unless it is []: the files are on the daemon\'s machine', () => {
+    expect(() => new SubprocessSandbox({ image: IMAGE, dockerHost: 'tcp://127.0.0.1:1' })).toThrow(/protect: \[\]/);
+    expect(() => new SubprocessSandbox({ image: IMAGE, dockerHost: 'tcp://127.0.0.1:1', protect: [] })).not.toThrow();
+  });
+});

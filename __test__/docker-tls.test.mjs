@@ -36,7 +36,7 @@ describe('SubprocessSandbox tls option checks', () => {
       [{ dockerHost: 'tcp://127.0.0.1:99999' }, /tcp:\/\/HOST:PORT/],
     ];
     for (const [options, message] of cases) {
-      const make = () => new SubprocessSandbox({ image: IMAGE, ...options });
+      const make = () => new SubprocessSandbox({ image: IMAGE, protect: [], ...options });
       expect(make).toThrow(ConfigurationError);
       expect(make).toThrow(message);
     }
@@ -50,7 +50,7 @@ describe.skipIf(!TLS_HOST)('SubprocessSandbox against a Docker daemon on 127.0.0
       { ca: file('ca.pem'), cert: file('cert.pem'), key: file('key.pem') },
       { ca: readFileSync(file('ca.pem'), 'utf8'), cert: readFileSync(file('cert.pem'), 'utf8'), key: readFileSync(file('key.pem'), 'utf8') },
     ]) {
-      const shell = new SandboxShell(new SubprocessSandbox({ image: IMAGE, dockerHost: TLS_HOST, tls }), { cwd: t.root });
+      const shell = new SandboxShell(new SubprocessSandbox({ image: IMAGE, protect: [], dockerHost: TLS_HOST, tls }), { cwd: t.root });
       const r = await shell.exec('echo over tls > via-tls.txt; cat via-tls.txt; pwd', { timeoutMs: 30_000 });
       expect(r).toMatchObject({ exitCode: 0, stdout: `over tls\n${t.root}\n` });
     }
@@ -59,7 +59,7 @@ describe.skipIf(!TLS_HOST)('SubprocessSandbox against a Docker daemon on 127.0.0
   it('reads DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH as the docker CLI does', async () => {
     const t = tree();
     setEnv({ DOCKER_HOST: TLS_HOST, DOCKER_TLS_VERIFY: '1', DOCKER_CERT_PATH: CERTS });
-    const sandbox = new SubprocessSandbox({ image: IMAGE, reuse: 'session' });
+    const sandbox = new SubprocessSandbox({ image: IMAGE, protect: [], reuse: 'session' });
     cleanups.push(() => sandbox.close());
     const shell = new SandboxShell(sandbox, { cwd: t.root });
     expect(await shell.exec('echo from env')).toMatchObject({ exitCode: 0, stdout: 'from env\n' });
@@ -67,7 +67,7 @@ describe.skipIf(!TLS_HOST)('SubprocessSandbox against a Docker daemon on 127.0.0
 
   it('refuses a daemon whose certificate the given CA did not sign, clearly, and starts nothing', async () => {
     const t = tree();
-    const sandbox = new SubprocessSandbox({ image: IMAGE, dockerHost: TLS_HOST, tls: { ca: file('wrong-ca.pem'), cert: file('cert.pem'), key: file('key.pem') } });
+    const sandbox = new SubprocessSandbox({ image: IMAGE, protect: [], dockerHost: TLS_HOST, tls: { ca: file('wrong-ca.pem'), cert: file('cert.pem'), key: file('key.pem') } });
     const e = await new SandboxShell(sandbox, { cwd: t.root }).exec('touch ran').catch((err) => err);
     expect(e).toBeInstanceOf(Error);
     expect(e.message).toMatch(/TLS handshake with the Docker daemon at tcp:\/\/127\.0\.0\.1:\d+ failed: invalid peer certificate: UnknownIssuer/);
@@ -77,10 +77,10 @@ describe.skipIf(!TLS_HOST)('SubprocessSandbox against a Docker daemon on 127.0.0
 
   it('says what is missing without a client certificate, and when TLS is not spoken at all', async () => {
     const t = tree();
-    const noCert = new SubprocessSandbox({ image: IMAGE, dockerHost: TLS_HOST, tls: { ca: file('ca.pem') } });
+    const noCert = new SubprocessSandbox({ image: IMAGE, protect: [], dockerHost: TLS_HOST, tls: { ca: file('ca.pem') } });
     const e1 = await new SandboxShell(noCert, { cwd: t.root }).exec('true').catch((err) => err);
     expect(e1.message).toMatch(/tls\.cert and tls\.key/);
-    const plain = new SubprocessSandbox({ image: IMAGE, dockerHost: TLS_HOST });
+    const plain = new SubprocessSandbox({ image: IMAGE, protect: [], dockerHost: TLS_HOST });
     const e2 = await new SandboxShell(plain, { cwd: t.root }).exec('true').catch((err) => err);
     expect(e2.message).toMatch(/speaks TLS: give tls/);
     expect(await containersFor(t.root)).toEqual([]);
@@ -90,7 +90,7 @@ describe.skipIf(!TLS_HOST)('SubprocessSandbox against a Docker daemon on 127.0.0
     const t = tree();
     const broker = await createCredentialBroker({ rules: {} });
     cleanups.push(() => broker.close());
-    const sandbox = new SubprocessSandbox({ image: IMAGE, dockerHost: TLS_HOST, tls: { ca: file('ca.pem'), cert: file('cert.pem'), key: file('key.pem') }, network: { allow: ['example.com'] }, broker });
+    const sandbox = new SubprocessSandbox({ image: IMAGE, protect: [], dockerHost: TLS_HOST, tls: { ca: file('ca.pem'), cert: file('cert.pem'), key: file('key.pem') }, network: { allow: ['example.com'] }, broker });
     const e = await new SandboxShell(sandbox, { cwd: t.root }).exec('true').catch((err) => err);
     expect(e.code).toBe('LOUSHO_SANDBOX_EGRESS_UNSUPPORTED');
     expect(e.message).toContain(TLS_HOST);

@@ -732,7 +732,7 @@ describe('SubprocessSandbox against a fake Engine API server', () => {
       await new Promise((resolve, reject) => { trap.once('error', reject); trap.listen(2375, '127.0.0.1', resolve); });
       cleanups.push(() => new Promise((resolve) => trap.close(() => resolve())));
       const b = await ruleBroker();
-      const sandbox = new SubprocessSandbox({ image: 'img', dockerHost: 'tcp://127.0.0.1:2375', network: { allow: [ALLOWED] }, broker: b });
+      const sandbox = new SubprocessSandbox({ image: 'img', dockerHost: 'tcp://127.0.0.1:2375', protect: [], network: { allow: [ALLOWED] }, broker: b });
       const e = await new SandboxShell(sandbox, { cwd: t.root }).exec('touch ran').catch((err) => err);
       expect(e.code).toBe(EGRESS_UNSUPPORTED);
       expect(e.message).toContain('tcp://127.0.0.1:2375');

@@ -216,7 +216,7 @@ pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandbox
     let r = Reader::new(
         "SubprocessSandbox",
         v,
-        &["image", "network", "broker", "networkName", "dockerHost", "limits", "reuse", "tls"],
+        &["image", "network", "broker", "networkName", "dockerHost", "limits", "reuse", "tls", "protect"],
     )?;
     let network = network(&r, true)?;
     if r.get("broker").is_some_and(|b| !b.is_object()) {
@@ -241,6 +241,13 @@ pub fn subprocess_sandbox(v: &Value) -> Result<crate::sandbox::SubprocessSandbox
                 let t = Reader::new("SubprocessSandbox tls", t, &["ca", "cert", "key"])?;
                 Some(crate::sandbox::DockerTls { ca: t.string("ca")?, cert: t.string("cert")?, key: t.string("key")? })
             }
+        },
+        protect: {
+            let list = r.strings("protect")?.unwrap_or_else(|| vec![".git".into()]);
+            if list.iter().any(|p| p.is_empty() || p.contains('\0')) {
+                return Err(r.err("protect entries must be non-empty paths."));
+            }
+            list
         },
     })
 }

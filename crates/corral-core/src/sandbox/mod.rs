@@ -22,6 +22,7 @@ pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod linux;
 mod noop;
+mod owner;
 pub mod protect;
 mod session;
 mod subprocess;

@@ -13,8 +13,7 @@ use serde_json::{json, Value};
 
 use super::docker::DockerClient;
 use super::subprocess::{
-    hostname, labels, remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL,
-    SESSION_LABEL,
+    labels, remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL, SESSION_LABEL,
 };
 use super::SandboxRequest;
 use crate::error::{Code, Error, Result};
@@ -22,9 +21,11 @@ use crate::shell::{Cancel, ExecResult};
 
 /// PID 1 of a kept container: waits forever, reaps what it inherits, stops on SIGTERM.
 const KEEPALIVE: &str = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done";
-/// Each command records its pid (docker starts an exec'd process as the leader of its own
-/// session, so that is also its process group) for a kill, then becomes the command.
-const WRAPPER: &str = r#"echo $$ > "/tmp/.corral-exec-$1" 2>/dev/null; exec sh -c "$2""#;
+/// Each command writes its pid as the first line of its stdout (docker starts an exec'd process
+/// as the leader of its own session, so that is also its process group), then becomes the
+/// command. Nothing the command does can change that line: it is written before the command
+/// exists, and read by this process off the stream (no file in the container is trusted).
+const WRAPPER: &str = r#"echo $$; exec sh -c "$1""#;
 
 /// One kept container.
 struct Kept {
@@ -56,7 +57,7 @@ impl Sessions {
             "WorkingDir": p.mount,
             "Tty": false,
             "Labels": labels(SESSION_LABEL),
-            "HostConfig": sb.host_config(&p.network_mode, &p.mount),
+            "HostConfig": sb.host_config(&p.network_mode, &p.mount, &p.protected),
         });
         let created = p.client.json(Method::POST, "/containers/create", Some(&body)).await?;
         let id = created
@@ -144,12 +145,14 @@ async fn exit_code(client: &DockerClient, exec: &str) -> Result<i64> {
 }
 
 /// Kills a command: every process but init when it is alone in the container, else its
-/// process group. True when every process was killed.
-async fn kill(client: &DockerClient, id: &str, token: &str, alone: bool) -> bool {
-    let script = if alone {
-        "kill -9 -1".to_string()
-    } else {
-        format!(r#"p=$(cat "/tmp/.corral-exec-{token}") && rm -f "/tmp/.corral-exec-{token}" && kill -9 -- "-$p" "$p""#)
+/// process group (`pid`, from the wrapper's line; without it nothing is killed). True when every
+/// process was killed.
+async fn kill(client: &DockerClient, id: &str, pid: Option<u32>, alone: bool) -> bool {
+    let script = match (alone, pid) {
+        (true, _) => "kill -9 -1".to_string(),
+        // Never 1 (init: the container) nor 0.
+        (false, Some(p)) if p > 1 => format!("kill -9 -- -{p} {p}"),
+        (false, _) => return false,
     };
     let body = json!({ "AttachStdout": false, "AttachStderr": false, "Tty": false, "Cmd": ["sh", "-c", script] });
     let Ok(Some(exec)) = create_exec(client, id, &body).await else { return false };
@@ -162,7 +165,6 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     let deadline = (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
     let p = sb.prepare(&req).await?;
     let client = p.client.clone();
-    let token = format!("{:016x}", rand::random::<u64>());
     let with_stdin = req.stdin.is_some();
     let body = json!({
         "AttachStdin": with_stdin,
@@ -171,7 +173,7 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         "Tty": false,
         "Env": p.env,
         "WorkingDir": req.cwd,
-        "Cmd": ["sh", "-c", WRAPPER, "sh", token, req.command],
+        "Cmd": ["sh", "-c", WRAPPER, "sh", req.command],
     });
     // A kept container that is gone (removed by hand, pruned, a daemon restart) is replaced once.
     let mut attempt = 0;
@@ -194,8 +196,8 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         }
     };
 
-    let streams = Streams::new(req.capture_bytes);
-    let Streams { out, err, done } = &streams;
+    let streams = Streams::new(req.capture_bytes).with_lead();
+    let Streams { out, err, done, .. } = &streams;
     let attached = client.start_exec(&exec).await?;
     let reader = streams.read(attached, &req);
     let timer = async {
@@ -212,7 +214,7 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     }
     if result.timed_out || result.aborted {
         let alone = kept.running.load(Ordering::SeqCst) == 1;
-        result.every_process_killed = kill(&client, &kept.id, &token, alone).await;
+        result.every_process_killed = kill(&client, &kept.id, streams.lead_pid(), alone).await;
         result.signal = Some("SIGKILL".to_string());
         let _ = tokio::time::timeout(DRAIN, done.cancelled()).await;
     } else {
@@ -249,32 +251,16 @@ fn killed_for_memory(k: &Kept) -> bool {
     }
 }
 
-/// Whether the process `pid` of this machine still runs.
-fn alive(pid: i32) -> bool {
-    #[cfg(unix)]
-    {
-        !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = pid;
-        true
-    }
-}
-
 /// Removes the labelled containers whose owner, a process of this machine, no longer runs.
 pub(super) async fn prune(client: &DockerClient) -> Result<usize> {
     let filters = format!(r#"{{"label":["{}"]}}"#, RUN_LABEL.0);
     let path = format!("/containers/json?all=1&filters={}", percent_encode(&filters));
     let list = client.json(Method::GET, &path, None).await?;
-    let host = hostname();
     let mut removed = 0;
     for c in list.as_array().map(Vec::as_slice).unwrap_or_default() {
         let Some(id) = c.get("Id").and_then(Value::as_str) else { continue };
         let owner = c.get("Labels").and_then(|l| l.get(OWNER_LABEL)).and_then(Value::as_str).unwrap_or("");
-        let Some((h, pid)) = owner.rsplit_once('/') else { continue };
-        let Ok(pid) = pid.parse::<i32>() else { continue };
-        if h == host.as_str() && pid > 0 && !alive(pid) {
+        if super::owner::provably_dead(owner) {
             remove_container(client, id).await;
             removed += 1;
         }

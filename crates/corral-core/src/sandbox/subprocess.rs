@@ -28,7 +28,7 @@ pub(crate) const EGRESS_LABEL: (&str, &str) = ("com.lousho.sandbox", "egress");
 pub(crate) const RUN_LABEL: (&str, &str) = ("com.lousho.sandbox", "run");
 /// The label a session container carries instead.
 pub(crate) const SESSION_LABEL: &str = "session";
-/// Which process made a container: `<hostname>/<pid>`.
+/// Which process made a container (`owner.rs`).
 pub(crate) const OWNER_LABEL: &str = "com.lousho.sandbox.owner";
 /// How long the output is still read after the container stopped or was killed.
 pub(super) const DRAIN: Duration = Duration::from_secs(5);
@@ -65,6 +65,9 @@ pub struct SubprocessSandboxOptions {
     pub reuse: Reuse,
     /// TLS to a daemon on TCP; `DOCKER_TLS_VERIFY`/`DOCKER_CERT_PATH` when `None`.
     pub tls: Option<super::DockerTls>,
+    /// Kept read-only inside the container (`protect.rs`: a bare name at any depth, a path with
+    /// a `/` from the cwd). The JS API's default is `['.git']`.
+    pub protect: Vec<String>,
 }
 
 /// `reuse`: `'command'` (the default) or `'session'`.
@@ -101,6 +104,7 @@ pub struct SubprocessSandbox {
     pub(super) reuse: Reuse,
     /// The kept containers (`reuse: 'session'`).
     pub(super) sessions: super::session::Sessions,
+    protect: Vec<String>,
 }
 
 impl std::fmt::Debug for SubprocessSandbox {
@@ -134,7 +138,7 @@ impl SubprocessSandbox {
     /// Checks the options: a non-empty image, valid `network.allow` hosts (kept normalised), a
     /// valid network name and Docker host.
     pub fn new(options: SubprocessSandboxOptions) -> Result<Self> {
-        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host, limits, reuse, tls } =
+        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host, limits, reuse, tls, protect } =
             options;
         if image.trim().is_empty() {
             return Err(Error::config("SubprocessSandbox: image must be a non-empty string."));
@@ -153,6 +157,11 @@ impl SubprocessSandbox {
             None => format!("lousho-egress-{:012x}", rand::random::<u64>() & 0xffff_ffff_ffff),
         };
         let host = DockerHost::resolve(docker_host.as_deref())?;
+        if matches!(host, DockerHost::Tcp { .. }) && !protect.is_empty() {
+            return Err(Error::config(
+                "SubprocessSandbox: protect looks for what to keep read-only in the working directory, which a daemon on TCP mounts from its own machine; pass protect: [] to run there with nothing kept read-only.",
+            ));
+        }
         let client = match &host {
             DockerHost::Unix(_) | DockerHost::Pipe(_) => {
                 if tls.is_some() {
@@ -183,6 +192,7 @@ impl SubprocessSandbox {
             limits,
             reuse,
             sessions: Default::default(),
+            protect,
         })
     }
 
@@ -366,6 +376,8 @@ pub(super) struct Prepared {
     pub env: Vec<String>,
     /// The directory bind-mounted at the same path.
     pub mount: String,
+    /// What `protect` found in it, mounted again read-only.
+    pub protected: Vec<String>,
 }
 
 impl SubprocessSandbox {
@@ -389,15 +401,26 @@ impl SubprocessSandbox {
                 ),
             ));
         }
-        Ok(Prepared { client, network_mode, env, mount })
+        let protected = if self.protect.is_empty() || !local {
+            Vec::new()
+        } else {
+            super::protect::protected_paths(std::path::Path::new(&mount), &self.protect, &[])?
+                .into_iter()
+                .filter_map(|p| p.to_str().map(str::to_string))
+                .collect()
+        };
+        Ok(Prepared { client, network_mode, env, mount, protected })
     }
 
-    /// The container's `HostConfig`: network, the bind mount, no setuid escalation, and the limits.
-    pub(super) fn host_config(&self, network_mode: &str, mount: &str) -> Value {
+    /// The container's `HostConfig`: network, the bind mount (the protected paths in it again,
+    /// read-only), no setuid escalation, and the limits.
+    pub(super) fn host_config(&self, network_mode: &str, mount: &str, protected: &[String]) -> Value {
+        let mut mounts = vec![json!({ "Type": "bind", "Source": mount, "Target": mount })];
+        mounts.extend(protected.iter().map(|p| json!({ "Type": "bind", "Source": p, "Target": p, "ReadOnly": true })));
         let mut host = json!({
             "NetworkMode": network_mode,
             "AutoRemove": false,
-            "Mounts": [{ "Type": "bind", "Source": mount, "Target": mount }],
+            "Mounts": mounts,
             // No setuid escalation inside the container, and no fork bomb that takes the host down.
             "SecurityOpt": ["no-new-privileges"],
             "PidsLimit": self.limits.pids.map_or(PIDS_LIMIT, |p| p as i64),
@@ -460,21 +483,7 @@ impl SubprocessSandbox {
 /// The labels of a container this sandbox makes: what it is for, and which process on which
 /// machine made it (so `prune()` can tell what a crashed host left behind).
 pub(super) fn labels(kind: &str) -> Value {
-    json!({ RUN_LABEL.0: kind, OWNER_LABEL: owner() })
-}
-
-/// `<hostname>/<pid>` of this process.
-fn owner() -> String {
-    format!("{}/{}", hostname(), std::process::id())
-}
-
-pub(super) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_string())
+    json!({ RUN_LABEL.0: kind, OWNER_LABEL: super::owner::label() })
 }
 
 /// The first IPv4 `(Gateway, Subnet)` of a network's IPAM config; a missing gateway is the
@@ -540,6 +549,37 @@ pub(super) struct Streams {
     pub err: Arc<Mutex<Capture>>,
     /// Cancelled when the streams end.
     pub done: CancellationToken,
+    /// In a kept container, the wrapper's first stdout line (its pid), taken off the output.
+    pub lead: Option<Arc<Mutex<Lead>>>,
+}
+
+/// The first line of an exec's stdout, written by corral's wrapper before the command runs.
+#[derive(Default)]
+pub(super) struct Lead {
+    line: Vec<u8>,
+    done: bool,
+}
+
+impl Lead {
+    /// Takes the line off the front of `data`; returns what is left for the capture.
+    fn take<'a>(&mut self, data: &'a [u8]) -> &'a [u8] {
+        if self.done {
+            return data;
+        }
+        match data.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                self.line.extend_from_slice(&data[..i]);
+                self.done = true;
+                &data[i + 1..]
+            }
+            None => {
+                self.line.extend_from_slice(data);
+                // A pid is a few digits: anything longer is not the wrapper's line.
+                self.done = self.line.len() > 20;
+                &[]
+            }
+        }
+    }
 }
 
 impl Streams {
@@ -550,7 +590,21 @@ impl Streams {
             out: Arc::new(Mutex::new(Capture::new(cap))),
             err: Arc::new(Mutex::new(Capture::new(cap))),
             done: CancellationToken::new(),
+            lead: None,
         }
+    }
+
+    /// Takes the first stdout line off as the wrapper's (`session.rs`).
+    pub(super) fn with_lead(mut self) -> Self {
+        self.lead = Some(Default::default());
+        self
+    }
+
+    /// The pid the wrapper wrote, when it wrote one.
+    pub(super) fn lead_pid(&self) -> Option<u32> {
+        let lead = self.lead.as_ref()?.lock().unwrap();
+        let text = std::str::from_utf8(&lead.line).ok()?;
+        (lead.done && !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok()).flatten()
     }
 
     /// Reads them (and writes the request's stdin) on a task of its own.
@@ -562,6 +616,7 @@ impl Streams {
             self.err.clone(),
             self.done.clone(),
             req.on_output.clone(),
+            self.lead.clone(),
         ))
     }
 }
@@ -574,11 +629,19 @@ async fn read_attached(
     err: Arc<Mutex<Capture>>,
     done: CancellationToken,
     on_output: Option<crate::shell::Sink>,
+    lead: Option<Arc<Mutex<Lead>>>,
 ) {
     use crate::shell::Stream;
     let mut demux = Demux::default();
     let mut sink = |stream: u8, data: &[u8]| {
         let stream = if matches!(stream, 2 | 3) { Stream::Stderr } else { Stream::Stdout };
+        let data = match (&lead, stream) {
+            (Some(l), Stream::Stdout) => l.lock().unwrap().take(data),
+            _ => data,
+        };
+        if data.is_empty() {
+            return;
+        }
         match stream {
             Stream::Stderr => err.lock().unwrap().push(data),
             Stream::Stdout => out.lock().unwrap().push(data),
@@ -636,7 +699,7 @@ impl SandboxAdapter for SubprocessSandbox {
         }
         let deadline =
             (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
-        let Prepared { client, network_mode, env, mount } = self.prepare(&req).await?;
+        let Prepared { client, network_mode, env, mount, protected } = self.prepare(&req).await?;
         let with_stdin = req.stdin.is_some();
         let body = json!({
             "Image": self.image,
@@ -651,7 +714,7 @@ impl SandboxAdapter for SubprocessSandbox {
             "AttachStdout": true,
             "AttachStderr": true,
             "Labels": labels(RUN_LABEL.1),
-            "HostConfig": self.host_config(&network_mode, &mount),
+            "HostConfig": self.host_config(&network_mode, &mount, &protected),
         });
         let created = client
             .json(Method::POST, "/containers/create", Some(&body))
@@ -665,7 +728,7 @@ impl SandboxAdapter for SubprocessSandbox {
         let mut guard = ContainerGuard { client: client.clone(), id: Some(id.clone()) };
 
         let streams = Streams::new(req.capture_bytes);
-        let Streams { out, err, done } = &streams;
+        let Streams { out, err, done, .. } = &streams;
         let mut reader: Option<tokio::task::JoinHandle<()>> = None;
         let work = async {
             let attached = client.attach(&id, with_stdin).await?;

@@ -95,8 +95,9 @@ const AT_RECURSIVE: libc::c_int = 0x8000;
 /// What every mount of the view but the device nodes carries.
 const SAFE: u64 = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
-/// Sets `set` on a detached tree's mounts (all of them), with `userns` for `MOUNT_ATTR_IDMAP`.
-pub(super) fn mount_setattr_fd(fd: libc::c_int, set: u64, userns: u64) -> io::Result<()> {
+/// Sets `set` on a detached tree's top mount (with `recursive`, on all of them), with `userns`
+/// for `MOUNT_ATTR_IDMAP`.
+pub(super) fn mount_setattr_fd(fd: libc::c_int, set: u64, userns: u64, recursive: bool) -> io::Result<()> {
     let attr = MountAttr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: userns };
     // SAFETY: an empty NUL-terminated path and a mount_attr of the size given.
     check(unsafe {
@@ -104,7 +105,7 @@ pub(super) fn mount_setattr_fd(fd: libc::c_int, set: u64, userns: u64) -> io::Re
             libc::SYS_mount_setattr,
             fd,
             c"".as_ptr(),
-            libc::AT_EMPTY_PATH | AT_RECURSIVE,
+            libc::AT_EMPTY_PATH | if recursive { AT_RECURSIVE } else { 0 },
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )

@@ -96,13 +96,15 @@ pub(super) fn tree(path: &CStr, userns: Option<&OwnedFd>) -> io::Result<OwnedFd>
     }
     // SAFETY: a descriptor open_tree just gave us.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
-    let mut set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    let mut ns = 0u64;
+    mount_setattr_fd(fd.as_raw_fd(), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true)?;
     if let Some(u) = userns {
-        set |= MOUNT_ATTR_IDMAP;
-        ns = u.as_raw_fd() as u64;
+        // Every mount of the tree where they all support it; else the tree's own file system
+        // only (a mount below it, say a container engine's overlay, then stays unmapped: its
+        // root-owned files are the command's to read, not to write).
+        let ns = u.as_raw_fd() as u64;
+        mount_setattr_fd(fd.as_raw_fd(), MOUNT_ATTR_IDMAP, ns, true)
+            .or_else(|_| mount_setattr_fd(fd.as_raw_fd(), MOUNT_ATTR_IDMAP, ns, false))?;
     }
-    mount_setattr_fd(fd.as_raw_fd(), set, ns)?;
     Ok(fd)
 }
 

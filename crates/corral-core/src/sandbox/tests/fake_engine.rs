@@ -260,6 +260,7 @@ fn sandbox(
         limits: Default::default(),
         reuse: Default::default(),
         tls: None,
+        protect: Vec::new(),
     })
     .unwrap()
 }
@@ -433,6 +434,7 @@ async fn egress_is_refused_where_it_cannot_be_enforced_and_no_container_starts()
             limits: Default::default(),
             reuse: Default::default(),
             tls: None,
+            protect: Vec::new(),
         })
         .unwrap();
         for _ in 0..2 {

@@ -37,6 +37,7 @@ fn sandbox(host: &str, network: Network, broker: Option<Arc<RecordingBroker>>) -
         limits: Default::default(),
         reuse: Default::default(),
         tls: None,
+        protect: Vec::new(),
     })
     .unwrap())
 }
