@@ -18,7 +18,8 @@ pub fn is_name(entry: &str) -> bool {
 
 /// The existing paths `protect` names under `root`: bare names found at any depth (without
 /// following symlinks or looking inside a match or a `skip` subtree), the other entries resolved
-/// against `root`. Sorted, outer paths first.
+/// against `root`. Sorted, outer paths first. A directory that cannot be read is an error, never
+/// passed over: a command could hide a `.git` that way (a path past the system's length limit).
 pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let names: Vec<&str> = protect.iter().map(String::as_str).filter(|e| is_name(e)).collect();
     let mut found: Vec<PathBuf> = Vec::new();
@@ -31,8 +32,19 @@ pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Res
     if !names.is_empty() {
         let mut stack = vec![root.to_path_buf()];
         while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            for entry in entries.flatten() {
+            let unreadable = |e: std::io::Error| {
+                let rel = dir.strip_prefix(root).map(|r| r.display().to_string()).unwrap_or_default();
+                Error::new(
+                    Code::Io,
+                    format!(
+                        "Could not look through '{}' for protected paths ({e}); the command was not run. Move or remove that directory from outside the sandbox.",
+                        if rel.is_empty() { ".".to_string() } else { rel.chars().take(200).collect() }
+                    ),
+                )
+            };
+            let entries = std::fs::read_dir(&dir).map_err(unreadable)?;
+            for entry in entries {
+                let entry = entry.map_err(unreadable)?;
                 let path = entry.path();
                 if skip.iter().any(|s| path.starts_with(s)) {
                     continue;
@@ -53,7 +65,7 @@ pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Res
                         ));
                     }
                     found.push(path);
-                } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                } else if entry.file_type().map_err(unreadable)?.is_dir() {
                     stack.push(path);
                 }
             }

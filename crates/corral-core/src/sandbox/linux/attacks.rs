@@ -179,6 +179,95 @@ async fn every_git_directory_or_file_at_any_depth_stays_read_only() {
     again_without_landlock("every_git_directory_or_file_at_any_depth_stays_read_only");
 }
 
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_symlink_planted_in_place_of_a_writable_path_or_a_cwd_is_refused_not_followed() {
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let root = std::fs::canonicalize(d.path()).unwrap();
+    let (work, outside) = (root.join("work"), root.join("outside"));
+    for p in [work.join("a/cache"), work.join("sub"), outside.clone()] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    let options =
+        LinuxSandboxOptions { writable: vec![work.join("a/cache").display().to_string()], ..Default::default() };
+    let sb = Arc::new(LinuxSandbox::new(options).unwrap());
+    let s = SandboxShell::new(sb.clone(), &work, BTreeMap::new(), InheritEnv::None).unwrap();
+    let nested = SandboxShell::new(sb, &work.join("sub"), BTreeMap::new(), InheritEnv::None).unwrap();
+    // Run 1 swaps the writable path and the nested shell's cwd for links to a directory outside.
+    let r = sh(
+        &s,
+        &format!("mv a a2 && mkdir a && ln -s {o} a/cache && mv sub sub.orig && ln -s {o} sub", o = outside.display()),
+    )
+    .await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    // Run 2 writes where the links point: the run is refused, nothing lands outside.
+    let w = work.join("a/cache");
+    let second = s.exec(&format!("echo pwned > {}/x", w.display()), ExecOptions::default()).await;
+    assert!(second.is_err() || second.as_ref().is_ok_and(|r| r.exit_code != Some(0)), "{second:?}");
+    let third = nested.exec("echo pwned > x", ExecOptions::default()).await;
+    assert!(third.is_err() || third.as_ref().is_ok_and(|r| r.exit_code != Some(0)), "{third:?}");
+    assert!(!outside.join("x").exists(), "a write followed the planted link");
+    again_without_landlock("a_symlink_planted_in_place_of_a_writable_path_or_a_cwd_is_refused_not_followed");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn the_directories_above_a_protected_or_hidden_path_cannot_be_renamed() {
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let cwd = std::fs::canonicalize(d.path()).unwrap();
+    for p in ["conf/secrets", "cfg", "vendor/lib2/.git/hooks"] {
+        std::fs::create_dir_all(cwd.join(p)).unwrap();
+    }
+    std::fs::write(cwd.join("conf/secrets/token"), "TOKEN").unwrap();
+    std::fs::write(cwd.join("cfg/settings.json"), "{}").unwrap();
+    let options = LinuxSandboxOptions {
+        protect: vec![".git".into(), "cfg/settings.json".into()],
+        hide: Some(vec![cwd.join("conf/secrets").display().to_string()]),
+        ..Default::default()
+    };
+    let s = SandboxShell::new(Arc::new(LinuxSandbox::new(options).unwrap()), &cwd, BTreeMap::new(), InheritEnv::None)
+        .unwrap();
+    let r = sh(&s, "mv conf conf2; mv cfg cfg2; mv vendor/lib2 lib2-moved; mv vendor vendor2; ls").await;
+    assert!(r.stderr.contains("busy") || r.stderr.contains("Busy"), "{r:?}");
+    for kept in ["conf/secrets/token", "cfg/settings.json", "vendor/lib2/.git/hooks"] {
+        assert!(cwd.join(kept).exists(), "{kept} was carried away: {r:?}");
+    }
+    let r =
+        sh(&s, "cat conf/secrets/token; echo pwned > cfg/settings.json; echo x > vendor/lib2/.git/hooks/post-checkout")
+            .await;
+    assert!(!r.stdout.contains("TOKEN"), "{r:?}");
+    assert_eq!(std::fs::read_to_string(cwd.join("cfg/settings.json")).unwrap(), "{}");
+    assert!(!cwd.join("vendor/lib2/.git/hooks/post-checkout").exists());
+    again_without_landlock("the_directories_above_a_protected_or_hidden_path_cannot_be_renamed");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_git_directory_the_walk_cannot_reach_refuses_the_run() {
+    let (_d, cwd, s) = shell(LinuxSandboxOptions::default());
+    // A `.git` below a path longer than the system allows, built the way a command would: by
+    // relative steps.
+    let out = std::process::Command::new("/usr/bin/python3")
+        .current_dir(&cwd)
+        .args([
+            "-c",
+            "import os\nfor i in range(25):\n    os.mkdir('d'*200); os.chdir('d'*200)\nos.makedirs('.git/hooks')",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let e = s.exec("true", ExecOptions::default()).await.unwrap_err();
+    assert_eq!(e.code, Code::Io, "{e:?}");
+    assert!(e.message.contains("Could not look through"), "{e:?}");
+    assert!(!e.message.contains(cwd.to_str().unwrap()), "no host path in what the model reads: {e:?}");
+    // Clean up from the inside out (the path is too long to remove in one go).
+    let _ = std::process::Command::new("/usr/bin/python3")
+        .current_dir(&cwd)
+        .args(["-c", "import shutil,os\nfor i in range(24):\n    os.chdir('d'*200)\nshutil.rmtree('d'*200)"])
+        .output();
+    again_without_landlock("a_git_directory_the_walk_cannot_reach_refuses_the_run");
+}
+
 mod as_root {
     //! Only as root: the host's root-owned files and sockets, and setuid-root programs.
     use super::*;

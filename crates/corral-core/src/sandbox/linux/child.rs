@@ -28,6 +28,16 @@ pub(super) struct Plan {
     /// Root: the writable trees, already detached, idmapped and `nosuid,nodev` by the parent
     /// (one per `writable` entry, in order); empty otherwise, and the child copies them itself.
     pub trees: Vec<libc::c_int>,
+    /// Each writable tree's (device, inode), taken by the parent through a path with no symlink:
+    /// the child attaches only that directory, at that directory (a symlink an earlier command
+    /// planted cannot redirect either).
+    pub writable_ids: Vec<(u64, u64)>,
+    /// Per writable tree: whether a tmpfs of the view covers it (its path is made again there).
+    pub writable_covered: Vec<bool>,
+    /// Directories between a writable tree and a protected or hidden path inside it, bound onto
+    /// themselves: a mount point cannot be renamed, so a command cannot carry the path away
+    /// from where the next run looks for it.
+    pub pins: Vec<CString>,
     /// The descriptors behind `trees`, held by the plan until the run ends.
     #[allow(dead_code)] // held, never read
     pub owned_trees: Vec<std::os::fd::OwnedFd>,
@@ -160,6 +170,49 @@ fn touch(path: &CStr) -> io::Result<()> {
         libc::close(fd);
     }
     Ok(())
+}
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+
+/// A directory opened `O_PATH` through a path with no symbolic link in any component.
+pub(super) fn open_dir_nofollow(path: &CStr) -> io::Result<libc::c_int> {
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: a NUL-terminated path and an open_how of the size given.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd as libc::c_int)
+}
+
+/// The (device, inode) of what `fd` is open on.
+pub(super) fn identity(fd: libc::c_int) -> io::Result<(u64, u64)> {
+    // SAFETY: a zeroed stat filled by fstat on a descriptor of ours.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((st.st_dev as u64, st.st_ino as u64))
+    }
 }
 
 fn exists(path: &CStr) -> bool {
@@ -402,6 +455,29 @@ fn attach(tree: libc::c_int, target: &CStr) -> io::Result<()> {
     check(r)
 }
 
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+
+/// Attaches a detached tree on the directory `at` is open on; closes both.
+fn attach_at(tree: libc::c_int, at: libc::c_int) -> io::Result<()> {
+    // SAFETY: descriptors of ours and empty NUL-terminated paths.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            at,
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    // SAFETY: closing our own descriptors.
+    unsafe {
+        libc::close(tree);
+        libc::close(at);
+    }
+    check(r)
+}
+
 /// The filesystem the command sees.
 fn view(plan: &Plan) -> io::Result<()> {
     let root = c"/";
@@ -413,8 +489,13 @@ fn view(plan: &Plan) -> io::Result<()> {
     // anything is covered: a bind from the parent's namespace is not allowed, a copy of ours is.
     let mut trees = [-1; MAX_WRITABLE];
     if plan.trees.is_empty() {
-        for (slot, w) in trees.iter_mut().zip(&plan.writable) {
+        for ((slot, w), id) in trees.iter_mut().zip(&plan.writable).zip(&plan.writable_ids) {
             *slot = clone_tree(w, true)?;
+            // The path led elsewhere than the directory the parent checked: refuse.
+            if identity(*slot)? != *id {
+                return Err(io::Error::from_raw_os_error(libc::EXDEV));
+            }
+            mount_setattr_fd(*slot, SAFE, 0, true)?;
         }
     } else {
         for (slot, t) in trees.iter_mut().zip(&plan.trees) {
@@ -444,6 +525,7 @@ fn view(plan: &Plan) -> io::Result<()> {
     )?;
     for (tree, target) in devices.iter().zip(&plan.devices) {
         touch(target)?;
+        mount_setattr_fd(*tree, MOUNT_ATTR_NOSUID, 0, false)?;
         attach(*tree, target)?;
     }
     // SAFETY: NUL-terminated literals.
@@ -466,9 +548,20 @@ fn view(plan: &Plan) -> io::Result<()> {
         // SAFETY: a NUL-terminated path.
         unsafe { libc::mkdir(p.as_ptr(), 0o755) };
     }
-    for (tree, target) in trees.iter().zip(&plan.writable) {
-        attach(*tree, target)?;
-        set_attr(target, SAFE, 0, true)?;
+    for (i, (tree, target)) in trees.iter().zip(&plan.writable).enumerate() {
+        let at = open_dir_nofollow(target)?;
+        let same =
+            plan.writable_covered.get(i) == Some(&true) || identity(at).ok() == plan.writable_ids.get(i).copied();
+        if !same {
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(at) };
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        }
+        attach_at(*tree, at)?;
+    }
+    for p in &plan.pins {
+        mount(p.as_ptr(), p, NONE, libc::MS_BIND | libc::MS_REC, NONE)?;
+        set_attr(p, SAFE, 0, true)?;
     }
     for d in &plan.hide_inner_dirs {
         mount(tmpfs.as_ptr(), d, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=755".as_ptr())?;

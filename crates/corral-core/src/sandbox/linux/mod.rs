@@ -52,6 +52,9 @@ pub struct LinuxSandboxOptions {
 
 /// `nobody` on Debian and most distributions.
 pub const DEFAULT_HOST_UID: u32 = 65534;
+/// The host group commands run as, whatever `hostUid` is (`nogroup`): a uid chosen for its
+/// files must not bring a group such as `shadow` with it.
+pub const HOST_GID: u32 = 65534;
 
 impl Default for LinuxSandboxOptions {
     fn default() -> Self {
@@ -232,6 +235,17 @@ impl LinuxSandbox {
                 "LinuxSandbox: limits.pids and limits.memoryBytes need a writable control group (cgroup v1 pids/memory or v2); pass allowWeaker: true to fall back to per-process limits.",
             ));
         }
+        let mut options = options;
+        // The writable paths, resolved now (a run never follows a symlink in them).
+        for w in options.writable.iter_mut() {
+            let real = std::fs::canonicalize(&*w).ok().filter(|p| p.is_dir()).ok_or_else(|| {
+                Error::config(format!("LinuxSandbox: the writable path {w} is not a directory on this machine."))
+            })?;
+            *w = real
+                .to_str()
+                .map(str::to_string)
+                .ok_or_else(|| Error::config("LinuxSandbox: a writable path is not valid Unicode."))?;
+        }
         let userns = if probe.root { root_namespace(&options)? } else { None };
         let seccomp = seccomp::filter(options.allow_unix_sockets)?;
         Ok(LinuxSandbox { options, probe, seccomp, broker: None, egress: Default::default(), userns })
@@ -294,13 +308,9 @@ impl LinuxSandbox {
         let mut writable_parents = Vec::new();
         // The trees bound read-write: the mount, then `writable` (outer paths before inner ones).
         let mut writable = vec![mount.clone()];
+        // Resolved once, at construction: a symlink planted since is refused below, never followed.
         for w in &self.options.writable {
-            let real = std::fs::canonicalize(w).ok().filter(|p| p.is_dir()).ok_or_else(|| {
-                Error::new(
-                    Code::NotFound,
-                    format!("LinuxSandbox: the writable path {w} is not a directory on this machine."),
-                )
-            })?;
+            let real = PathBuf::from(w);
             if !writable.contains(&real) {
                 writable.push(real);
             }
@@ -309,9 +319,11 @@ impl LinuxSandbox {
         // protect: the entries inside the mount, and every `.git` (with the other bare names) at
         // any depth of every writable tree, as they are when the command starts.
         let mut protect: Vec<PathBuf> = Vec::new();
-        let names: Vec<String> = std::iter::once(".git".to_string())
+        let mut names: Vec<String> = std::iter::once(".git".to_string())
             .chain(self.options.protect.iter().filter(|e| super::protect::is_name(e)).cloned())
             .collect();
+        names.sort();
+        names.dedup();
         let hidden: Vec<PathBuf> = hide.iter().filter(|h| h.is_absolute()).cloned().collect();
         for (i, w) in writable.iter().enumerate() {
             let entries = if i == 0 {
@@ -333,12 +345,30 @@ impl LinuxSandbox {
             ));
         }
         let protect: Vec<CString> = protect.iter().map(|p| cstr(p)).collect::<Result<_>>()?;
+        // Each writable tree, opened through a path with no symlink: what the child attaches must
+        // be this directory (a command could have replaced a component with a link to /etc).
+        let mut dirs: Vec<OwnedFd> = Vec::new();
+        for w in &writable {
+            let fd = child::open_dir_nofollow(&cstr(w)?).map_err(|e| {
+                Error::new(
+                    Code::Io,
+                    format!("LinuxSandbox: a writable path is gone or now passes through a symbolic link ({e}); the command was not run."),
+                )
+            })?;
+            // SAFETY: a descriptor open_dir_nofollow just gave us.
+            dirs.push(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) });
+        }
+        let writable_ids = dirs
+            .iter()
+            .map(|d| child::identity(d.as_raw_fd()))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| Error::new(Code::Io, format!("LinuxSandbox: cannot stat a writable path ({e}).")))?;
         // As root: the writable trees idmapped through the command's namespace, made here.
         let mut userns = self.userns.as_ref();
         let mut owned_trees: Vec<OwnedFd> = Vec::new();
         if let Some(ns) = userns {
-            for w in &writable {
-                match userns::tree(&cstr(w)?, Some(ns)) {
+            for d in &dirs {
+                match userns::tree(d.as_raw_fd(), Some(ns)) {
                     Ok(t) => owned_trees.push(t),
                     Err(_) if self.options.allow_weaker => {
                         owned_trees.clear();
@@ -377,9 +407,11 @@ impl LinuxSandbox {
         }
         // Where a tmpfs (/tmp, /dev or a hidden directory) covers a writable tree, its path is made
         // again.
+        let mut writable_covered = Vec::new();
         for w in &writable {
             let covered = ["/tmp", "/dev", "/run", "/var/run"].iter().any(|p| w.starts_with(p))
                 || hide.iter().any(|h| w.starts_with(h) && w != h);
+            writable_covered.push(covered);
             if covered {
                 let mut p = PathBuf::new();
                 for c in w.components() {
@@ -402,6 +434,22 @@ impl LinuxSandbox {
         if let (Some(n), None) = (l.memory_bytes, memory) {
             rlimits.push((libc::RLIMIT_AS, n));
         }
+        // The directories between each writable tree and a protected or hidden path inside it.
+        let mut pins: Vec<PathBuf> = Vec::new();
+        let inner_paths = protect.iter().chain(&hide_inner_dirs).chain(&hide_inner_files);
+        for p in inner_paths.map(|c| PathBuf::from(std::ffi::OsStr::from_bytes(c.as_bytes()))) {
+            let Some(w) = writable.iter().filter(|w| p.starts_with(w)).max_by_key(|w| w.components().count()) else {
+                continue;
+            };
+            let mut a = p.parent();
+            while let Some(dir) = a.filter(|d| d.starts_with(w) && d != w) {
+                if !pins.iter().any(|x| x == dir) {
+                    pins.push(dir.to_path_buf());
+                }
+                a = dir.parent();
+            }
+        }
+        pins.sort_by_key(|p| p.components().count());
         // SAFETY: raw syscalls.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let plan = child::Plan {
@@ -414,6 +462,9 @@ impl LinuxSandbox {
             devices,
             cwd: cstr(&cwd)?,
             writable: writable.iter().map(|w| cstr(w)).collect::<Result<_>>()?,
+            writable_ids,
+            writable_covered,
+            pins: pins.iter().map(|p| cstr(p)).collect::<Result<_>>()?,
             writable_parents,
             protect,
             hide_dirs,
@@ -443,7 +494,7 @@ fn root_namespace(options: &LinuxSandboxOptions) -> Result<Option<OwnedFd>> {
             options.host_uid
         )))
     };
-    let ns = match userns::make(options.host_uid, options.host_uid) {
+    let ns = match userns::make(options.host_uid, HOST_GID) {
         Ok(ns) => ns,
         Err(e) => return weaker(format!("this kernel refused the user namespace ({e})")),
     };

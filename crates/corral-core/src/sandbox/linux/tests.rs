@@ -214,11 +214,10 @@ async fn writable_paths_can_be_written_besides_the_working_directory_and_nothing
 }
 
 #[tokio::test]
-async fn a_missing_writable_path_is_a_clear_error_not_a_silent_read_only_run() {
+async fn a_missing_writable_path_is_a_configuration_error_at_construction() {
     let o = LinuxSandboxOptions { writable: vec!["/nonexistent/corral-writable".into()], ..Default::default() };
-    let Some((_dir, s)) = shell(o) else { return };
-    let e = s.exec("true", opts()).await.unwrap_err();
-    assert_eq!(e.code, Code::NotFound, "{e:?}");
+    let e = LinuxSandbox::new(o).unwrap_err();
+    assert_eq!(e.code, Code::Configuration, "{e:?}");
     assert!(e.message.contains("/nonexistent/corral-writable"), "{e:?}");
 }
 

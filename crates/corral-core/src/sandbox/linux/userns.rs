@@ -85,12 +85,12 @@ pub(super) fn make(uid: u32, gid: u32) -> io::Result<OwnedFd> {
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
-/// A detached copy of the mount tree at `path`, `nosuid,nodev`, and idmapped through `userns`
-/// when given: what the child attaches as a writable tree.
-pub(super) fn tree(path: &CStr, userns: Option<&OwnedFd>) -> io::Result<OwnedFd> {
-    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE;
-    // SAFETY: a NUL-terminated path.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+/// A detached copy of the mount tree at the directory `dir` is open on, `nosuid,nodev`, and
+/// idmapped through `userns` when given: what the child attaches as a writable tree.
+pub(super) fn tree(dir: libc::c_int, userns: Option<&OwnedFd>) -> io::Result<OwnedFd> {
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: a descriptor of the caller's and an empty NUL-terminated path.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, dir, c"".as_ptr(), flags) };
     if fd < 0 {
         return Err(last());
     }
@@ -111,5 +111,8 @@ pub(super) fn tree(path: &CStr, userns: Option<&OwnedFd>) -> io::Result<OwnedFd>
 /// Whether an idmapped tree can be made of `path` (the kernel has idmapped mounts, and `path`'s
 /// file system supports them).
 pub(super) fn can_idmap(path: &CStr, userns: &OwnedFd) -> io::Result<()> {
-    tree(path, Some(userns)).map(drop)
+    let dir = super::child::open_dir_nofollow(path)?;
+    // SAFETY: a descriptor open_dir_nofollow just gave us.
+    let dir = unsafe { OwnedFd::from_raw_fd(dir) };
+    tree(dir.as_raw_fd(), Some(userns)).map(drop)
 }
