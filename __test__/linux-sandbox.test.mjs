@@ -5,7 +5,7 @@ import { describe, it, expect, afterEach } from 'vitest';
 import net from 'node:net';
 import http from 'node:http';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, realpathSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -97,12 +97,33 @@ describe.skipIf(!usable)('LinuxSandbox on this kernel', () => {
     expect(spin.note).toMatch(/cpu/);
   });
 
-  it('a missing writable path is a WorkspaceError naming it, not a silent read-only run', async () => {
+  it('hostUid and allowUnixSockets: root inside only, files root\'s on disk as root, unix sockets refused by default', async () => {
+    expect(() => new LinuxSandbox({ hostUid: 0 })).toThrow(ConfigurationError);
+    expect(() => new LinuxSandbox({ allowUnixSocket: true })).toThrow(/allowUnixSockets/);
     const t = tree();
-    const e = await shellIn(t.root, { writable: ['/nonexistent/corral-w'] }).exec('true').catch((err) => err);
-    expect(e).toBeInstanceOf(WorkspaceError);
-    expect(e.code).toBe('NotFound');
-    expect(e.message).toContain('/nonexistent/corral-w');
+    const r = await shellIn(t.root, {}).exec("id -u; echo x > made.txt; perl -MSocket -e 'socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die \"socket: $!\\n\"'");
+    expect(r.stderr).toContain('socket: Operation not permitted');
+    if (process.getuid() === 0) {
+      expect(r.stdout.trim()).toBe('0');
+      expect(statSync(join(t.root, 'made.txt')).uid).toBe(0);
+      // The host's root-only files are not the command's.
+      const dir = mkdtempSync('/var/tmp/corral-secret-');
+      writeFileSync(join(dir, 'key'), 'PRIVATE', { mode: 0o600 });
+      try {
+        const read = await shellIn(t.root, { hostUid: 12345 }).exec(`cat ${join(dir, 'key')}`);
+        expect(read.stdout).not.toContain('PRIVATE');
+        expect(read.stderr).toContain('Permission denied');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    const allowed = await shellIn(t.root, { allowUnixSockets: true }).exec("perl -MSocket -e 'socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die; print \"made\"'");
+    expect(allowed.stdout).toBe('made');
+  });
+
+  it('a missing writable path is a ConfigurationError at construction naming it, never a message to the model', () => {
+    expect(() => new LinuxSandbox({ writable: ['/nonexistent/corral-w'] })).toThrow(ConfigurationError);
+    expect(() => new LinuxSandbox({ writable: ['/nonexistent/corral-w'] })).toThrow(/\/nonexistent\/corral-w/);
   });
 
   it.skipIf(!hasCurl)('network { allow } with a broker: allowed hosts through the broker with its header, others refused, no way around it', async () => {
