@@ -173,6 +173,8 @@ export interface FsToolsOptions {
   maxResults?: number;
   maxFilesScanned?: number;
   grepTimeoutMs?: number;
+  /** grep skips files larger than this and names them (up to 5, then a count). Default 2,097,152 bytes. */
+  maxGrepFileBytes?: number;
   /** Directory names glob and grep skip. Default ['.git', 'node_modules']. */
   ignore?: string[];
   /** Entry names no tool reads, lists, searches or writes. Default ['.git']. */
@@ -324,7 +326,12 @@ export interface RewindReport {
 }
 
 export declare class WorkspaceCheckpoints {
-  constructor(fs: FsProvider, options?: { store?: WorkspaceCheckpointStore; maxTurns?: number; maxFileBytes?: number });
+  /**
+   * `keepSkipped` (default false): a real rewind keeps the backups of the files it skipped (the
+   * reference forgets them): the checkpoint stays in list() with only those paths, and a later
+   * `rewind(n, { force: true })` restores them.
+   */
+  constructor(fs: FsProvider, options?: { store?: WorkspaceCheckpointStore; maxTurns?: number; maxFileBytes?: number; keepSkipped?: boolean });
   /** `sessionId` defaults to `'default'`, as the tools' context does. */
   list(options?: { sessionId?: string }): Promise<{ turn: number; paths: string[] }[]>;
   rewind(toTurn: number, options?: { sessionId?: string; dryRun?: boolean; force?: boolean }): Promise<RewindReport>;

@@ -268,7 +268,10 @@ function optionData(value, fns) {
   const proto = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return { $js: 'object' };
   const out = {};
-  for (const [k, v] of Object.entries(value)) if (v !== undefined) out[k] = optionData(v, fns);
+  for (const [k, v] of Object.entries(value)) {
+    // Defined, not assigned: a key named __proto__ (a file of that name) stays an own property.
+    if (v !== undefined) Object.defineProperty(out, k, { value: optionData(v, fns), enumerable: true, writable: true, configurable: true });
+  }
   return out;
 }
 

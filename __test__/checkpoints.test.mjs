@@ -142,6 +142,19 @@ for (const [label, make] of Object.entries(providers)) {
       expect(s.read('a.md')).toBe('edited by you');
     });
 
+    it('keepSkipped: a skipped file keeps its backup, stays listed alone, and a later forced rewind restores it', async () => {
+      const s = setup(make, { 'a.md': 'original', 'b.md': 'b0' }, { keepSkipped: true });
+      await s.call('write_file', { path: 'a.md', content: 'agent' }, { sessionId: 's', turn: 0 });
+      await s.call('write_file', { path: 'b.md', content: 'b1' }, { sessionId: 's', turn: 1 });
+      await s.outside.write('a.md', 'edited by a command');
+      expect(await s.checkpoints.rewind(0, { sessionId: 's' })).toEqual({ ...EMPTY, restored: ['b.md'], skipped: [{ path: 'a.md', reason: 'changed-since' }] });
+      expect(await s.checkpoints.list({ sessionId: 's' })).toEqual([{ turn: 0, paths: ['a.md'] }]);
+      expect(await s.checkpoints.rewind(0, { sessionId: 's', force: true })).toEqual({ ...EMPTY, restored: ['a.md'] });
+      expect(s.read('a.md')).toBe('original');
+      expect(s.read('b.md')).toBe('b0');
+      expect(await s.checkpoints.list({ sessionId: 's' })).toEqual([]);
+    });
+
     it('a path that has become a directory is skipped as not-a-file and left alone, even with force', async () => {
       const s = setup(make, { 'keep.md': 'k0' });
       await s.call('write_file', { path: 'out', content: 'agent output' }, { sessionId: 's', turn: 0 });

@@ -113,3 +113,16 @@ describe('defineTool and WorkspaceToolRegistry options, checked in the core', ()
     expect(() => new WorkspaceToolRegistry()).not.toThrow();
   });
 });
+
+describe('setup mistakes fail at setup', () => {
+  it('a shell tool cwd outside the workspace is a ConfigurationError when the tool is made, naming no host path', () => {
+    const ws = new MemoryWorkspace({ files: { 'a.txt': 'a' } });
+    for (const cwd of ['../', '/etc', 'a/../../b']) {
+      let e;
+      try { createShellTool(ws, { cwd }); } catch (x) { e = x; }
+      expect(e, cwd).toBeInstanceOf(ConfigurationError);
+      expect(e.message).toMatch(/cwd/);
+    }
+    expect(() => createShellTool(ws, { cwd: 'pkg/' })).not.toThrow();
+  });
+});

@@ -144,6 +144,14 @@ describe('walks over a JavaScript provider end', () => {
     expect(fs.calls).toBeLessThanOrEqual(501);
     expect(await grep.execute({ pattern: 'x' })).toMatch(/Stopped after scanning 500 files/);
   });
+  it('list_dir drops entry names that are not names, and never hands them back to the provider', async () => {
+    const asked = [];
+    const fs = { ...looping(), async stat(p) { asked.push(p); return { type: 'directory', size: 0 }; },
+      async readdir() { return ['..', '../../etc', '/abs', 'a\\b', '', 'ok.txt'].map((name) => ({ name, type: name === '../../etc' ? 'directory' : 'file' })); } };
+    const { list_dir } = toolsOf(fs);
+    expect(await list_dir.execute({})).toBe('ok.txt');
+    expect(asked.every((p) => !p.includes('..') && !p.includes('etc') && !p.includes('abs'))).toBe(true);
+  });
   it('names with a separator or . and .. from readdir are refused', async () => {
     for (const name of ['a/b', '..', '.', 'a\\b']) {
       const fs = { ...looping(), async readdir() { return [{ name, type: 'file' }]; } };
@@ -203,6 +211,13 @@ describe('MemoryWorkspace.snapshot', () => {
     expect(await fs.readFile('__proto__')).toBe('p');
     const snap = fs.snapshot();
     expect(Object.keys(snap).sort()).toEqual(['__proto__', 'a']);
+    expect(Object.getOwnPropertyDescriptor(snap, '__proto__').value).toBe('p');
+  });
+  it('keeps a file named __proto__ given to the constructor', async () => {
+    const fs = new MemoryWorkspace({ files: JSON.parse('{"__proto__":"p","a.txt":"b"}') });
+    expect(await fs.readFile('__proto__')).toBe('p');
+    const snap = fs.snapshot();
+    expect(Object.keys(snap).sort()).toEqual(['__proto__', 'a.txt']);
     expect(Object.getOwnPropertyDescriptor(snap, '__proto__').value).toBe('p');
   });
 });

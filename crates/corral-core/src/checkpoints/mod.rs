@@ -122,11 +122,14 @@ pub struct CheckpointOptions {
     pub max_turns: usize,
     /// Files larger than this are not copied, and never restored or deleted (default 1,000,000).
     pub max_file_bytes: u64,
+    /// A real rewind keeps the backups of the files it skipped (the reference forgets them), so a
+    /// later forced rewind can still restore them (default false).
+    pub keep_skipped: bool,
 }
 
 impl Default for CheckpointOptions {
     fn default() -> Self {
-        CheckpointOptions { max_turns: DEFAULT_MAX_TURNS, max_file_bytes: DEFAULT_MAX_FILE_BYTES }
+        CheckpointOptions { max_turns: DEFAULT_MAX_TURNS, max_file_bytes: DEFAULT_MAX_FILE_BYTES, keep_skipped: false }
     }
 }
 
@@ -163,10 +166,15 @@ impl CallOptions {
 impl CheckpointOptions {
     /// `WorkspaceCheckpoints`'s options (the store is attached by the binding).
     pub fn from_options(v: &serde_json::Value) -> Result<CheckpointOptions> {
-        let r = crate::options::Reader::new("WorkspaceCheckpoints", v, &["store", "maxTurns", "maxFileBytes"])?;
+        let r = crate::options::Reader::new(
+            "WorkspaceCheckpoints",
+            v,
+            &["store", "maxTurns", "maxFileBytes", "keepSkipped"],
+        )?;
         Ok(CheckpointOptions {
             max_turns: r.int("maxTurns", DEFAULT_MAX_TURNS as u64, 1..=100_000)? as usize,
             max_file_bytes: r.int("maxFileBytes", DEFAULT_MAX_FILE_BYTES, 1..=1 << 32)?,
+            keep_skipped: r.bool("keepSkipped", false)?,
         })
     }
 }
@@ -188,6 +196,7 @@ pub struct Checkpoints {
     store: Arc<dyn CheckpointStore>,
     max_turns: usize,
     max_file_bytes: u64,
+    keep_skipped: bool,
     /// Sessions loaded from the store, kept in step with it, each behind its own lock: every
     /// change is a load-modify-save of a session's document and a rewind runs start to end under
     /// it, while a store that never settles for one session blocks only that session. The map's
@@ -204,6 +213,7 @@ impl Checkpoints {
             store,
             max_turns: options.max_turns,
             max_file_bytes: options.max_file_bytes,
+            keep_skipped: options.keep_skipped,
             sessions: std::sync::Mutex::new(HashMap::new()),
         })
     }

@@ -163,8 +163,20 @@ impl Checkpoints {
                 }
             }
         }
-        // Only now, with every file back: a rewind that failed half-way can be run again.
-        data.turns.split_off(&to_turn);
+        // Only now, with every file back: a rewind that failed half-way can be run again. The
+        // reference forgets the rewound turns whole; with keepSkipped the backups of the files it
+        // skipped stay (only those), for a later forced rewind.
+        let mut rewound = data.turns.split_off(&to_turn);
+        if self.keep_skipped {
+            let skipped: std::collections::BTreeSet<&str> =
+                report.skipped.iter().filter(|s| s.reason != SkipReason::TooLarge).map(|s| s.path.as_str()).collect();
+            for (turn, mut files) in std::mem::take(&mut rewound) {
+                files.retain(|path, _| skipped.contains(path.as_str()));
+                if !files.is_empty() {
+                    data.turns.insert(turn, files);
+                }
+            }
+        }
         self.commit(&mut sessions, session).await?;
         Ok(report)
     }

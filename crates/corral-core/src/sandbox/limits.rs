@@ -55,6 +55,17 @@ pub(crate) fn says_out_of_memory(stderr: &str) -> bool {
 }
 
 /// The note for a command a limit stopped.
+/// The hard limit beside a soft one: one more second for CPU time, so every process that spins
+/// first gets `SIGXCPU` (whose death a shell reports as 152, whichever process it was) and only
+/// one that survives it `SIGKILL`; the same value for the others.
+pub(crate) fn hard_limit(cpu: bool, soft: u64) -> u64 {
+    if cpu {
+        soft.saturating_add(1)
+    } else {
+        soft
+    }
+}
+
 pub(crate) fn limit_note(
     r: &ExecResult,
     limits: &Limits,
@@ -75,8 +86,10 @@ pub(crate) fn limit_note(
             if per_process_memory { " per process" } else { "" }
         ));
     }
-    if sig == Some("SIGXCPU") || (limits.cpu_seconds.is_some() && sig == Some("SIGKILL") && !r.timed_out && !r.aborted)
-    {
+    // A process that survived SIGXCPU gets SIGKILL at the hard limit: as the command itself, or as
+    // a child whose death its shell reports as 137.
+    let killed = sig == Some("SIGKILL") || r.exit_code == Some(128 + libc::SIGKILL);
+    if sig == Some("SIGXCPU") || (limits.cpu_seconds.is_some() && killed && !r.timed_out && !r.aborted) {
         return Some(format!("The command used up its CPU time ({} s): cpu.", limits.cpu_seconds.unwrap_or(0)));
     }
     // Where SIGXFSZ is ignored (a container runtime may leave it so), the write fails with EFBIG.

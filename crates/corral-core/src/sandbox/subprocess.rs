@@ -435,7 +435,9 @@ impl SubprocessSandbox {
             ("nofile", self.limits.open_files),
         ]
         .into_iter()
-        .filter_map(|(name, v)| v.map(|n| json!({ "Name": name, "Soft": n, "Hard": n })))
+        .filter_map(|(name, v)| {
+            v.map(|n| json!({ "Name": name, "Soft": n, "Hard": super::limits::hard_limit(name == "cpu", n) }))
+        })
         .collect();
         if !ulimits.is_empty() {
             host["Ulimits"] = json!(ulimits);

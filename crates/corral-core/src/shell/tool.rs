@@ -158,7 +158,14 @@ impl ShellToolOptions {
             default_timeout_ms: r.int("defaultTimeoutMs", d.default_timeout_ms, 1..=86_400_000)?,
             max_timeout_ms: r.int("maxTimeoutMs", d.max_timeout_ms, 1..=86_400_000)?,
             max_output_chars: r.int("maxOutputChars", d.max_output_chars as u64, 1..=100_000_000)? as usize,
-            cwd: r.string("cwd")?,
+            // A cwd outside the workspace fails here, not on every call.
+            cwd: match r.string("cwd")? {
+                None => None,
+                Some(c) => Some(
+                    crate::path::normalize(&c, crate::path::Flavor::Posix)
+                        .map_err(|e| r.err(format!("cwd: {}", e.message)))?,
+                ),
+            },
             env: r.string_map("env")?,
             name,
             approval,

@@ -4,7 +4,7 @@
 
 use super::{
     fmt_count, fmt_num, format_bytes, path_prop, plural, push_line, skipped_names, str_arg, Ctx, FsToolOptions,
-    GREP_LINE_CHARS, MAX_GREP_FILE_BYTES,
+    GREP_LINE_CHARS,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,7 +42,7 @@ pub(super) fn description(o: &FsToolOptions) -> String {
     format!(
             "Search file contents with a JavaScript regular expression. Returns `path:line: text` for each matching line, at most {} matches and {} characters. Each line is tested on its first {} characters. Binary files and files over {} are skipped, and so are {}; at most {} files are scanned. Patterns with nested repetition like (a+)+ are refused; matching stops after {} ms.",
             fmt_num(o.max_results as u64), fmt_num(o.max_output_chars as u64), fmt_num(GREP_LINE_CHARS as u64),
-            format_bytes(MAX_GREP_FILE_BYTES), skipped_names(o), fmt_num(o.max_files_scanned as u64), fmt_num(o.grep_timeout_ms)
+            format_bytes(o.max_grep_file_bytes), skipped_names(o), fmt_num(o.max_files_scanned as u64), fmt_num(o.grep_timeout_ms)
         )
 }
 
@@ -462,13 +462,13 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         busy: std::array::from_fn(|_| AtomicU64::new(0)),
     });
     let work = async {
-        let too_large = Arc::new(AtomicUsize::new(0));
+        let too_large = Arc::new(Mutex::new(Skipped::default()));
         let found = Arc::new(Mutex::new(Collected::new(keep, context)));
         let mut notes = Vec::new();
         if kind == EntryType::File {
             let size = fs.stat(&base).await?.map(|s| s.size).unwrap_or(0);
-            if size > MAX_GREP_FILE_BYTES {
-                too_large.fetch_add(1, Ordering::Relaxed);
+            if size > o.max_grep_file_bytes {
+                too_large.lock().unwrap().add(&base);
             } else {
                 let bytes = read_bytes(fs, &base).await?;
                 let (g, b) = (grep.clone(), base.clone());
@@ -492,6 +492,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
             // afterwards through its interface, and matched on the blocking pool.
             let pending = Arc::new(Mutex::new(Vec::new()));
             let (g, f2, big, p2) = (grep.clone(), found.clone(), too_large.clone(), pending.clone());
+            let limit = o.max_grep_file_bytes;
             let visit: Visit = Arc::new(move |path, _rel, entry| {
                 if g.stopped() {
                     return false;
@@ -502,16 +503,16 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                     Entry::Provider { size } => *size,
                     Entry::Memory(bytes) => bytes.len() as u64,
                 };
-                if size > MAX_GREP_FILE_BYTES {
-                    big.fetch_add(1, Ordering::Relaxed);
+                if size > limit {
+                    big.lock().unwrap().add(path);
                     return true;
                 }
                 let hit = match entry {
                     Entry::Disk { local, real } => {
-                        READ_BUFFER.with_borrow_mut(|buf| match read_walked(local, real, buf) {
+                        READ_BUFFER.with_borrow_mut(|buf| match read_walked(local, real, buf, limit) {
                             Ok(true) => g.search(path, buf),
                             Ok(false) => {
-                                big.fetch_add(1, Ordering::Relaxed);
+                                big.lock().unwrap().add(path);
                                 None
                             }
                             Err(_) => None,
@@ -573,7 +574,8 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
             return Err(grep.slow_error(o));
         }
         let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0, 0));
-        Ok(format_hits(results, o, keep, &notes, too_large.load(Ordering::Relaxed)))
+        let skipped = std::mem::take(&mut *too_large.lock().unwrap());
+        Ok(format_hits(results, o, keep, &notes, skipped))
     };
     grep.race(work, o).await
 }
@@ -584,22 +586,22 @@ thread_local! {
 }
 
 /// Reads a regular file a walk found on disk (never a FIFO or device that took its place) into
-/// `buf`; false when it is over `MAX_GREP_FILE_BYTES` (then it is not read).
-fn read_walked(local: &crate::fs::local::LocalFs, real: &str, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+/// `buf`; false when it is over `limit` bytes (then it is not read).
+fn read_walked(local: &crate::fs::local::LocalFs, real: &str, buf: &mut Vec<u8>, limit: u64) -> std::io::Result<bool> {
     use std::io::Read;
     let file = local.open_walked_file(real)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    if meta.len() > MAX_GREP_FILE_BYTES {
+    if meta.len() > limit {
         return Ok(false);
     }
     buf.clear();
     // One byte more than the size, so the read that finds the end needs no growth.
     buf.reserve(meta.len() as usize + 1);
-    file.take(MAX_GREP_FILE_BYTES + 1).read_to_end(buf)?;
-    Ok(buf.len() as u64 <= MAX_GREP_FILE_BYTES)
+    file.take(limit + 1).read_to_end(buf)?;
+    Ok(buf.len() as u64 <= limit)
 }
 
 async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
@@ -624,7 +626,39 @@ fn escape_literal(text: &str) -> String {
 
 /// Matches as `path:12: text`; with context, context lines as `path-12- text` and `--` between
 /// groups that do not touch (ripgrep's convention).
-fn format_hits(mut results: Collected, o: &FsToolOptions, keep: usize, notes: &[String], too_large: usize) -> String {
+/// The files grep skipped for their size: a few names (sorted) and how many in all.
+#[derive(Default)]
+struct Skipped {
+    names: Vec<String>,
+    count: usize,
+}
+
+/// How many names `Skipped` keeps before it only counts (the note shows 5).
+const SKIPPED_KEPT: usize = 1000;
+
+impl Skipped {
+    fn add(&mut self, path: &str) {
+        self.count += 1;
+        if self.names.len() < SKIPPED_KEPT {
+            self.names.push(path.to_string());
+        }
+    }
+
+    /// `(Skipped 7 files over 2 MB (maxGrepFileBytes): a, b, c, d, e and 2 more.)`
+    fn note(mut self, limit: u64) -> Option<String> {
+        if self.count == 0 {
+            return None;
+        }
+        self.names.sort();
+        let shown: Vec<&str> = self.names.iter().take(5).map(String::as_str).collect();
+        let more = self.count - shown.len();
+        let files = if self.count == 1 { "1 file".to_string() } else { format!("{} files", fmt_count(self.count)) };
+        let tail = if more > 0 { format!(" and {} more", fmt_count(more)) } else { String::new() };
+        Some(format!("(Skipped {files} over {} (maxGrepFileBytes): {}{tail}.)", format_bytes(limit), shown.join(", ")))
+    }
+}
+
+fn format_hits(mut results: Collected, o: &FsToolOptions, keep: usize, notes: &[String], skipped: Skipped) -> String {
     results.prune();
     let total = results.total;
     let context = results.context > 0;
@@ -661,23 +695,22 @@ fn format_hits(mut results: Collected, o: &FsToolOptions, keep: usize, notes: &[
     }
     if total == 0 {
         out.push_str("No matches found.\n");
-    } else if shown < total {
+    }
+    // Notes come before the cut line, which stays the last line.
+    if let Some(n) = skipped.note(o.max_grep_file_bytes) {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    for n in notes {
+        out.push_str(n);
+        out.push('\n');
+    }
+    if total > 0 && shown < total {
         out.push_str(&format!(
             "(Showing the first {} of {} matches. Narrow the pattern, path or glob to see the rest.)\n",
             fmt_count(shown),
             fmt_count(total)
         ));
-    }
-    if too_large > 0 {
-        out.push_str(&if too_large == 1 {
-            format!("(1 file over {} was skipped.)\n", format_bytes(MAX_GREP_FILE_BYTES))
-        } else {
-            format!("({} files over {} were skipped.)\n", fmt_count(too_large), format_bytes(MAX_GREP_FILE_BYTES))
-        });
-    }
-    for n in notes {
-        out.push_str(n);
-        out.push('\n');
     }
     out.pop();
     out

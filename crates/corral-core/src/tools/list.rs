@@ -37,7 +37,8 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
         .readdir(&path)
         .await?
         .into_iter()
-        .filter(|e| !name_is_denied(&e.name, &o.deny))
+        // A provider's entry that is not a name (`..`, `../../etc`, `/abs`) is dropped.
+        .filter(|e| super::walk::is_entry_name(&e.name) && !name_is_denied(&e.name, &o.deny))
         .map(|e| match e.kind {
             EntryType::Directory => format!("{}/", e.name),
             EntryType::Symlink => format!("{}@", e.name),

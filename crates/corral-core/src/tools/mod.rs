@@ -36,6 +36,8 @@ pub const MAX_READ_BYTES: u64 = 10 * 1024 * 1024;
 pub const MAX_WRITE_BYTES: u64 = MAX_READ_BYTES;
 /// Files over this size are skipped by `grep`.
 pub const MAX_GREP_FILE_BYTES: u64 = 2 * 1024 * 1024;
+/// The largest `maxGrepFileBytes` (each walker thread holds one such file at a time).
+pub const MAX_GREP_FILE_BYTES_LIMIT: u64 = 256 * 1024 * 1024;
 /// `grep` tests each line on its first this-many characters.
 pub const GREP_LINE_CHARS: usize = 2000;
 
@@ -50,6 +52,8 @@ pub struct FsToolOptions {
     pub max_results: usize,
     pub max_files_scanned: usize,
     pub grep_timeout_ms: u64,
+    /// Files larger than this are skipped by grep, and named.
+    pub max_grep_file_bytes: u64,
     pub ignore: Vec<String>,
     pub deny: Vec<String>,
     /// Backs up every file `write_file` and `edit_file` change, so the changes can be rewound.
@@ -75,6 +79,7 @@ impl Default for FsToolOptions {
             max_results: MAX_RESULTS,
             max_files_scanned: MAX_FILES_SCANNED,
             grep_timeout_ms: GREP_TIMEOUT_MS,
+            max_grep_file_bytes: MAX_GREP_FILE_BYTES,
             ignore: vec![".git".into(), "node_modules".into()],
             deny: crate::path::default_deny(),
             checkpoints: None,
@@ -118,6 +123,7 @@ impl FsToolOptions {
                 "maxResults",
                 "maxFilesScanned",
                 "grepTimeoutMs",
+                "maxGrepFileBytes",
                 "ignore",
                 "deny",
                 "checkpoints",
@@ -156,6 +162,7 @@ impl FsToolOptions {
             max_results: r.int("maxResults", d.max_results as u64, 1..=1_000_000)? as usize,
             max_files_scanned: r.int("maxFilesScanned", d.max_files_scanned as u64, 1..=100_000_000)? as usize,
             grep_timeout_ms: r.int("grepTimeoutMs", d.grep_timeout_ms, 1..=3_600_000)?,
+            max_grep_file_bytes: r.int("maxGrepFileBytes", d.max_grep_file_bytes, 1..=MAX_GREP_FILE_BYTES_LIMIT)?,
             ignore: r.names("ignore", d.ignore)?,
             deny: r.names("deny", d.deny)?,
             checkpoints: None,
@@ -561,16 +568,24 @@ pub(crate) async fn notify_edit(o: &FsToolOptions, ctx: &Ctx, path: &str, before
     let _ = f.call(vec![event]).await;
 }
 
+/// A size and its limit as a message shows them: rounded, or in exact bytes where rounding would
+/// make them read as equal (`10,485,761 bytes` against `10,485,760`).
+pub(crate) fn size_against(size: u64, limit: u64) -> (String, String) {
+    let (s, l) = (format_bytes(size), format_bytes(limit));
+    if s == l {
+        (format!("{} bytes", fmt_num(size)), fmt_num(limit))
+    } else {
+        (s, l)
+    }
+}
+
 /// Refuses a file over `MAX_READ_BYTES` for `what` ("read", "edit").
 pub(crate) fn check_read_size(path: &str, size: u64, what: &str, hint: &str) -> Result<()> {
     if size > MAX_READ_BYTES {
+        let (s, l) = size_against(size, MAX_READ_BYTES);
         return Err(Error::new(
             Code::TooLarge,
-            format!(
-                "{path} is too large to {what} ({}; the limit is {}).{hint}",
-                format_bytes(size),
-                format_bytes(MAX_READ_BYTES)
-            ),
+            format!("{path} is too large to {what} ({s}; the limit is {l}).{hint}"),
         ));
     }
     Ok(())
@@ -579,12 +594,11 @@ pub(crate) fn check_read_size(path: &str, size: u64, what: &str, hint: &str) -> 
 /// Refuses a file (to edit) or a result (to write) over `MAX_WRITE_BYTES`.
 pub(crate) fn check_write_size(path: &str, size: u64, what: &str) -> Result<()> {
     if size > MAX_WRITE_BYTES {
+        let (s, l) = size_against(size, MAX_WRITE_BYTES);
         return Err(Error::new(
             Code::TooLarge,
             format!(
-                "{path}: {what} would be {} (the limit is {}); nothing was written. Write smaller files, or change this one with a command.",
-                format_bytes(size),
-                format_bytes(MAX_WRITE_BYTES)
+                "{path}: {what} would be {s} (the limit is {l}); nothing was written. Write smaller files, or change this one with a command."
             ),
         ));
     }

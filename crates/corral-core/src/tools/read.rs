@@ -170,6 +170,27 @@ pub fn format_lines(
     let width = end.to_string().len();
     let shown_bytes: usize = lines[start..end].iter().map(|l| l.len() + width + 3).sum();
     let mut out = String::with_capacity(shown_bytes.min(max_chars.saturating_mul(4)) + 160);
+    // The cap holds everything returned, the line that says how to continue included: when the
+    // lines do not all fit, they get the cap less the longest such line (and the note).
+    let line_len = |l: &str| {
+        let l = l.strip_suffix('\r').unwrap_or(l);
+        width + 3 + if l.is_ascii() { l.len() } else { l.chars().count() }
+    };
+    let note_len = note.map_or(0, |n| n.chars().count() + 1);
+    let all: usize = lines[start..end].iter().map(|l| line_len(l)).sum();
+    let budget = if end == total && all + note_len <= max_chars {
+        max_chars
+    } else {
+        let cont = format!(
+            "(Line {end} is longer than {} characters and was cut. Showing line {end} of {}. Use offset {} to continue.)",
+            fmt_count(max_chars),
+            fmt_count(total),
+            end + 1
+        )
+        .len()
+        .max(format!("(Showing lines {offset}-{end} of {}. Use offset {} to continue.)", fmt_count(total), end + 1).len());
+        max_chars.saturating_sub(cont + note_len).max(1)
+    };
     let mut chars = 0usize;
     let mut shown_to = start;
     for (i, line) in lines[start..end].iter().enumerate() {
@@ -177,11 +198,11 @@ pub fn format_lines(
         let line = line.strip_suffix('\r').unwrap_or(line);
         // " " + the number right-aligned to `width` + "\t" + the line + "\n", in characters.
         let len = width + 3 + if line.is_ascii() { line.len() } else { line.chars().count() };
-        if chars + len > max_chars {
+        if chars + len > budget {
             let entry = format!(" {n:>width$}\t{line}\n");
             if i == 0 {
                 // A single line longer than the budget: show its start.
-                let cut: String = entry.chars().take(max_chars.saturating_sub(1)).collect();
+                let cut: String = entry.chars().take(budget.saturating_sub(1)).collect();
                 out.push_str(&cut);
                 out.push('\n');
                 if let Some(note) = note {

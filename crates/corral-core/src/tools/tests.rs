@@ -177,6 +177,30 @@ async fn edit_file_refuses_a_file_over_the_read_limit() {
 }
 
 #[tokio::test]
+async fn grep_names_the_files_it_skips_for_size_up_to_five_and_the_cap_is_an_option() {
+    let big = "x".repeat(101);
+    let files: Vec<(String, &str)> =
+        (0..7).map(|i| (format!("big{i}.txt"), big.as_str())).chain([("a.txt".to_string(), "hit\n")]).collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), *c)).collect();
+    let fs = mem(&refs);
+    let o = FsToolOptions::from_options(&json!({ "maxGrepFileBytes": 100 }), &|_| None).unwrap();
+    let out = call_text(&fs, &o, "grep", json!({"pattern": "hit"})).await.unwrap();
+    assert!(
+        out.ends_with("(Skipped 7 files over 100 bytes (maxGrepFileBytes): big0.txt, big1.txt, big2.txt, big3.txt, big4.txt and 2 more.)"),
+        "{out}"
+    );
+    assert!(out.starts_with("a.txt:1: hit"), "{out}");
+}
+
+#[tokio::test]
+async fn a_size_one_byte_over_the_limit_is_told_in_exact_bytes() {
+    let (s, l) = size_against(10 * 1024 * 1024 + 1, 10 * 1024 * 1024);
+    assert_eq!(format!("({s}; the limit is {l})"), "(10,485,761 bytes; the limit is 10,485,760)");
+    let (s, l) = size_against(30 * 1024 * 1024, 10 * 1024 * 1024);
+    assert_eq!(format!("({s}; the limit is {l})"), "(30 MB; the limit is 10 MB)");
+}
+
+#[tokio::test]
 async fn results_say_1_line_and_1_file_in_the_singular() {
     let fs = mem(&[("big.txt", &"x".repeat(MAX_GREP_FILE_BYTES as usize + 1)), ("a.txt", "hit\n")]);
     let out = run(&fs, "write_file", json!({"path": "one.txt", "content": "one line\n"})).await.unwrap();
@@ -184,7 +208,7 @@ async fn results_say_1_line_and_1_file_in_the_singular() {
     let out = run(&fs, "write_file", json!({"path": "b.txt", "content": "x"})).await.unwrap();
     assert_eq!(out, "Created b.txt (1 byte, 1 line).");
     let out = run(&fs, "grep", json!({"pattern": "hit"})).await.unwrap();
-    assert!(out.ends_with("(1 file over 2 MB was skipped.)"), "{out}");
+    assert!(out.ends_with("(Skipped 1 file over 2 MB (maxGrepFileBytes): big.txt.)"), "{out}");
     let out = run(&fs, "read_file", json!({"path": "a.txt", "offset": 5})).await.unwrap();
     assert_eq!(out, "(a.txt has 1 line; offset 5 is past the end.)");
 }
@@ -223,4 +247,16 @@ async fn grep_literal_and_limit() {
     assert_eq!(out, "a.txt:3: [x]\na.txt:4: [x]\n(Showing the first 2 of 3 matches. Narrow the pattern, path or glob to see the rest.)");
     let e = run(&fs, "grep", json!({"pattern": "x", "limit": 0})).await.unwrap_err();
     assert_eq!(e.code, Code::InvalidArguments);
+}
+
+#[tokio::test]
+async fn read_file_output_fits_max_output_chars_with_its_continuation_line() {
+    let content: String = (0..200).map(|_| format!("{}\n", "y".repeat(100))).collect();
+    let fs = mem(&[("a.txt", &content)]);
+    for max in [2000usize, 500, 150, 101] {
+        let o = FsToolOptions::from_options(&json!({ "maxOutputChars": max }), &|_| None).unwrap();
+        let out = call_text(&fs, &o, "read_file", json!({"path": "a.txt"})).await.unwrap();
+        assert!(out.chars().count() <= max, "{max}: {} characters:\n{out}", out.chars().count());
+        assert!(out.lines().last().unwrap().contains("Use offset"), "{out}");
+    }
 }

@@ -24,6 +24,12 @@ use crate::fs::local::LocalFs;
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
 
+/// Whether a provider's readdir gave a name, not a path: not empty, `.` or `..`, and without a
+/// separator or NUL.
+pub(crate) fn is_entry_name(name: &str) -> bool {
+    !(name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']))
+}
+
 /// A file the walk found.
 pub(super) enum Entry<'a> {
     /// On disk: `real` is its resolved workspace path, to open with `LocalFs::open_walked_file`
@@ -238,7 +244,7 @@ async fn walk_provider(
             }
         };
         for e in entries {
-            if e.name.is_empty() || e.name == "." || e.name == ".." || e.name.contains(['/', '\\', '\0']) {
+            if !is_entry_name(&e.name) {
                 return Err(Error::new(
                     Code::Io,
                     format!("The provider's readdir({dir}) returned the entry name {:?}, which is not a name.", e.name),

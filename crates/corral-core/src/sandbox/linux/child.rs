@@ -395,7 +395,10 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     // SAFETY: resetting a disposition to its default.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_DFL) };
     for &(resource, value) in &plan.rlimits {
-        let lim = libc::rlimit { rlim_cur: value, rlim_max: value };
+        let lim = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: super::super::limits::hard_limit(resource == libc::RLIMIT_CPU, value),
+        };
         // SAFETY: a valid rlimit.
         check(unsafe { libc::setrlimit(resource, &lim) } as libc::c_long)?;
     }

@@ -145,6 +145,9 @@ async fn limits_stop_a_fork_bomb_a_cpu_spin_and_a_big_file_and_say_which() {
     }
     let r = sh(&s, "while :; do :; done").await;
     assert!(r.note.as_deref().is_some_and(|n| n.contains("cpu")), "{r:?}");
+    // A child that spins, not the command's own process: the note names cpu too.
+    let r = sh(&s, "sh -c 'while :; do :; done'; exit $?").await;
+    assert!(r.note.as_deref().is_some_and(|n| n.contains("cpu")), "{r:?}");
     let r = sh(&s, "head -c 2000000 /dev/zero > big.bin").await;
     assert!(r.note.as_deref().is_some_and(|n| n.contains("file size")), "{r:?}");
 }

@@ -630,7 +630,7 @@ async fn limits_become_the_containers_memory_pids_and_ulimits_and_an_oom_kill_is
     assert_eq!(
         host["Ulimits"],
         json!([
-            { "Name": "cpu", "Soft": 30, "Hard": 30 },
+            { "Name": "cpu", "Soft": 30, "Hard": 31 },
             { "Name": "fsize", "Soft": 1 << 20, "Hard": 1 << 20 },
             { "Name": "nofile", "Soft": 256, "Hard": 256 }
         ])
