@@ -72,7 +72,7 @@ describe('the README args example', () => {
     const evil = 'a.test.js '.repeat(24) + '!';
     const started = process.hrtime.bigint();
     expect(testFiles(evil)).toBe(false);
-    expect(Number(process.hrtime.bigint() - started) / 1e6).toBeLessThan(100);
+    expect(Number(process.hrtime.bigint() - started) / 1e6).toBeLessThan(1000); // the old example backtracked for minutes
     expect(testFiles('../x.test.js')).toBe(false);
     expect(testFiles('test/math.test.js test/a-b.test.js')).toBe(true);
   });
