@@ -1,6 +1,8 @@
 // Every options object is read in one place: unknown keys are refused with the nearest valid
 // key, types are checked and numbers bounded, for every constructor.
 import { describe, it, expect, afterAll } from 'vitest';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import {
   NodeWorkspace, MemoryWorkspace, WorkspaceCheckpoints, SandboxShell, NoopSandbox, SubprocessSandbox, createFsTools,
   createShellTool, createCredentialBroker, ConfigurationError,
@@ -124,5 +126,17 @@ describe('setup mistakes fail at setup', () => {
       expect(e.message).toMatch(/cwd/);
     }
     expect(() => createShellTool(ws, { cwd: 'pkg/' })).not.toThrow();
+  });
+
+  it('a spillDir that cannot be made is a ConfigurationError when the tool is made; one that can is made then', () => {
+    const t = tempTree({ 'a.txt': 'a' });
+    try {
+      const ws = new NodeWorkspace({ root: t.root });
+      expect(() => createShellTool(ws, { spillDir: 'a.txt/out' })).toThrow(ConfigurationError);
+      createShellTool(ws, { spillDir: '.corral/output' });
+      expect(existsSync(join(t.root, '.corral/output'))).toBe(true);
+    } finally {
+      t.cleanup();
+    }
   });
 });

@@ -396,9 +396,7 @@ impl SubprocessSandbox {
         if local && !std::path::Path::new(&mount).is_dir() {
             return Err(Error::new(
                 Code::NotFound,
-                format!(
-                    "SubprocessSandbox: the SandboxShell cwd {mount} is not a directory on this machine; it is bind-mounted into the container, so it must exist here."
-                ),
+                "SubprocessSandbox: the SandboxShell's cwd is not a directory on this machine; it is bind-mounted into the container, so it must exist here.",
             ));
         }
         let protected = if self.protect.is_empty() || !local {

@@ -122,6 +122,10 @@ impl ShellToolOptions {
                 let fs = spill_fs.ok_or_else(|| {
                     r.err("spillDir needs a place to write: this shell is not a file provider (NodeWorkspace, MemoryWorkspace), so pass spillFs too.")
                 })?;
+                // On disk it is made now: one that cannot be made fails here, not on a later call.
+                if let Some(local) = fs.as_local() {
+                    local.mkdir_sync(&dir).map_err(|e| r.err(format!("spillDir cannot be made: {}", e.message)))?;
+                }
                 Some(std::sync::Arc::new(super::spill::Spill::new(dir, fs)))
             }
         };

@@ -39,7 +39,7 @@ async fn arguments_are_checked_against_the_schema() {
     let e = run(&fs, "write_file", json!({"path": "b.txt"})).await.unwrap_err();
     assert_eq!(e.code, Code::InvalidArguments);
     assert!(e.message.contains("content"), "{}", e.message);
-    assert!(fs.snapshot().get("b.txt").is_none());
+    assert!(!fs.snapshot().contains_key("b.txt"));
 }
 
 #[tokio::test]
@@ -166,7 +166,7 @@ async fn write_file_refuses_content_over_the_limit() {
     let big = "y".repeat(MAX_WRITE_BYTES as usize + 1);
     let e = run(&fs, "write_file", json!({"path": "big.txt", "content": big})).await.unwrap_err();
     assert_eq!(e.code, Code::TooLarge);
-    assert!(fs.snapshot().get("big.txt").is_none());
+    assert!(!fs.snapshot().contains_key("big.txt"));
 }
 
 #[tokio::test]

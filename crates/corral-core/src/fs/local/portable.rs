@@ -176,7 +176,7 @@ impl LocalFs {
         Ok(out)
     }
 
-    pub(super) fn mkdir_sync(&self, path: &str) -> Result<()> {
+    pub(crate) fn mkdir_sync(&self, path: &str) -> Result<()> {
         let (rel, host) = self.resolve(path)?;
         std::fs::create_dir_all(&host).map_err(|e| Error::io(&rel, &e))?;
         let real = std::fs::canonicalize(&host).map_err(|e| Error::io(&rel, &e))?;

@@ -160,7 +160,7 @@ impl LocalFs {
         list_dir(dir).map_err(|e| Error::io(&rel, &e))
     }
 
-    pub(super) fn mkdir_sync(&self, path: &str) -> Result<()> {
+    pub(crate) fn mkdir_sync(&self, path: &str) -> Result<()> {
         let (rel, found) = self.found(path, Last::CreateDirs)?;
         if found.name.is_some() {
             return Err(Error::new(Code::NotAFile, format!("{rel} exists and is not a directory.")));

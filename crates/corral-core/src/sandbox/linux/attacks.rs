@@ -192,7 +192,7 @@ async fn a_symlink_planted_in_place_of_a_writable_path_or_a_cwd_is_refused_not_f
         LinuxSandboxOptions { writable: vec![work.join("a/cache").display().to_string()], ..Default::default() };
     let sb = Arc::new(LinuxSandbox::new(options).unwrap());
     let s = SandboxShell::new(sb.clone(), &work, BTreeMap::new(), InheritEnv::None).unwrap();
-    let nested = SandboxShell::new(sb, &work.join("sub"), BTreeMap::new(), InheritEnv::None).unwrap();
+    let nested = SandboxShell::new(sb, work.join("sub"), BTreeMap::new(), InheritEnv::None).unwrap();
     // Run 1 swaps the writable path and the nested shell's cwd for links to a directory outside.
     let r = sh(
         &s,

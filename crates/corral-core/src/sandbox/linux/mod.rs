@@ -285,13 +285,13 @@ impl LinuxSandbox {
         if !mount.is_absolute() || !mount.is_dir() {
             return Err(Error::new(
                 Code::NotFound,
-                format!("LinuxSandbox: the SandboxShell cwd {} is not a directory on this machine.", mount.display()),
+                "LinuxSandbox: the SandboxShell's cwd is not a directory on this machine.",
             ));
         }
         if !cwd.starts_with(&mount) {
             return Err(Error::new(
                 Code::InvalidArguments,
-                format!("LinuxSandbox: the request's cwd {} lies outside {}.", cwd.display(), mount.display()),
+                "LinuxSandbox: the request's cwd lies outside the SandboxShell's cwd.",
             ));
         }
         let devices: Vec<CString> = ["null", "zero", "full", "random", "urandom"]

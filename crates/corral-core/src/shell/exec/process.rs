@@ -148,6 +148,7 @@ enum Outcome {
 /// Runs `command` with the platform shell in `cwd` (a host path already confined by the caller)
 /// with exactly `env`. Resolves for a non-zero exit, a timeout or a cancel; fails only when the
 /// command could not be started.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_shell_command(
     command: &str,
     cwd: &Path,
