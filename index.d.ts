@@ -484,9 +484,9 @@ export interface LinuxSandboxOptions {
    */
   allowWeaker?: boolean;
   /**
-   * When this process is root: the unprivileged host user (and group) commands run as, in a user
-   * namespace whose root it is, with the writable paths idmapped so root-owned files stay root's
-   * on disk. Default 65534.
+   * When this process is root: the unprivileged host user commands run as (their group is always
+   * 65534), in a user namespace whose root it is, with the writable paths idmapped so root-owned
+   * files stay root's on disk. Default 65534.
    */
   hostUid?: number;
   /** Let the command make AF_UNIX sockets (socketpair always works). Default false. */

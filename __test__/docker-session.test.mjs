@@ -220,6 +220,16 @@ describe.skipIf(!DOCKER_HOST)('SubprocessSandbox protect against a real Docker E
       expect(existsSync(join(t.root, 'vendor/lib/.git/hooks/pre-commit'))).toBe(false);
       expect(readFileSync(join(t.root, 'wt/.git'), 'utf8')).toBe('gitdir: ../.git\n');
       expect(readFileSync(join(t.root, 'vendor/lib/plain.txt'), 'utf8')).toBe('ok\n');
+      // The directories above a protected .git cannot be renamed to carry it away.
+      const moved = await shell.exec('mv vendor vendor.x; mv vendor/lib vendor/lib.x; ls');
+      expect(moved.stdout).toContain('vendor\n');
+      expect(existsSync(join(t.root, 'vendor/lib/.git/hooks'))).toBe(true);
+      // A .git planted as a link to a directory outside cwd is never mounted (a bind would follow it).
+      const outside = tree();
+      writeFileSync(join(outside.root, 'secret'), 'SECRET');
+      await shell.exec(`mkdir -p planted && ln -s ${outside.root} planted/.git`);
+      const next = new SandboxShell(kept({}), { cwd: t.root });
+      expect((await next.exec('cat planted/.git/secret')).stdout).not.toContain('SECRET');
       // protect: [] is the reference's behaviour: all of cwd writable.
       const open = new SandboxShell(kept({ protect: [] }), { cwd: t.root });
       expect((await open.exec('echo fine > .git/hooks/pre-commit')).exitCode).toBe(0);

@@ -162,6 +162,16 @@ describe('corral mcp asks before a command runs', () => {
     expect(c.asked[0].requestedSchema).toEqual(RUN_SCHEMA);
   });
 
+  it('the request shows the command\'s stdin and escapes what could hide the rest of it', async () => {
+    const c = await open(['--root', root], { answer: { action: 'decline' } });
+    await c.client.callTool({ name: 'shell', arguments: { command: 'sh\r' + ' '.repeat(200) + '\u202eecho hi', stdin: 'rm -rf ~\n' } });
+    const m = c.asked[0].message;
+    expect(m).toContain('rm -rf ~');
+    expect(m).toContain('\\u{d}');
+    expect(m).toContain('\\u{202e}');
+    expect(m).not.toMatch(/[\r\u202e]/);
+  });
+
   for (const [what, answer] of [
     ['declines', { action: 'decline' }],
     ['cancels', { action: 'cancel' }],

@@ -16,18 +16,41 @@ pub fn is_name(entry: &str) -> bool {
     !entry.contains('/')
 }
 
+/// Whether some component of `path` below `root` is a symbolic link.
+fn through_a_link(root: &Path, path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(root) else { return true };
+    let mut at = root.to_path_buf();
+    rel.components().any(|c| {
+        at.push(c);
+        at.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink())
+    })
+}
+
 /// The existing paths `protect` names under `root`: bare names found at any depth (without
 /// following symlinks or looking inside a match or a `skip` subtree), the other entries resolved
-/// against `root`. Sorted, outer paths first. A directory that cannot be read is an error, never
-/// passed over: a command could hide a `.git` that way (a path past the system's length limit).
+/// against `root`. Sorted, outer paths first. A match that is a symbolic link is left out: a bind
+/// mount would follow it (a command could point `.git` at a host socket); the `.git` a command
+/// cannot replace is the real one, a mount point. A configured path that now goes through a link
+/// refuses the run, and so does a directory that cannot be read: a command could hide a `.git`
+/// that way (a path past the system's length limit). One that vanished meanwhile is passed over.
 pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let names: Vec<&str> = protect.iter().map(String::as_str).filter(|e| is_name(e)).collect();
     let mut found: Vec<PathBuf> = Vec::new();
     for e in protect.iter().filter(|e| !is_name(e)) {
         let full = if Path::new(e).is_absolute() { PathBuf::from(e) } else { root.join(e) };
-        if full.starts_with(root) && full.exists() {
-            found.push(full);
+        if !full.starts_with(root) || full.symlink_metadata().is_err() {
+            continue;
         }
+        if through_a_link(root, &full) {
+            return Err(Error::new(
+                Code::Io,
+                format!(
+                    "The protected path '{}' now goes through a symbolic link; the command was not run. Restore it from outside the sandbox.",
+                    e.chars().take(200).collect::<String>()
+                ),
+            ));
+        }
+        found.push(full);
     }
     if !names.is_empty() {
         let mut stack = vec![root.to_path_buf()];
@@ -42,7 +65,12 @@ pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Res
                     ),
                 )
             };
-            let entries = std::fs::read_dir(&dir).map_err(unreadable)?;
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                // Removed while the walk ran (a build cleaning up): nothing left to protect.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(unreadable(e)),
+            };
             for entry in entries {
                 let entry = entry.map_err(unreadable)?;
                 let path = entry.path();
@@ -50,9 +78,14 @@ pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Res
                     continue;
                 }
                 let name = entry.file_name();
+                let kind = match entry.file_type() {
+                    Ok(kind) => kind,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(unreadable(e)),
+                };
                 if names.iter().any(|n| name.as_encoded_bytes() == n.as_bytes()) {
-                    // A dangling symlink has nothing to protect (and could not be bound over).
-                    if !path.exists() {
+                    // Never a link: a bind mount would follow it.
+                    if kind.is_symlink() {
                         continue;
                     }
                     if found.len() >= MAX_PROTECTED {
@@ -65,15 +98,34 @@ pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Res
                         ));
                     }
                     found.push(path);
-                } else if entry.file_type().map_err(unreadable)?.is_dir() {
+                } else if kind.is_dir() {
                     stack.push(path);
                 }
             }
         }
     }
-    found.sort_by_key(|p| p.components().count());
+    found.sort();
     found.dedup();
+    found.sort_by_key(|p| p.components().count());
     Ok(found)
+}
+
+/// The directories between `root` and each of `paths` (below `root`, above the path), outer ones
+/// first: mounted onto themselves they cannot be renamed, so a command cannot carry a protected
+/// path away from where the next run looks for it.
+pub fn pins(root: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let mut a = p.parent();
+        while let Some(dir) = a.filter(|d| d.starts_with(root) && *d != root) {
+            out.push(dir.to_path_buf());
+            a = dir.parent();
+        }
+    }
+    out.sort();
+    out.dedup();
+    out.sort_by_key(|p| p.components().count());
+    out
 }
 
 #[cfg(test)]
@@ -90,8 +142,10 @@ mod tests {
         // A worktree's `.git` is a file.
         std::fs::create_dir_all(root.join("wt")).unwrap();
         std::fs::write(root.join("wt/.git"), "gitdir: x").unwrap();
-        // A match is not looked into; a symlink is not followed.
+        // A match is not looked into; a symlink is not followed, and a link named .git is not a match.
         std::os::unix::fs::symlink(root.join("vendor"), root.join("link")).unwrap();
+        std::fs::create_dir_all(root.join("planted")).unwrap();
+        std::os::unix::fs::symlink("/var/run", root.join("planted/.git")).unwrap();
         let got =
             protected_paths(root, &[".git".into(), "secrets".into(), "docs/x".into()], &[root.join("hidden")]).unwrap();
         let rel: Vec<String> = got.iter().map(|p| p.strip_prefix(root).unwrap().display().to_string()).collect();
@@ -100,5 +154,10 @@ mod tests {
             assert!(rel.contains(&want.to_string()), "{want} in {rel:?}");
         }
         assert!(protected_paths(root, &[], &[]).unwrap().is_empty());
+        // A configured path that now goes through a link refuses the run.
+        std::fs::rename(root.join("a"), root.join("a2")).unwrap();
+        std::os::unix::fs::symlink(root.join("a2"), root.join("a")).unwrap();
+        let e = protected_paths(root, &["a/b/c/.git".into()], &[]).unwrap_err();
+        assert!(e.message.contains("symbolic link"), "{}", e.message);
     }
 }

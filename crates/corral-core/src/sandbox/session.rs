@@ -25,7 +25,9 @@ const KEEPALIVE: &str = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done
 /// as the leader of its own session, so that is also its process group), then becomes the
 /// command. Nothing the command does can change that line: it is written before the command
 /// exists, and read by this process off the stream (no file in the container is trusted).
-const WRAPPER: &str = r#"echo $$; exec sh -c "$1""#;
+/// Its start time (field 22 of its `stat`) comes with it, so a kill never takes a later process
+/// that got the same pid for this one.
+const WRAPPER: &str = r#"echo $$ $(cut -d' ' -f22 /proc/$$/stat 2>/dev/null); exec sh -c "$1""#;
 
 /// One kept container.
 struct Kept {
@@ -57,7 +59,7 @@ impl Sessions {
             "WorkingDir": p.mount,
             "Tty": false,
             "Labels": labels(SESSION_LABEL),
-            "HostConfig": sb.host_config(&p.network_mode, &p.mount, &p.protected),
+            "HostConfig": sb.host_config(&p.network_mode, p),
         });
         let created = p.client.json(Method::POST, "/containers/create", Some(&body)).await?;
         let id = created
@@ -145,13 +147,17 @@ async fn exit_code(client: &DockerClient, exec: &str) -> Result<i64> {
 }
 
 /// Kills a command: every process but init when it is alone in the container, else its
-/// process group (`pid`, from the wrapper's line; without it nothing is killed). True when every
-/// process was killed.
-async fn kill(client: &DockerClient, id: &str, pid: Option<u32>, alone: bool) -> bool {
-    let script = match (alone, pid) {
+/// process group (`lead`: pid and start time, from the wrapper's line; without it nothing is
+/// killed). The leader still running with that start time dies with its group; a leader gone
+/// leaves its group to kill (a pid in use as a group id is not given out again); a pid that now
+/// names another process is left alone. True when every process was killed.
+async fn kill(client: &DockerClient, id: &str, lead: Option<(u32, u64)>, alone: bool) -> bool {
+    let script = match (alone, lead) {
         (true, _) => "kill -9 -1".to_string(),
         // Never 1 (init: the container) nor 0.
-        (false, Some(p)) if p > 1 => format!("kill -9 -- -{p} {p}"),
+        (false, Some((p, start))) if p > 1 => format!(
+            r#"s=$(cut -d' ' -f22 /proc/{p}/stat 2>/dev/null); if [ -z "$s" ]; then kill -9 -- -{p}; elif [ "$s" = {start} ]; then kill -9 -- -{p} {p}; fi"#
+        ),
         (false, _) => return false,
     };
     let body = json!({ "AttachStdout": false, "AttachStderr": false, "Tty": false, "Cmd": ["sh", "-c", script] });

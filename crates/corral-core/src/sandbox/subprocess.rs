@@ -376,8 +376,10 @@ pub(super) struct Prepared {
     pub env: Vec<String>,
     /// The directory bind-mounted at the same path.
     pub mount: String,
-    /// What `protect` found in it, mounted again read-only.
+    /// What `protect` found in it, mounted again read-only, and the directories above those
+    /// (`pins`), mounted onto themselves so they cannot be renamed.
     pub protected: Vec<String>,
+    pub pins: Vec<String>,
 }
 
 impl SubprocessSandbox {
@@ -399,22 +401,26 @@ impl SubprocessSandbox {
                 "SubprocessSandbox: the SandboxShell's cwd is not a directory on this machine; it is bind-mounted into the container, so it must exist here.",
             ));
         }
-        let protected = if self.protect.is_empty() || !local {
+        let root = std::path::Path::new(&mount);
+        let found = if self.protect.is_empty() || !local {
             Vec::new()
         } else {
-            super::protect::protected_paths(std::path::Path::new(&mount), &self.protect, &[])?
-                .into_iter()
-                .filter_map(|p| p.to_str().map(str::to_string))
-                .collect()
+            super::protect::protected_paths(root, &self.protect, &[])?
         };
-        Ok(Prepared { client, network_mode, env, mount, protected })
+        let strings =
+            |v: Vec<std::path::PathBuf>| v.into_iter().filter_map(|p| p.to_str().map(str::to_string)).collect();
+        let pins = strings(super::protect::pins(root, &found));
+        Ok(Prepared { client, network_mode, env, mount, protected: strings(found), pins })
     }
 
     /// The container's `HostConfig`: network, the bind mount (the protected paths in it again,
     /// read-only), no setuid escalation, and the limits.
-    pub(super) fn host_config(&self, network_mode: &str, mount: &str, protected: &[String]) -> Value {
+    pub(super) fn host_config(&self, network_mode: &str, p: &Prepared) -> Value {
+        let mount = &p.mount;
         let mut mounts = vec![json!({ "Type": "bind", "Source": mount, "Target": mount })];
-        mounts.extend(protected.iter().map(|p| json!({ "Type": "bind", "Source": p, "Target": p, "ReadOnly": true })));
+        mounts.extend(p.pins.iter().map(|d| json!({ "Type": "bind", "Source": d, "Target": d })));
+        mounts
+            .extend(p.protected.iter().map(|d| json!({ "Type": "bind", "Source": d, "Target": d, "ReadOnly": true })));
         let mut host = json!({
             "NetworkMode": network_mode,
             "AutoRemove": false,
@@ -574,8 +580,8 @@ impl Lead {
             }
             None => {
                 self.line.extend_from_slice(data);
-                // A pid is a few digits: anything longer is not the wrapper's line.
-                self.done = self.line.len() > 20;
+                // A pid and a start time are a few digits: anything longer is not the wrapper's line.
+                self.done = self.line.len() > 48;
                 &[]
             }
         }
@@ -600,11 +606,16 @@ impl Streams {
         self
     }
 
-    /// The pid the wrapper wrote, when it wrote one.
-    pub(super) fn lead_pid(&self) -> Option<u32> {
+    /// The pid and start time the wrapper wrote, when it wrote them.
+    pub(super) fn lead_pid(&self) -> Option<(u32, u64)> {
         let lead = self.lead.as_ref()?.lock().unwrap();
+        if !lead.done {
+            return None;
+        }
         let text = std::str::from_utf8(&lead.line).ok()?;
-        (lead.done && !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok()).flatten()
+        let (pid, start) = text.split_once(' ')?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        (digits(pid) && digits(start)).then(|| Some((pid.parse().ok()?, start.parse().ok()?))).flatten()
     }
 
     /// Reads them (and writes the request's stdin) on a task of its own.
@@ -699,7 +710,9 @@ impl SandboxAdapter for SubprocessSandbox {
         }
         let deadline =
             (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
-        let Prepared { client, network_mode, env, mount, protected } = self.prepare(&req).await?;
+        let prepared = self.prepare(&req).await?;
+        let host_config = self.host_config(&prepared.network_mode, &prepared);
+        let Prepared { client, env, .. } = prepared;
         let with_stdin = req.stdin.is_some();
         let body = json!({
             "Image": self.image,
@@ -714,7 +727,7 @@ impl SandboxAdapter for SubprocessSandbox {
             "AttachStdout": true,
             "AttachStderr": true,
             "Labels": labels(RUN_LABEL.1),
-            "HostConfig": self.host_config(&network_mode, &mount, &protected),
+            "HostConfig": host_config,
         });
         let created = client
             .json(Method::POST, "/containers/create", Some(&body))

@@ -16,8 +16,8 @@ use crate::error::Result;
 pub const MAX_PATTERNS: usize = 64;
 /// The longest of them, in characters.
 pub const MAX_PATTERN_CHARS: usize = 1024;
-/// How many compiled schemas are kept (the oldest goes first).
-const KEEP: usize = 128;
+/// How many compiled schemas are kept (the least recently used goes first).
+const KEEP: usize = 512;
 
 #[derive(Default)]
 struct Cache {
@@ -70,12 +70,20 @@ pub fn pattern_refusal(parameters: &Value) -> Option<String> {
 /// when this exact text was compiled before. `Err` carries the compiler's words.
 pub fn validator(parameters: &Value) -> std::result::Result<Arc<jsonschema::Validator>, String> {
     let text = parameters.to_string();
-    if let Some(v) = CACHE.lock().unwrap().by_text.get(&text) {
-        return Ok(v.clone());
+    {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = cache.by_text.get(&text).cloned() {
+            // Most recently used last: the oldest unused one goes first.
+            if let Some(i) = cache.order.iter().position(|t| *t == text) {
+                let t = cache.order.remove(i).unwrap_or_default();
+                cache.order.push_back(t);
+            }
+            return Ok(v);
+        }
     }
     // Compiled without the lock held: another schema need not wait for this one.
     let compiled = Arc::new(jsonschema::validator_for(parameters).map_err(|e| e.to_string())?);
-    let mut cache = CACHE.lock().unwrap();
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     #[cfg(test)]
     {
         *cache.compiles.entry(text.clone()).or_default() += 1;
@@ -92,7 +100,7 @@ pub fn validator(parameters: &Value) -> std::result::Result<Arc<jsonschema::Vali
     Ok(compiled)
 }
 
-/// Runs `f` (which may compile schemas) on the blocking pool when there is a runtime.
+/// Runs `f` (which may compile schemas) on the blocking pool of the current runtime.
 pub async fn off_the_async_threads<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r,

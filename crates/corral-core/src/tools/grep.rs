@@ -71,11 +71,6 @@ struct Grep {
 }
 
 const BUSY_SLOTS: usize = 64;
-static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    /// This thread's slot in `Grep::busy`.
-    static SLOT: usize = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % BUSY_SLOTS;
-}
 /// How often the watchdog reads the time spent: an abort or a spent budget is answered within it.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 
@@ -198,10 +193,15 @@ impl Grep {
         }
         self.scanned.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let slot = SLOT.with(|s| *s);
-        self.busy[slot].store(started.duration_since(self.began).as_nanos() as u64 + 1, Ordering::Relaxed);
+        // A free slot of this search's own, claimed for the file (none past 64 files at once: that
+        // file's time then counts when it ends).
+        let since = started.duration_since(self.began).as_nanos() as u64 + 1;
+        let slot = (0..BUSY_SLOTS)
+            .find(|&i| self.busy[i].compare_exchange(0, since, Ordering::Relaxed, Ordering::Relaxed).is_ok());
         let result = self.search_lines(path, bytes, started);
-        self.busy[slot].store(0, Ordering::Relaxed);
+        if let Some(i) = slot {
+            self.busy[i].store(0, Ordering::Relaxed);
+        }
         let spent = started.elapsed().as_nanos() as u64;
         if self.spent_nanos.fetch_add(spent, Ordering::Relaxed) + spent > self.budget_nanos {
             self.slow.store(true, Ordering::Relaxed);

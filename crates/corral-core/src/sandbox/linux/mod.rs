@@ -336,8 +336,9 @@ impl LinuxSandbox {
             let inner: Vec<PathBuf> = hidden.iter().filter(|h| h.starts_with(w) && *h != w).cloned().collect();
             protect.extend(super::protect::protected_paths(w, &entries, &inner)?);
         }
-        protect.sort_by_key(|p| p.components().count());
+        protect.sort();
         protect.dedup();
+        protect.sort_by_key(|p| p.components().count());
         if protect.len() > super::protect::MAX_PROTECTED {
             return Err(Error::new(
                 Code::TooLarge,
@@ -435,20 +436,20 @@ impl LinuxSandbox {
             rlimits.push((libc::RLIMIT_AS, n));
         }
         // The directories between each writable tree and a protected or hidden path inside it.
+        let inner: Vec<PathBuf> = protect
+            .iter()
+            .chain(&hide_inner_dirs)
+            .chain(&hide_inner_files)
+            .map(|c| PathBuf::from(std::ffi::OsStr::from_bytes(c.as_bytes())))
+            .collect();
+        let innermost = |p: &Path| writable.iter().filter(|w| p.starts_with(w)).max_by_key(|w| w.components().count());
         let mut pins: Vec<PathBuf> = Vec::new();
-        let inner_paths = protect.iter().chain(&hide_inner_dirs).chain(&hide_inner_files);
-        for p in inner_paths.map(|c| PathBuf::from(std::ffi::OsStr::from_bytes(c.as_bytes()))) {
-            let Some(w) = writable.iter().filter(|w| p.starts_with(w)).max_by_key(|w| w.components().count()) else {
-                continue;
-            };
-            let mut a = p.parent();
-            while let Some(dir) = a.filter(|d| d.starts_with(w) && d != w) {
-                if !pins.iter().any(|x| x == dir) {
-                    pins.push(dir.to_path_buf());
-                }
-                a = dir.parent();
-            }
+        for w in &writable {
+            let mine: Vec<PathBuf> = inner.iter().filter(|p| innermost(p) == Some(w)).cloned().collect();
+            pins.extend(super::protect::pins(w, &mine));
         }
+        pins.sort();
+        pins.dedup();
         pins.sort_by_key(|p| p.components().count());
         // SAFETY: raw syscalls.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };

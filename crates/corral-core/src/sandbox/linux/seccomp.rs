@@ -138,6 +138,32 @@ pub(super) fn filter(allow_unix_sockets: bool) -> Result<Vec<BpfProgram>> {
         .map_err(|e| bad(&e))?;
     let c3: BpfProgram = c3.try_into().map_err(|e: seccompiler::BackendError| bad(&e))?;
     // Two filters, installed one after the other: the kernel runs both, and ENOSYS for clone3
-    // wins over the main filter's Allow.
-    Ok(vec![c3, prog])
+    // wins over the main filter's Allow. On x86_64 a third refuses the x32 calls (the number
+    // with bit 30 set), which would pass the others unchecked on a kernel with x32 enabled.
+    let mut programs = vec![c3, prog];
+    if cfg!(target_arch = "x86_64") {
+        programs.push(no_x32());
+    }
+    Ok(programs)
+}
+
+/// `nr >= 0x40000000` (x32) → EPERM, anything else allowed, for x86_64's audit arch.
+fn no_x32() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    const ALLOW: u32 = 0x7fff_0000;
+    const ERRNO: u32 = 0x0005_0000;
+    let f = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    vec![
+        f(LD_W_ABS, 0, 0, 4),              // seccomp_data.arch
+        f(JEQ_K, 0, 2, AUDIT_ARCH_X86_64), // another arch: allow (its own filter checks it)
+        f(LD_W_ABS, 0, 0, 0),              // seccomp_data.nr
+        f(JGE_K, 1, 0, 0x4000_0000),       // x32: refuse
+        f(RET_K, 0, 0, ALLOW),
+        f(RET_K, 0, 0, ERRNO | libc::EPERM as u32),
+    ]
 }

@@ -56,7 +56,8 @@ pub(super) fn make(uid: u32, gid: u32) -> io::Result<OwnedFd> {
             }
             libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
             let mut b = 0u8;
-            libc::read(gate[0], (&mut b as *mut u8).cast(), 1);
+            // A signal (Node's handlers are inherited) must not end the wait early.
+            while libc::read(gate[0], (&mut b as *mut u8).cast(), 1) < 0 && *libc::__errno_location() == libc::EINTR {}
             libc::_exit(0);
         }
     }
