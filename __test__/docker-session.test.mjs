@@ -1,7 +1,7 @@
 // SubprocessSandbox with reuse: 'session' and with limits, against a real Docker Engine
 // (CORRAL_DOCKER_HOST; scripts/dockerd-test.sh starts one as root). Skipped without one.
 import { describe, it, expect } from 'vitest';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SandboxShell, SubprocessSandbox, ConfigurationError } from 'corral';
@@ -134,7 +134,8 @@ describe.skipIf(!DOCKER_HOST)("SubprocessSandbox reuse: 'session' against a real
   it('prune() never removes a live process\'s container, whatever its pid namespace', async () => {
     const t = tree();
     // A live process in a pid namespace of its own, whose pid means nothing (no process) here.
-    const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo 400000 > /proc/sys/kernel/ns_last_pid && ${JSON.stringify(process.execPath)} --input-type=module -e "$0"`, `
+    // --kill-child: when unshare dies, its namespace's init does, and with it every process there.
+    const child = spawn('unshare', ['--pid', '--fork', '--kill-child', '--mount-proc', 'sh', '-c', `echo 400000 > /proc/sys/kernel/ns_last_pid && ${JSON.stringify(process.execPath)} --input-type=module -e "$0"`, `
       const { SubprocessSandbox, SandboxShell } = await import('corral');
       const s = new SubprocessSandbox({ image: ${JSON.stringify(IMAGE)}, dockerHost: ${JSON.stringify(DOCKER_HOST)}, reuse: 'session' });
       await new SandboxShell(s, { cwd: ${JSON.stringify(t.root)} }).exec('true');
@@ -154,6 +155,9 @@ describe.skipIf(!DOCKER_HOST)("SubprocessSandbox reuse: 'session' against a real
       child.kill('SIGKILL');
       await new Promise((r) => child.on('exit', r));
     }
+    // Nothing of the child's namespace outlives the test.
+    for (let i = 0; i < 50 && spawnSync('pgrep', ['-f', t.root]).status === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(spawnSync('pgrep', ['-f', t.root]).status).toBe(1);
   });
 
   it('limits hold in a kept container: forks past pids are refused and named, memory and file size too', async () => {
