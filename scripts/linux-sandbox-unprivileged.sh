@@ -27,6 +27,5 @@ chmod 1777 "$DIR"
 chmod 755 "$DIR/tests"
 cd "$DIR"
 run() { setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" HOME="$DIR" TMPDIR="$DIR" ./tests "$@"; }
-run sandbox::linux
-# The attacks (the root-only ones aside), with and without Landlock.
-run sandbox::linux::attacks --ignored --skip as_root
+# Every LinuxSandbox test (the root-only attacks aside); the attacks with and without Landlock.
+run sandbox::linux --include-ignored --skip as_root

@@ -26,6 +26,10 @@ if [ -z "${CORRAL_DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ] && command -v dockerd 
   fi
 fi
 
+echo "== cargo fmt --check, cargo clippy (core, warnings are errors)"
+cargo fmt --all --check
+cargo clippy -p corral-core --all-targets -- -D warnings
+
 echo "== cargo test (core)"
 cargo test -p corral-core --lib
 if [ -n "${CORRAL_DOCKER_HOST:-}" ]; then
@@ -33,9 +37,9 @@ if [ -n "${CORRAL_DOCKER_HOST:-}" ]; then
   cargo test -p corral-core --lib sandbox::tests::real_engine::real_engine_ -- --ignored
 fi
 
-echo "== cargo test (LinuxSandbox attacks, as $(id -un), with and without Landlock)"
+echo "== cargo test (LinuxSandbox: escapes and attacks, as $(id -un), the attacks with and without Landlock)"
 if unshare --user --mount --pid --net --fork true 2>/dev/null || { [ "$(id -u)" = 0 ] && unshare --mount --pid --net --fork true 2>/dev/null; }; then
-  cargo test -p corral-core --lib sandbox::linux::attacks -- --ignored
+  cargo test -p corral-core --lib sandbox::linux -- --ignored
 else
   echo "skipped: this kernel gives no namespaces for LinuxSandbox"
 fi

@@ -215,6 +215,17 @@ fn cstr(p: &Path) -> Result<CString> {
 
 impl LinuxSandbox {
     pub fn new(options: LinuxSandboxOptions) -> Result<LinuxSandbox> {
+        let mut options = options;
+        // The writable paths, resolved now (a run never follows a symlink in them).
+        for w in options.writable.iter_mut() {
+            let real = std::fs::canonicalize(&*w).ok().filter(|p| p.is_dir()).ok_or_else(|| {
+                Error::config(format!("LinuxSandbox: the writable path {w} is not a directory on this machine."))
+            })?;
+            *w = real
+                .to_str()
+                .map(str::to_string)
+                .ok_or_else(|| Error::config("LinuxSandbox: a writable path is not valid Unicode."))?;
+        }
         let probe = probe();
         let needs: Vec<(&str, bool)> = vec![
             ("mount namespaces", probe.mount_namespaces),
@@ -234,17 +245,6 @@ impl LinuxSandbox {
             return Err(Error::config(
                 "LinuxSandbox: limits.pids and limits.memoryBytes need a writable control group (cgroup v1 pids/memory or v2); pass allowWeaker: true to fall back to per-process limits.",
             ));
-        }
-        let mut options = options;
-        // The writable paths, resolved now (a run never follows a symlink in them).
-        for w in options.writable.iter_mut() {
-            let real = std::fs::canonicalize(&*w).ok().filter(|p| p.is_dir()).ok_or_else(|| {
-                Error::config(format!("LinuxSandbox: the writable path {w} is not a directory on this machine."))
-            })?;
-            *w = real
-                .to_str()
-                .map(str::to_string)
-                .ok_or_else(|| Error::config("LinuxSandbox: a writable path is not valid Unicode."))?;
         }
         let userns = if probe.root { root_namespace(&options)? } else { None };
         let seccomp = seccomp::filter(options.allow_unix_sockets)?;
