@@ -28,8 +28,15 @@ describe('LinuxSandbox.probe and options', () => {
   });
 
   it('bad options are ConfigurationErrors naming the option', () => {
-    for (const o of [{ limits: { pids: 0 } }, { limits: { cpu: 1 } }, { network: 'default' }, { network: { allow: ['https://x.com/'] } }, { writable: ['rel'] }, { protec: ['.git'] }, { broker: {} }]) {
-      expect(() => new LinuxSandbox(o), JSON.stringify(o)).toThrow(ConfigurationError);
+    for (const [o, names] of [
+      [{ limits: { pids: 0 } }, /pids/], [{ limits: { cpu: 1 } }, /cpu/], [{ network: 'default' }, /network/],
+      [{ network: { allow: ['https://x.com/'] } }, /https:\/\/x\.com/], [{ writable: ['rel'] }, /writable/],
+      [{ protec: ['.git'] }, /protec.*protect/], [{ broker: {} }, /broker/], [{ hostUid: 0 }, /hostUid/],
+    ]) {
+      let e;
+      try { new LinuxSandbox(o); } catch (x) { e = x; }
+      expect(e, JSON.stringify(o)).toBeInstanceOf(ConfigurationError);
+      expect(e.message, JSON.stringify(o)).toMatch(names);
     }
     expect(() => new LinuxSandbox({ protec: [] })).toThrow(/protect/);
   });

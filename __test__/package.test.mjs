@@ -12,7 +12,14 @@ import { fileURLToPath } from 'node:url';
 
 const run = promisify(execFile);
 const PKG = fileURLToPath(new URL('..', import.meta.url));
-const NODE_FILE = 'corral.linux-x64-gnu.node';
+// The addon of this machine, named as the loader names it.
+const { targetName } = createRequire(import.meta.url)('../load-binding.js');
+const TARGET = targetName({
+  platform: process.platform,
+  arch: process.arch,
+  libc: process.platform === 'linux' ? (process.report.getReport().header.glibcVersionRuntime ? 'glibc' : 'musl') : null,
+});
+const NODE_FILE = `corral.${TARGET}.node`;
 
 let dir;
 let tarball;
@@ -56,7 +63,7 @@ describe('npm pack', { timeout: 180_000 }, () => {
     const optional = Object.keys(main.optionalDependencies);
     expect(optional.length).toBe(main.napi.targets.length);
     expect(optional.every((n) => n.startsWith('@corral-rs/binding-'))).toBe(true);
-    expect(readFileSync(join(PKG, 'binding.js'), 'utf8')).toContain("require('@corral-rs/binding-linux-x64-gnu')");
+    expect(readFileSync(join(PKG, 'binding.js'), 'utf8')).toContain(`require('@corral-rs/binding-${TARGET}')`);
     for (const d of readdirSync(join(PKG, 'npm'))) {
       const pkg = JSON.parse(readFileSync(join(PKG, 'npm', d, 'package.json'), 'utf8'));
       expect(optional, d).toContain(pkg.name);
@@ -76,7 +83,7 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
   it('installs even though the optional per-platform packages are not published', () => {
     const installed = JSON.parse(readFileSync(join(project, 'node_modules', 'corral', 'package.json'), 'utf8'));
     expect(installed.name).toBe('corral');
-    expect(Object.keys(installed.optionalDependencies ?? {})).toContain('@corral-rs/binding-linux-x64-gnu');
+    expect(Object.keys(installed.optionalDependencies ?? {})).toContain(`@corral-rs/binding-${TARGET}`);
     expect(existsSync(join(project, 'node_modules', 'corral', NODE_FILE))).toBe(true);
     expect(readdirSync(join(project, 'node_modules', 'corral', 'bin'))).toContain('corral.js');
     expect(JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')).dependencies.corral).toMatch(/corral-.*\.tgz$/);

@@ -37,6 +37,11 @@ if [ -n "${CORRAL_DOCKER_HOST:-}" ]; then
   cargo test -p corral-core --lib sandbox::tests::real_engine::real_engine_ -- --ignored
 fi
 
+if [ "$(id -u)" = 0 ]; then
+  echo "== cargo test (a timeout empties the command's control group, as root)"
+  cargo test -p corral-core --lib shell::exec::tests::a_timeout_kills_processes_that_left_the_group -- --ignored
+fi
+
 echo "== cargo test (LinuxSandbox: escapes and attacks, as $(id -un), the attacks with and without Landlock)"
 if unshare --user --mount --pid --net --fork true 2>/dev/null || { [ "$(id -u)" = 0 ] && unshare --mount --pid --net --fork true 2>/dev/null; }; then
   cargo test -p corral-core --lib sandbox::linux -- --ignored

@@ -193,11 +193,9 @@ const LEAVERS: &str =
 
 #[cfg(target_os = "linux")]
 #[tokio::test]
+#[ignore = "needs a writable control group: scripts/test.sh runs it as root"]
 async fn a_timeout_kills_processes_that_left_the_group_where_a_control_group_can_be_made() {
-    if crate::shell::exec::cgroup::Cgroup::create().is_none() {
-        eprintln!("skipped: no writable cgroup hierarchy on this machine");
-        return;
-    }
+    assert!(crate::shell::exec::cgroup::Cgroup::create().is_some(), "no writable cgroup hierarchy on this machine");
     let (_d, shell) = root();
     let mut o = opts();
     o.timeout_ms = Some(300);
