@@ -213,12 +213,14 @@ impl Scan {
         self.t.get(self.i).cloned()
     }
 
-    /// One level deeper (the caller steps back out with `depth -= 1`); refused past [`MAX_DEPTH`].
-    pub(super) fn enter(&mut self) -> R {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
+    /// Runs `scan` one nesting level deeper; refused past [`MAX_DEPTH`].
+    pub(super) fn nested<T>(&mut self, scan: impl FnOnce(&mut Scan) -> R<T>) -> R<T> {
+        if self.depth >= MAX_DEPTH {
             return Err(Refusal::new("", Why::TooDeep));
         }
-        Ok(())
+        self.depth += 1;
+        let r = scan(self);
+        self.depth -= 1;
+        r
     }
 }

@@ -10,10 +10,7 @@ use super::shell_context::{refuse, Case, List, Refusal, Scan, Why, Word, EXPANSI
 impl Scan {
     /// A command list, up to its `)` when `in_parens` (or the end). Returns its placeholders.
     pub(super) fn list(&mut self, in_parens: bool, strict: Option<Why>) -> R<Vec<String>> {
-        self.enter()?;
-        let r = self.list_in(in_parens, strict);
-        self.depth -= 1;
-        r
+        self.nested(|s| s.list_in(in_parens, strict))
     }
 
     fn list_in(&mut self, in_parens: bool, strict: Option<Why>) -> R<Vec<String>> {

@@ -70,10 +70,7 @@ impl Scan {
 
     /// After `"`: the text up to the closing quote; expansions inside are scanned.
     pub(super) fn dquote(&mut self, strict: &Option<Why>) -> R<String> {
-        self.enter()?;
-        let r = self.dquote_in(strict);
-        self.depth -= 1;
-        r
+        self.nested(|s| s.dquote_in(strict))
     }
 
     fn dquote_in(&mut self, strict: &Option<Why>) -> R<String> {
@@ -137,10 +134,7 @@ impl Scan {
     /// After `${`: up to its `}`. Its subscript or offsets (from the first `[` or `:`) are kept
     /// as arithmetic text; inside arithmetic, or for `${!v}`, the whole expansion is.
     pub(super) fn param(&mut self, strict: &Option<Why>) -> R<String> {
-        self.enter()?;
-        let r = self.param_in(strict);
-        self.depth -= 1;
-        r
+        self.nested(|s| s.param_in(strict))
     }
 
     fn param_in(&mut self, strict: &Option<Why>) -> R<String> {
@@ -195,10 +189,7 @@ impl Scan {
 
     /// After `((`, `$((` or `$[`: up to the matching `))` or `]`.
     pub(super) fn arith(&mut self, what: &str, strict: Option<Why>, close: char) -> R {
-        self.enter()?;
-        let r = self.arith_in(what, strict, close);
-        self.depth -= 1;
-        r
+        self.nested(|s| s.arith_in(what, strict, close))
     }
 
     fn arith_in(&mut self, what: &str, strict: Option<Why>, close: char) -> R {
