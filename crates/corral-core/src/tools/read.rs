@@ -172,6 +172,7 @@ pub fn format_lines(
     let mut out = String::with_capacity(shown_bytes.min(max_chars.saturating_mul(4)) + 160);
     // The cap holds everything returned, the line that says how to continue included: when the
     // lines do not all fit, they get the cap less the longest such line (and the note).
+    // " " + the number right-aligned to `width` + "\t" + the line + "\n", in characters.
     let line_len = |l: &str| {
         let l = l.strip_suffix('\r').unwrap_or(l);
         width + 3 + if l.is_ascii() { l.len() } else { l.chars().count() }
@@ -181,23 +182,16 @@ pub fn format_lines(
     let budget = if end == total && all + note_len <= max_chars {
         max_chars
     } else {
-        let cont = format!(
-            "(Line {end} is longer than {} characters and was cut. Showing line {end} of {}. Use offset {} to continue.)",
-            fmt_count(max_chars),
-            fmt_count(total),
-            end + 1
-        )
-        .len()
-        .max(format!("(Showing lines {offset}-{end} of {}. Use offset {} to continue.)", fmt_count(total), end + 1).len());
+        // The longest either line can be: both grow with the line numbers they name.
+        let cont = cut_line(end, max_chars, total).len().max(showing_line(offset, end, total).len());
         max_chars.saturating_sub(cont + note_len).max(1)
     };
     let mut chars = 0usize;
     let mut shown_to = start;
     for (i, line) in lines[start..end].iter().enumerate() {
         let n = start + i + 1;
+        let len = line_len(line);
         let line = line.strip_suffix('\r').unwrap_or(line);
-        // " " + the number right-aligned to `width` + "\t" + the line + "\n", in characters.
-        let len = width + 3 + if line.is_ascii() { line.len() } else { line.chars().count() };
         if chars + len > budget {
             let entry = format!(" {n:>width$}\t{line}\n");
             if i == 0 {
@@ -209,12 +203,7 @@ pub fn format_lines(
                     out.push_str(note);
                     out.push('\n');
                 }
-                out.push_str(&format!(
-                    "(Line {n} is longer than {} characters and was cut. Showing line {n} of {}. Use offset {} to continue.)",
-                    fmt_count(max_chars),
-                    fmt_count(total),
-                    n + 1
-                ));
+                out.push_str(&cut_line(n, max_chars, total));
                 return out;
             }
             break;
@@ -231,15 +220,24 @@ pub fn format_lines(
         out.push('\n');
     }
     if shown_to < total {
-        out.push_str(&format!(
-            "(Showing lines {}-{} of {}. Use offset {} to continue.)",
-            offset,
-            shown_to,
-            fmt_count(total),
-            shown_to + 1
-        ));
+        out.push_str(&showing_line(offset, shown_to, total));
     } else if out.ends_with('\n') {
         out.pop();
     }
     out
+}
+
+/// The last line when line `n` alone is longer than `max_chars`.
+fn cut_line(n: usize, max_chars: usize, total: usize) -> String {
+    format!(
+        "(Line {n} is longer than {} characters and was cut. Showing line {n} of {}. Use offset {} to continue.)",
+        fmt_count(max_chars),
+        fmt_count(total),
+        n + 1
+    )
+}
+
+/// The last line when lines `offset`..=`to` were shown of `total`.
+fn showing_line(offset: usize, to: usize, total: usize) -> String {
+    format!("(Showing lines {offset}-{to} of {}. Use offset {} to continue.)", fmt_count(total), to + 1)
 }
