@@ -133,10 +133,10 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
     });
   }
 
-  function send(res, status, body, headers = {}) {
+  function send(res, status, body, headers = {}, sent = undefined) {
     const text = body === undefined ? '' : JSON.stringify(body);
     res.writeHead(status, { ...(body === undefined ? {} : { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) }), ...headers });
-    res.end(text);
+    res.end(text, sent);
   }
 
   const refuse = (res, r) => send(res, r.status, r.body, r.allow ? { allow: r.allow } : {});
@@ -166,10 +166,7 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
         if (body === null) {
           // Answer at once and close: the rest of the body is never read.
           const r = native.adminRefusal(413, 'The body is larger than 1 MiB.');
-          const text = JSON.stringify(r.body);
-          res.writeHead(413, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), connection: 'close' });
-          res.end(text, () => req.socket?.destroy());
-          return undefined;
+          return send(res, r.status, r.body, { connection: 'close' }, () => req.socket?.destroy());
         }
         const parsed = native.adminBody(body);
         if (parsed.status) return refuse(res, parsed);
