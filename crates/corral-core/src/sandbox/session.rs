@@ -59,7 +59,7 @@ impl Sessions {
             "WorkingDir": p.mount,
             "Tty": false,
             "Labels": labels(SESSION_LABEL),
-            "HostConfig": sb.host_config(&p.network_mode, p),
+            "HostConfig": sb.host_config(p)?,
         });
         let created = p.client.json(Method::POST, "/containers/create", Some(&body)).await?;
         let id = created

@@ -376,10 +376,6 @@ pub(super) struct Prepared {
     pub env: Vec<String>,
     /// The directory bind-mounted at the same path.
     pub mount: String,
-    /// What `protect` found in it, mounted again read-only, and the directories above those
-    /// (`pins`), mounted onto themselves so they cannot be renamed.
-    pub protected: Vec<String>,
-    pub pins: Vec<String>,
 }
 
 impl SubprocessSandbox {
@@ -401,28 +397,30 @@ impl SubprocessSandbox {
                 "SubprocessSandbox: the SandboxShell's cwd is not a directory on this machine; it is bind-mounted into the container, so it must exist here.",
             ));
         }
-        let root = std::path::Path::new(&mount);
-        let found = if self.protect.is_empty() || !local {
+        Ok(Prepared { client, network_mode, env, mount })
+    }
+
+    /// A new container's `HostConfig`: network, the bind mount (what `protect` finds in it now
+    /// mounted again read-only, and the directories above those onto themselves, so they cannot
+    /// be renamed), no setuid escalation, and the limits. Looked for only when a container is
+    /// made: a kept one serves its later commands without another walk of the tree.
+    pub(super) fn host_config(&self, p: &Prepared) -> Result<Value> {
+        let mount = &p.mount;
+        let local = !matches!(self.host, DockerHost::Tcp { .. });
+        let root = std::path::Path::new(mount);
+        let protected = if self.protect.is_empty() || !local {
             Vec::new()
         } else {
             super::protect::protected_paths(root, &self.protect, &[])?
         };
-        let strings =
-            |v: Vec<std::path::PathBuf>| v.into_iter().filter_map(|p| p.to_str().map(str::to_string)).collect();
-        let pins = strings(super::protect::pins(root, &found));
-        Ok(Prepared { client, network_mode, env, mount, protected: strings(found), pins })
-    }
-
-    /// The container's `HostConfig`: network, the bind mount (the protected paths in it again,
-    /// read-only), no setuid escalation, and the limits.
-    pub(super) fn host_config(&self, network_mode: &str, p: &Prepared) -> Value {
-        let mount = &p.mount;
+        let bind = |d: &std::path::PathBuf, read_only: bool| {
+            d.to_str().map(|d| json!({ "Type": "bind", "Source": d, "Target": d, "ReadOnly": read_only }))
+        };
         let mut mounts = vec![json!({ "Type": "bind", "Source": mount, "Target": mount })];
-        mounts.extend(p.pins.iter().map(|d| json!({ "Type": "bind", "Source": d, "Target": d })));
-        mounts
-            .extend(p.protected.iter().map(|d| json!({ "Type": "bind", "Source": d, "Target": d, "ReadOnly": true })));
+        mounts.extend(super::protect::pins(root, &protected).iter().filter_map(|d| bind(d, false)));
+        mounts.extend(protected.iter().filter_map(|d| bind(d, true)));
         let mut host = json!({
-            "NetworkMode": network_mode,
+            "NetworkMode": p.network_mode,
             "AutoRemove": false,
             "Mounts": mounts,
             // No setuid escalation inside the container, and no fork bomb that takes the host down.
@@ -446,7 +444,7 @@ impl SubprocessSandbox {
         if !ulimits.is_empty() {
             host["Ulimits"] = json!(ulimits);
         }
-        host
+        Ok(host)
     }
 
     /// A command that could not run: an image without `sh` is a result with exit code 127, as a
@@ -711,7 +709,7 @@ impl SandboxAdapter for SubprocessSandbox {
         let deadline =
             (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
         let prepared = self.prepare(&req).await?;
-        let host_config = self.host_config(&prepared.network_mode, &prepared);
+        let host_config = self.host_config(&prepared)?;
         let Prepared { client, env, .. } = prepared;
         let with_stdin = req.stdin.is_some();
         let body = json!({
