@@ -6,6 +6,9 @@
 //! `{ ok: value }` or `{ err: { code, message } }`.
 
 #![deny(clippy::all)]
+// napi-derive leaves the registration of exported functions out of test builds, so there they
+// look unused.
+#![cfg_attr(test, allow(dead_code))]
 
 use std::sync::Arc;
 

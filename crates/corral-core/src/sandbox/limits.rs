@@ -43,6 +43,7 @@ impl Limits {
 }
 
 /// What C libraries, runtimes and tools print when an allocation fails.
+#[cfg(target_os = "linux")]
 pub(crate) fn says_out_of_memory(stderr: &str) -> bool {
     let mut start = stderr.len().saturating_sub(4096);
     while !stderr.is_char_boundary(start) {
@@ -66,6 +67,20 @@ pub(crate) fn hard_limit(cpu: bool, soft: u64) -> u64 {
     }
 }
 
+/// The limit signal a POSIX shell reports as exit code `128 + n` for a child it killed. Windows
+/// exit codes carry no signal.
+fn shell_reported_signal(code: Option<i32>) -> Option<&'static str> {
+    #[cfg(unix)]
+    match code.map(|c| c - 128) {
+        Some(libc::SIGXCPU) => return Some("SIGXCPU"),
+        Some(libc::SIGXFSZ) => return Some("SIGXFSZ"),
+        Some(libc::SIGKILL) => return Some("SIGKILL"),
+        _ => {}
+    }
+    let _ = code;
+    None
+}
+
 pub(crate) fn limit_note(
     r: &ExecResult,
     limits: &Limits,
@@ -74,11 +89,8 @@ pub(crate) fn limit_note(
     pids_refused: u64,
 ) -> Option<String> {
     // The signal that stopped the command, or the one its shell reports (128 + n).
-    let sig = r.signal.as_deref().or(match r.exit_code {
-        Some(c) if c == 128 + libc::SIGXCPU => Some("SIGXCPU"),
-        Some(c) if c == 128 + libc::SIGXFSZ => Some("SIGXFSZ"),
-        _ => None,
-    });
+    let reported = shell_reported_signal(r.exit_code);
+    let sig = r.signal.as_deref().or(reported.filter(|s| *s != "SIGKILL"));
     if memory_hit {
         return Some(format!(
             "The command ran out of its memory limit ({} bytes{}): memory.",
@@ -88,7 +100,7 @@ pub(crate) fn limit_note(
     }
     // A process that survived SIGXCPU gets SIGKILL at the hard limit: as the command itself, or as
     // a child whose death its shell reports as 137.
-    let killed = sig == Some("SIGKILL") || r.exit_code == Some(128 + libc::SIGKILL);
+    let killed = sig == Some("SIGKILL") || reported == Some("SIGKILL");
     if sig == Some("SIGXCPU") || (limits.cpu_seconds.is_some() && killed && !r.timed_out && !r.aborted) {
         return Some(format!("The command used up its CPU time ({} s): cpu.", limits.cpu_seconds.unwrap_or(0)));
     }

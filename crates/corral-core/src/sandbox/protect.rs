@@ -128,7 +128,7 @@ pub fn pins(root: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -81,10 +81,13 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// How a directory is held to resolve below it: a path-only descriptor where the OS has one
+/// (Linux's `O_PATH`: no read permission needed), a read-only one elsewhere.
 #[cfg(target_os = "linux")]
-const DIR_FLAGS: libc::c_int = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+pub(super) const DIR_ONLY: libc::c_int = libc::O_PATH | libc::O_DIRECTORY;
 #[cfg(not(target_os = "linux"))]
-const DIR_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+pub(super) const DIR_ONLY: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY;
+const DIR_FLAGS: libc::c_int = DIR_ONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
 
 pub(super) fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
     loop {
@@ -109,21 +112,42 @@ pub(super) fn open_root(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// The status of `name` in `dir` (a link itself, not what it leads to), or of `dir` itself.
 pub(super) fn fstatat(dir: BorrowedFd<'_>, name: Option<&CStr>) -> io::Result<libc::stat> {
-    let empty = c"";
-    let (name, flags) = match name {
-        Some(n) => (n, libc::AT_SYMLINK_NOFOLLOW),
-        None => (empty, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW),
-    };
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: a valid descriptor, a NUL-terminated name and room for the result.
-    check(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) })?;
+    match name {
+        // SAFETY: a valid descriptor, a NUL-terminated name and room for the result.
+        Some(n) => {
+            check(unsafe { libc::fstatat(dir.as_raw_fd(), n.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) })?
+        }
+        // SAFETY: as above; an empty name with AT_EMPTY_PATH is the descriptor itself (an O_PATH
+        // descriptor, which fstat refuses on older kernels).
+        #[cfg(target_os = "linux")]
+        None => check(unsafe {
+            libc::fstatat(
+                dir.as_raw_fd(),
+                c"".as_ptr(),
+                st.as_mut_ptr(),
+                libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })?,
+        // SAFETY: a valid descriptor and room for the result.
+        #[cfg(not(target_os = "linux"))]
+        None => check(unsafe { libc::fstat(dir.as_raw_fd(), st.as_mut_ptr()) })?,
+    };
     // SAFETY: fstatat filled it.
     Ok(unsafe { st.assume_init() })
 }
 
 pub(super) fn kind(st: &libc::stat) -> libc::mode_t {
     st.st_mode & libc::S_IFMT
+}
+
+/// The permission bits of a status, as the `u32` every platform's callers take (`mode_t` is
+/// `u16` on macOS).
+#[allow(clippy::unnecessary_cast)]
+pub(super) fn permissions(st: &libc::stat) -> u32 {
+    (st.st_mode & 0o7777) as u32
 }
 
 fn readlinkat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
@@ -297,9 +321,19 @@ fn retry(retries: &mut usize) -> Resolve<()> {
 }
 
 /// Opens a file found by a walk, relative to the root, following no link at all: on Linux
-/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, elsewhere (or on kernels without it) one
-/// `O_NOFOLLOW` step per component.
+/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, on macOS 11 and later `O_NOFOLLOW_ANY`,
+/// elsewhere (or on kernels without them) one `O_NOFOLLOW` step per component.
 pub(super) fn open_no_links(root: BorrowedFd<'_>, rel: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let mut parts: Vec<&str> = rel.split('/').filter(|s| !s.is_empty()).collect();
+    if rel.starts_with('/') || parts.contains(&"..") {
+        // A walk's paths are relative and plain: anything else is not confined by the calls below.
+        return Err(io::Error::from_raw_os_error(libc::EXDEV));
+    }
+    #[cfg(target_os = "macos")]
+    if macos_has_nofollow_any() {
+        // No `..` and no leading `/`, and no link in any component: the open stays below `root`.
+        return openat(root, &cstr(rel)?, flags | libc::O_NOFOLLOW | libc::O_NOFOLLOW_ANY, 0);
+    }
     #[cfg(target_os = "linux")]
     {
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -333,7 +367,7 @@ pub(super) fn open_no_links(root: BorrowedFd<'_>, rel: &str, flags: libc::c_int)
                 };
                 if r >= 0 {
                     // SAFETY: a descriptor the kernel just gave us.
-                    return Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) });
+                    return Ok(unsafe { OwnedFd::from_raw_fd(r as std::os::fd::RawFd) });
                 }
                 let e = io::Error::last_os_error();
                 match raw_errno(&e) {
@@ -347,14 +381,29 @@ pub(super) fn open_no_links(root: BorrowedFd<'_>, rel: &str, flags: libc::c_int)
             }
         }
     }
-    let mut parts: Vec<&str> = rel.split('/').filter(|s| !s.is_empty()).collect();
     let last = parts.pop().ok_or_else(|| io::Error::from_raw_os_error(libc::EISDIR))?;
     let mut dir = dup(root)?;
     for p in parts {
-        if p == ".." {
-            return Err(io::Error::from_raw_os_error(libc::EXDEV));
-        }
         dir = openat(dir.as_fd(), &cstr(p)?, DIR_FLAGS, 0)?;
     }
     openat(dir.as_fd(), &cstr(last)?, flags | libc::O_NOFOLLOW, 0)
+}
+
+/// Whether this macOS knows `O_NOFOLLOW_ANY` (macOS 11, Darwin 20): an older kernel ignores an
+/// unknown open flag, so the flag is used only where it is known to be honoured.
+#[cfg(target_os = "macos")]
+fn macos_has_nofollow_any() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        let mut u = std::mem::MaybeUninit::<libc::utsname>::zeroed();
+        // SAFETY: room for the result.
+        if unsafe { libc::uname(u.as_mut_ptr()) } != 0 {
+            return false;
+        }
+        // SAFETY: uname filled it with NUL-terminated strings.
+        let release = unsafe { CStr::from_ptr(u.assume_init_ref().release.as_ptr()) };
+        let major = release.to_string_lossy().split('.').next().and_then(|m| m.parse::<u32>().ok());
+        major.is_some_and(|m| m >= 20)
+    })
 }

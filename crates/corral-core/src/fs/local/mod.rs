@@ -333,6 +333,32 @@ mod tests {
         assert_eq!(leftovers.len(), 1);
     }
 
+    /// On every platform's implementation (descriptors on unix, realpath on Windows): a denied
+    /// name is refused however it is spelled, and through a link that leads into it.
+    #[tokio::test]
+    async fn a_denied_name_is_refused_however_it_is_reached() {
+        let (d, fs) = setup();
+        let root = d.path().join("root");
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]").unwrap();
+        let fs = fs.denying(&[".git".to_string()]);
+        for path in [".git/config", ".GIT/config", "src/../.git/config", ".git"] {
+            assert_eq!(fs.read_file(path).await.unwrap_err().code, Code::Denied, "{path}");
+        }
+        assert_eq!(fs.write_file(".git/config", "x").await.unwrap_err().code, Code::Denied);
+        assert_eq!(fs.rm(".git", true).await.unwrap_err().code, Code::Denied);
+        #[cfg(unix)]
+        let linked = std::os::unix::fs::symlink(".git", root.join("g"));
+        // A link needs a privilege on Windows; without it that half is not run.
+        #[cfg(windows)]
+        let linked = std::os::windows::fs::symlink_dir(root.join(".git"), root.join("g"));
+        if linked.is_ok() {
+            assert_eq!(fs.read_file("g/config").await.unwrap_err().code, Code::Denied);
+            assert_eq!(fs.write_file("g/config", "x").await.unwrap_err().code, Code::Denied);
+        }
+        assert_eq!(std::fs::read_to_string(root.join(".git/config")).unwrap(), "[core]");
+    }
+
     #[test]
     fn bad_roots_are_configuration_errors() {
         assert_eq!(LocalFs::new("").unwrap_err().code, Code::Configuration);

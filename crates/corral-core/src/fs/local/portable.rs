@@ -1,7 +1,8 @@
 //! The path-based implementation, for platforms without `openat` (Windows): every path is
 //! resolved with realpath and must stay inside the root's real path; writes go to a temp file in
 //! the same directory and are renamed over the target. Unlike the unix implementation, a
-//! directory swapped for a link between the check and the operation is not detected.
+//! directory swapped for a link between the check and the operation is not detected. The deny
+//! list is checked on the path as given and on where it really leads.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::{dangling, entry_type, escape, is_read_only, LocalFs};
 use crate::error::{Code, Error, Result};
 use crate::fs::{DirEntry, EntryType, Stat};
-use crate::path::normalize;
+use crate::path::{check_denied, normalize};
 
 impl LocalFs {
     fn host(&self, rel: &str) -> PathBuf {
@@ -59,13 +60,28 @@ impl LocalFs {
     /// Normalizes and confines a path; returns the normalized workspace path and its real host path.
     pub(super) fn resolve(&self, path: &str) -> Result<(String, PathBuf)> {
         let rel = normalize(path, self.flavor)?;
+        check_denied(&rel, &self.deny)?;
         let real = self.real_host(&rel)?;
+        self.check_real_denied(&rel, &real)?;
         Ok((rel, real))
+    }
+
+    /// Refuses a path that really leads through a denied name, however it was spelled.
+    fn check_real_denied(&self, rel: &str, real: &Path) -> Result<()> {
+        let real_rel = self.relative(real).ok_or_else(|| escape(rel))?;
+        if check_denied(&real_rel, &self.deny).is_err() {
+            return Err(Error::new(
+                Code::Denied,
+                format!("Access denied: {rel} (it leads to {real_rel}, which holds a denied name)"),
+            ));
+        }
+        Ok(())
     }
 
     /// Like `resolve`, but the last part is not followed (for `rm` and `stat` of a link itself).
     fn resolve_nofollow(&self, path: &str) -> Result<(String, PathBuf)> {
         let rel = normalize(path, self.flavor)?;
+        check_denied(&rel, &self.deny)?;
         if rel == "." {
             return Ok((rel, self.inner.path.clone()));
         }
@@ -74,7 +90,9 @@ impl LocalFs {
             None => (".", rel.as_str()),
         };
         let real_parent = self.real_host(parent)?;
-        Ok((rel.clone(), real_parent.join(name)))
+        let own = real_parent.join(name);
+        self.check_real_denied(&rel, &own)?;
+        Ok((rel.clone(), own))
     }
 
     /// Workspace-relative real path of a host path (for links: where they lead).

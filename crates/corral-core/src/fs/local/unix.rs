@@ -7,7 +7,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
-use super::beneath::{self, cstr, fstatat, kind, openat, Found, Last, Refused};
+use super::beneath::{self, cstr, fstatat, kind, openat, permissions, Found, Last, Refused};
 use super::{dangling, escape, LocalFs};
 use crate::error::{Code, Error, Result};
 use crate::fs::{DirEntry, EntryType, Stat};
@@ -196,7 +196,7 @@ impl LocalFs {
             }
             Ok(st)
         })?;
-        Ok(st.st_mode & 0o7777)
+        Ok(permissions(&st))
     }
 
     pub(super) fn chmod_sync(&self, path: &str, mode: u32) -> Result<()> {
@@ -265,7 +265,7 @@ impl LocalFs {
                     let fd = if parent == "." {
                         beneath::dup(self.root_fd())
                     } else {
-                        beneath::open_no_links(self.root_fd(), parent, libc::O_PATH | libc::O_DIRECTORY)
+                        beneath::open_no_links(self.root_fd(), parent, beneath::DIR_ONLY)
                     };
                     dir = Some((parent, fd));
                 }

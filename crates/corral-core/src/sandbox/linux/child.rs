@@ -19,6 +19,12 @@ use std::io;
 
 use super::forward;
 
+/// The resource argument of `setrlimit`: glibc has its own enum type, musl a plain `int`.
+#[cfg(target_env = "gnu")]
+pub(super) type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+pub(super) type RlimitResource = libc::c_int;
+
 /// Everything the child needs, prepared before the fork.
 pub(super) struct Plan {
     /// Not root: a new user namespace mapping the host user to itself.
@@ -58,7 +64,7 @@ pub(super) struct Plan {
     /// Hidden paths inside a writable tree: covered after the tree is attached.
     pub hide_inner_dirs: Vec<CString>,
     pub hide_inner_files: Vec<CString>,
-    pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    pub rlimits: Vec<(RlimitResource, libc::rlim_t)>,
     /// A memory control group's `cgroup.procs` to join.
     pub memory_procs: Option<CString>,
     pub seccomp: Vec<seccompiler::BpfProgram>,
@@ -263,7 +269,8 @@ fn loopback_up() -> io::Result<()> {
         req.ifr_name[0] = b'l' as libc::c_char;
         req.ifr_name[1] = b'o' as libc::c_char;
         req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        let r = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+        // The request's type is the C library's (`c_ulong` in glibc, `c_int` in musl).
+        let r = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
         libc::close(fd);
         if r < 0 {
             return Err(io::Error::last_os_error());

@@ -25,6 +25,15 @@ pub(super) fn arch() -> Result<TargetArch> {
     }
 }
 
+/// `kexec_file_load`, which musl's aarch64 headers (and so the libc crate there) do not name.
+#[cfg(target_arch = "x86_64")]
+const SYS_KEXEC_FILE_LOAD: libc::c_long = 320;
+#[cfg(target_arch = "aarch64")]
+const SYS_KEXEC_FILE_LOAD: libc::c_long = 294;
+// Other architectures get no filter at all (`arch()`); this only keeps them compiling.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const SYS_KEXEC_FILE_LOAD: libc::c_long = libc::SYS_kexec_load;
+
 /// The refused system calls.
 const REFUSED: &[libc::c_long] = &[
     libc::SYS_ptrace,
@@ -44,7 +53,7 @@ const REFUSED: &[libc::c_long] = &[
     libc::SYS_unshare,
     libc::SYS_setns,
     libc::SYS_kexec_load,
-    libc::SYS_kexec_file_load,
+    SYS_KEXEC_FILE_LOAD,
     libc::SYS_bpf,
     libc::SYS_perf_event_open,
     libc::SYS_keyctl,
@@ -70,20 +79,25 @@ const O_TMPFILE_BIT: u64 = 0o2000_0000;
 /// The calls that set a mode, each with the argument holding it and, for the `open` family, the
 /// one holding the flags (the mode counts only with `O_CREAT` or `O_TMPFILE`).
 fn mode_calls() -> Vec<(libc::c_long, u8, Option<u8>)> {
-    let mut calls = vec![
+    let calls = vec![
         (libc::SYS_fchmod, 1, None),
         (libc::SYS_fchmodat, 2, None),
         (SYS_FCHMODAT2, 2, None),
         (libc::SYS_openat, 3, Some(2)),
         (libc::SYS_mknodat, 2, None),
     ];
+    // The older calls that aarch64 never had.
     #[cfg(target_arch = "x86_64")]
-    calls.extend([
-        (libc::SYS_chmod, 1, None),
-        (libc::SYS_open, 2, Some(1)),
-        (libc::SYS_creat, 1, None),
-        (libc::SYS_mknod, 1, None),
-    ]);
+    let calls = [
+        calls,
+        vec![
+            (libc::SYS_chmod, 1, None),
+            (libc::SYS_open, 2, Some(1)),
+            (libc::SYS_creat, 1, None),
+            (libc::SYS_mknod, 1, None),
+        ],
+    ]
+    .concat();
     calls
 }
 

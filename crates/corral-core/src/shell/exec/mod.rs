@@ -21,7 +21,7 @@ mod env;
 mod process;
 
 pub(crate) use capture::{read_into, Capture};
-#[cfg(test)]
+#[cfg(all(test, unix))]
 use env::is_base_name;
 pub use env::{base_env, set_var, InheritEnv};
 pub use process::{run_shell_command, run_shell_command_with, Isolation};

@@ -228,8 +228,15 @@ pub async fn run_shell_command_with(
     }
     if let Some(setup) = isolation.pre_exec {
         // SAFETY: the sandbox's set-up makes raw syscalls only, on data prepared before the fork.
+        #[cfg(unix)]
         unsafe {
             cmd.pre_exec(setup);
+        }
+        // Only the Linux sandbox sets one up; no caller reaches this elsewhere.
+        #[cfg(not(unix))]
+        {
+            drop(setup);
+            return Err(Error::new(Code::Io, "A sandbox set-up in the child needs a unix system."));
         }
     }
     let mut child = cmd.spawn().map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
