@@ -164,6 +164,55 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
   });
 });
 
+// How a release ships: corral's tarball without an addon, and the addon of each platform in a
+// package of its own (npm/<target>), which npm installs beside it.
+describe('a platform package installed beside corral', { timeout: 180_000 }, () => {
+  let split;
+  beforeAll(async () => {
+    const splitDir = join(dir, 'split');
+    // The platform package of this machine, its addon copied in as the release does.
+    const platformDir = join(splitDir, 'platform');
+    mkdirSync(platformDir, { recursive: true });
+    for (const f of ['package.json', 'README.md']) writeFileSync(join(platformDir, f), readFileSync(join(PKG, 'npm', TARGET, f)));
+    writeFileSync(join(platformDir, NODE_FILE), readFileSync(join(PKG, NODE_FILE)));
+    const platform = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', splitDir], { cwd: platformDir })).stdout)[0];
+    // corral itself, packed from a copy of its files without any addon.
+    const mainDir = join(splitDir, 'main');
+    for (const f of entries.filter((e) => !e.endsWith('.node'))) {
+      mkdirSync(join(mainDir, f, '..'), { recursive: true });
+      writeFileSync(join(mainDir, f), readFileSync(join(PKG, f)));
+    }
+    const main = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', splitDir], { cwd: mainDir, maxBuffer: 64 * 1024 * 1024 })).stdout)[0];
+    split = { dir: splitDir, platform, main, project: join(splitDir, 'project') };
+    mkdirSync(split.project);
+    await run('npm', ['init', '-y'], { cwd: split.project });
+    await run('npm', ['install', join(split.dir, main.filename), join(split.dir, platform.filename), '--no-audit', '--no-fund'],
+      { cwd: split.project, maxBuffer: 64 * 1024 * 1024 });
+  }, 180_000);
+
+  it('the platform package holds its addon, its package.json and README, nothing else', () => {
+    expect(split.platform.name).toBe(`@corral-rs/binding-${TARGET}`);
+    expect(split.platform.files.map((f) => f.path).sort()).toEqual([NODE_FILE, 'README.md', 'package.json'].sort());
+    expect(split.main.files.filter((f) => f.path.endsWith('.node'))).toEqual([]);
+  });
+
+  it("require('corral') loads the addon from the platform package and its tools work", async () => {
+    const script = `
+      const { createFsTools, NodeWorkspace } = require('corral');
+      const grep = createFsTools(new NodeWorkspace({ root: '.' })).find((t) => t.name === 'grep');
+      grep.execute({ pattern: '"name"', glob: 'package.json' }).then((found) => console.log(JSON.stringify({
+        found,
+        addons: process.report.getReport().sharedObjects.filter((p) => p.endsWith('.node')),
+      })));
+    `;
+    const { stdout } = await run(process.execPath, ['-e', script], { cwd: split.project });
+    const out = JSON.parse(stdout);
+    expect(out.found).toBe('package.json:2:   "name": "project",');
+    expect(out.addons).toEqual([join(split.project, 'node_modules', '@corral-rs', `binding-${TARGET}`, NODE_FILE)]);
+    expect(existsSync(join(split.project, 'node_modules', 'corral', NODE_FILE))).toBe(false);
+  });
+});
+
 // What README.md says about the installed package (issue 20): the files it tells a user to run are
 // in the tarball, paths that exist only in the repository say so, the MCP snippets start a server
 // from a project with corral installed, and the missing-addon message is the one it shows.
