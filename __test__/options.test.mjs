@@ -140,3 +140,30 @@ describe('setup mistakes fail at setup', () => {
     }
   });
 });
+
+describe("a call's options are read in the core too: a misspelled key is a bad argument", () => {
+  it('exec options name the unknown key with the nearest valid one, and run nothing', async () => {
+    const { WorkspaceError } = await import('corral');
+    const dir = root();
+    const ws = new NodeWorkspace({ root: dir });
+    const err = await ws.exec('touch ran', { timeoutMS: 1000 }).catch((e) => e);
+    expect(err).toBeInstanceOf(WorkspaceError);
+    expect(err.code).toBe('InvalidArguments');
+    expect(err.message).toMatch(/unknown option 'timeoutMS'; did you mean timeoutMs\?/);
+    expect(existsSync(join(dir, 'ran'))).toBe(false);
+    await expect(ws.exec('true', { cwd: 5 })).rejects.toThrow(/exec options: cwd has the wrong type/);
+    expect((await ws.exec('echo $X', { env: { X: 'y' }, timeoutMs: 5000, cwd: '.' })).stdout).toBe('y\n');
+  });
+
+  it("a sandbox's run request does too", async () => {
+    const { WorkspaceError } = await import('corral');
+    const dir = root();
+    const sandbox = new NoopSandbox();
+    const err = await sandbox.run({ command: 'touch ran', cwd: dir, env: {}, timeoutMs: 1000, stdn: 'x' }).catch((e) => e);
+    expect(err).toBeInstanceOf(WorkspaceError);
+    expect(err.code).toBe('InvalidArguments');
+    expect(err.message).toMatch(/unknown option 'stdn'; did you mean stdin\?/);
+    expect(existsSync(join(dir, 'ran'))).toBe(false);
+    expect((await sandbox.run({ command: 'cat', cwd: dir, env: {}, timeoutMs: 5000, stdin: 'in' })).stdout).toBe('in');
+  });
+});

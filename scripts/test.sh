@@ -26,9 +26,10 @@ if [ -z "${CORRAL_DOCKER_HOST:-}" ] && [ "$(id -u)" = 0 ] && command -v dockerd 
   fi
 fi
 
-echo "== cargo fmt --check, cargo clippy (core, warnings are errors)"
+echo "== cargo fmt --check, cargo clippy (warnings are errors), no import circle among modules"
 cargo fmt --all --check
-cargo clippy -p corral-core --all-targets -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
+node scripts/module-cycles.mjs crates/corral-core/src/lib.rs src/lib.rs
 
 echo "== cargo test (core)"
 cargo test -p corral-core --lib

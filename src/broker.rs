@@ -19,7 +19,7 @@ pub struct NativeBroker {
 impl NativeBroker {
     #[napi(ts_return_type = "Promise<NativeBroker>")]
     pub fn start<'e>(env: &'e Env, options: Value, functions: Option<JsFn>) -> Result<PromiseRaw<'e, NativeBroker>> {
-        let cfg = corral_core::options::broker(&options, &crate::functions(functions)).napi()?;
+        let cfg = corral_core::broker::BrokerConfig::from_options(&options, &crate::functions(functions)).napi()?;
         env.spawn_future(async move { Ok(NativeBroker { inner: Broker::start(cfg).await.napi()? }) })
     }
 

@@ -194,7 +194,7 @@ pub struct NativeFs {
 impl NativeFs {
     #[napi(factory, catch_unwind)]
     pub fn local(options: Value) -> Result<NativeFs> {
-        let o = corral_core::options::node_workspace(&options).napi()?;
+        let o = corral_core::shell::exec::DirOptions::node_workspace(&options).napi()?;
         let fs = LocalFs::new(&o.dir).napi()?;
         let root = fs.root().to_string_lossy().into_owned();
         Ok(NativeFs { inner: Arc::new(fs), memory: None, root: Some(root) })
@@ -202,7 +202,7 @@ impl NativeFs {
 
     #[napi(factory, catch_unwind)]
     pub fn memory(options: Value) -> Result<NativeFs> {
-        let o = corral_core::options::memory_workspace(&options).napi()?;
+        let o = corral_core::fs::memory::MemoryWorkspaceOptions::from_options(&options).napi()?;
         let fs = Arc::new(MemoryFs::new(o.files.into_iter().map(|(k, v)| (k, v.into_bytes()))).napi()?);
         Ok(NativeFs { inner: fs.clone(), memory: Some(fs), root: None })
     }

@@ -7,40 +7,12 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::{json, Value};
 
-use corral_core::error::{Code, Error as CoreError};
-use corral_core::sandbox::{EgressBroker, Network, NoopSandbox, SandboxAdapter, SandboxRequest, SubprocessSandbox};
-use corral_core::shell::{exec_result_from_json, Cancel, ExecResult};
+use corral_core::error::Error as CoreError;
+use corral_core::sandbox::{EgressBroker, NoopSandbox, SandboxAdapter, SandboxRequest, SubprocessSandbox};
+use corral_core::shell::{Cancel, ExecResult};
 
 use crate::broker::NativeBroker;
-use crate::shell::{env_from, exec_result_js};
 use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
-
-fn request_js(r: &SandboxRequest) -> Value {
-    let mut v = json!({ "command": r.command, "cwd": r.cwd, "env": r.env, "timeoutMs": r.timeout_ms });
-    if let Some(s) = &r.stdin {
-        v["stdin"] = json!(s);
-    }
-    v
-}
-
-fn request_from(v: &Value) -> CoreResult<SandboxRequest> {
-    let bad = |f: &str| {
-        CoreError::new(Code::InvalidArguments, format!("Sandbox request: {f} is missing or has the wrong type."))
-    };
-    Ok(SandboxRequest {
-        command: v.get("command").and_then(Value::as_str).ok_or_else(|| bad("command"))?.to_string(),
-        cwd: v.get("cwd").and_then(Value::as_str).ok_or_else(|| bad("cwd"))?.to_string(),
-        env: env_from(v.get("env").unwrap_or(&Value::Null), "Sandbox request").map_err(|_| bad("env"))?,
-        timeout_ms: match v.get("timeoutMs") {
-            None | Some(Value::Null) => 0,
-            Some(t) => t.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| bad("timeoutMs"))? as u64,
-        },
-        stdin: v.get("stdin").and_then(Value::as_str).map(str::to_string),
-        on_output: None,
-        mount: None,
-        capture_bytes: None,
-    })
-}
 
 /// A `SandboxAdapter` written in JavaScript: `{ op: 'run', id, request }`, `{ op: 'abort', id }`,
 /// `{ op: 'close' }`.
@@ -55,20 +27,12 @@ impl SandboxAdapter for JsAdapter {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let v = self
             .cb
-            .call_cancellable(json!({ "op": "run", "id": id, "request": request_js(&req) }), id, cancel.as_ref())
+            .call_cancellable(json!({ "op": "run", "id": id, "request": req.to_json() }), id, cancel.as_ref())
             .await?;
-        exec_result_from_json(&v)
+        ExecResult::from_json(&v)
     }
     async fn close(&self) -> CoreResult<()> {
         self.cb.call(json!({ "op": "close" })).await.map(|_| ())
-    }
-}
-
-fn network_js(n: &Network) -> Value {
-    match n {
-        Network::None => json!("none"),
-        Network::Default => json!("default"),
-        Network::Allow(hosts) => json!({ "allow": hosts }),
     }
 }
 
@@ -87,7 +51,7 @@ impl NativeSandbox {
 
     #[napi(factory, catch_unwind)]
     pub fn subprocess(options: Value, broker: Option<&NativeBroker>) -> Result<NativeSandbox> {
-        let mut o = corral_core::options::subprocess_sandbox(&options).napi()?;
+        let mut o = corral_core::sandbox::SubprocessSandboxOptions::from_options(&options).napi()?;
         o.broker = broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>);
         let s = Arc::new(SubprocessSandbox::new(o).napi()?);
         Ok(NativeSandbox { inner: s.clone(), subprocess: Some(s) })
@@ -134,7 +98,7 @@ impl NativeSandbox {
     /// `sandbox.network`: the validated policy.
     #[napi(getter)]
     pub fn network(&self) -> Value {
-        self.subprocess.as_ref().map(|s| network_js(s.network())).unwrap_or(Value::Null)
+        self.subprocess.as_ref().map(|s| s.network().to_json()).unwrap_or(Value::Null)
     }
 
     #[napi(getter)]
@@ -145,9 +109,9 @@ impl NativeSandbox {
     #[napi(ts_return_type = "Promise<any>")]
     pub fn run<'e>(&self, env: &'e Env, request: Value, cancel: Option<&CancelToken>) -> Result<PromiseRaw<'e, Value>> {
         let a = self.inner.clone();
-        let req = request_from(&request).napi()?;
+        let req = SandboxRequest::from_json(&request).napi()?;
         let cancel = cancel.map(|c| c.inner.clone());
-        env.spawn_future(async move { a.run(req, cancel).await.map(exec_result_js).napi() })
+        env.spawn_future(async move { a.run(req, cancel).await.map(|r| r.to_json()).napi() })
     }
 
     /// SubprocessSandbox's `prune()`: how many containers a crashed process left were removed.

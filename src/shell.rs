@@ -1,6 +1,5 @@
 //! Shell providers and the shell tool, as JS classes.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -8,87 +7,18 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::{json, Value};
 
-use corral_core::error::{Code, Error as CoreError};
 use corral_core::shell::exec::LocalShell;
 use corral_core::shell::tool::{self, ShellToolOptions};
-use corral_core::shell::{exec_result_from_json, Cancel, ExecOptions, ExecResult, ExecStub, ShellProvider, StubShell};
+use corral_core::shell::{ExecOptions, ExecResult, ExecStub, ShellProvider, StubShell};
 
 use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
-
-pub(crate) fn env_from(v: &Value, who: &str) -> CoreResult<BTreeMap<String, String>> {
-    match v {
-        Value::Null => Ok(BTreeMap::new()),
-        Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => Ok((k.clone(), s.clone())),
-                _ => Err(CoreError::config(format!("{who}: env.{k} must be a string."))),
-            })
-            .collect(),
-        _ => Err(CoreError::config(format!("{who}: env must be an object of strings."))),
-    }
-}
-
-pub(crate) fn exec_options(o: &Value, cancel: Option<Cancel>) -> CoreResult<ExecOptions> {
-    let bad = |f: &str| CoreError::new(Code::InvalidArguments, format!("exec options: {f} has the wrong type."));
-    Ok(ExecOptions {
-        cwd: match o.get("cwd") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            _ => return Err(bad("cwd")),
-        },
-        timeout_ms: match o.get("timeoutMs") {
-            None | Some(Value::Null) => None,
-            Some(n) => Some(n.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| bad("timeoutMs"))? as u64),
-        },
-        env: env_from(o.get("env").unwrap_or(&Value::Null), "exec options").map_err(|_| bad("env"))?,
-        stdin: match o.get("stdin") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            _ => return Err(bad("stdin")),
-        },
-        cancel,
-        on_output: None,
-        capture_bytes: None,
-    })
-}
-
-/// Exec options as a JS provider or stub receives them: unset options are absent, not null.
-fn exec_options_js(o: &ExecOptions) -> Value {
-    let mut v = json!({ "env": o.env });
-    if let Some(cwd) = &o.cwd {
-        v["cwd"] = json!(cwd);
-    }
-    if let Some(t) = o.timeout_ms {
-        v["timeoutMs"] = json!(t);
-    }
-    if let Some(s) = &o.stdin {
-        v["stdin"] = json!(s);
-    }
-    v
-}
-
-pub(crate) fn exec_result_js(r: ExecResult) -> Value {
-    let mut v = json!({ "stdout": r.stdout, "stderr": r.stderr, "exitCode": r.exit_code, "timedOut": r.timed_out });
-    if r.aborted {
-        v["aborted"] = json!(true);
-    }
-    if let Some(s) = r.signal {
-        v["signal"] = json!(s);
-    }
-    // A sandbox's word on the run (a limit that stopped it); never set on the host.
-    if let Some(n) = r.note {
-        v["note"] = json!(n);
-    }
-    v
-}
 
 struct JsStub(JsCallback);
 
 #[async_trait]
 impl ExecStub for JsStub {
     async fn answer(&self, command: &str, o: &ExecOptions) -> CoreResult<Value> {
-        self.0.call(json!({ "command": command, "options": exec_options_js(o) })).await
+        self.0.call(json!({ "command": command, "options": o.to_json() })).await
     }
 }
 
@@ -143,12 +73,12 @@ impl ShellProvider for JsShell {
         let v = self
             .cb
             .call_cancellable(
-                json!({ "op": "exec", "id": id, "command": command, "options": exec_options_js(&o), "stream": stream }),
+                json!({ "op": "exec", "id": id, "command": command, "options": o.to_json(), "stream": stream }),
                 id,
                 o.cancel.as_ref(),
             )
             .await?;
-        exec_result_from_json(&v)
+        ExecResult::from_json(&v)
     }
 }
 
@@ -162,7 +92,7 @@ pub struct NativeShell {
 impl NativeShell {
     #[napi(factory, catch_unwind)]
     pub fn local(options: Value) -> Result<NativeShell> {
-        let o = corral_core::options::node_workspace(&options).napi()?;
+        let o = corral_core::shell::exec::DirOptions::node_workspace(&options).napi()?;
         let fs = corral_core::fs::local::LocalFs::new(&o.dir).napi()?;
         Ok(NativeShell { inner: Arc::new(LocalShell::new(fs.root().to_path_buf(), o.env, o.inherit)), stub: None })
     }
@@ -177,7 +107,7 @@ impl NativeShell {
     /// `new SandboxShell(adapter, { cwd, env?, inheritEnv? })`.
     #[napi(factory, catch_unwind)]
     pub fn sandbox(adapter: &crate::sandbox::NativeSandbox, options: Value) -> Result<NativeShell> {
-        let o = corral_core::options::sandbox_shell(&options).napi()?;
+        let o = corral_core::shell::exec::DirOptions::sandbox_shell(&options).napi()?;
         let shell = corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), o.dir, o.env, o.inherit).napi()?;
         Ok(NativeShell { inner: Arc::new(shell), stub: None })
     }
@@ -223,8 +153,8 @@ impl NativeShell {
         cancel: Option<&CancelToken>,
     ) -> Result<PromiseRaw<'e, Value>> {
         let shell = self.inner.clone();
-        let opts = exec_options(&options, cancel.map(|c| c.inner.clone())).napi()?;
-        env.spawn_future(async move { shell.exec(&command, opts).await.map(exec_result_js).napi() })
+        let opts = ExecOptions::from_json(&options, cancel.map(|c| c.inner.clone())).napi()?;
+        env.spawn_future(async move { shell.exec(&command, opts).await.map(|r| r.to_json()).napi() })
     }
 }
 

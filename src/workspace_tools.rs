@@ -164,13 +164,13 @@ impl NativeToolRegistry {
 /// `new WorkspaceToolRegistry(options)`: the options checked (a `ConfigurationError` names the key).
 #[napi(catch_unwind)]
 pub fn check_tool_registry_options(options: Value) -> Result<()> {
-    corral_core::options::tool_registry(&options).napi()
+    corral_core::registry::options::tool_registry(&options).napi()
 }
 
 /// `defineTool(spec)`: `{ name, description, parametersFrom, parameters }` with the defaults.
 #[napi(catch_unwind)]
 pub fn define_tool_data(spec: Value) -> Result<Value> {
-    corral_core::options::define_tool(&spec).napi()
+    corral_core::registry::options::define_tool(&spec).napi()
 }
 
 /// The merged order of a workspace's tools: `[{ builtin: index } | { workspace: name }]`.

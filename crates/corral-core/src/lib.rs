@@ -1,6 +1,7 @@
 //! corral's core: every behaviour of the package, with no napi dependency.
 
 pub mod broker;
+pub mod cancel;
 pub mod checkpoints;
 pub mod error;
 pub mod fs;

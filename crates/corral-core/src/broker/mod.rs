@@ -18,6 +18,7 @@
 //!   request to the same host, port and scheme; upstream connections are never shared between
 //!   clients.
 
+mod config;
 pub(crate) mod host;
 pub(crate) mod proxy;
 pub(crate) mod upstream;

@@ -9,6 +9,27 @@ use super::{Caps, DirEntry, EntryType, FsProvider, Stat};
 use crate::error::{Code, Error, Result};
 use crate::path::{normalize, Flavor};
 
+/// `MemoryWorkspace({ files?, exec? })`: the files, and whether an exec stub was given.
+pub struct MemoryWorkspaceOptions {
+    pub files: BTreeMap<String, String>,
+    pub exec: bool,
+}
+
+impl MemoryWorkspaceOptions {
+    pub fn from_options(v: &serde_json::Value) -> Result<MemoryWorkspaceOptions> {
+        use crate::options::{is_function, Reader};
+        let r = Reader::new("MemoryWorkspace", v, &["files", "exec"])?;
+        let files =
+            r.string_map("files").map_err(|_| r.err("files must be an object of path to content (strings)."))?;
+        let exec = match r.get("exec") {
+            None => false,
+            Some(f) if is_function(f) => true,
+            Some(_) => return Err(r.err("exec must be a function.")),
+        };
+        Ok(MemoryWorkspaceOptions { files, exec })
+    }
+}
+
 #[derive(Default)]
 struct Tree {
     files: BTreeMap<String, Vec<u8>>,

@@ -4,6 +4,7 @@
 //! operation is keyed by the workspace id the caller was authenticated as.
 
 pub mod admin;
+pub mod options;
 mod sqlite;
 
 use std::collections::BTreeMap;

@@ -22,10 +22,11 @@ pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod linux;
 mod noop;
+mod options;
 mod owner;
 pub mod protect;
-mod session;
 mod subprocess;
+mod wire;
 
 #[cfg(all(test, unix))]
 mod tests;

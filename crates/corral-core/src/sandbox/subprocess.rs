@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
+mod session;
+
 use super::docker::{engine_version, Attached, Demux, DockerClient, DockerHost};
 use super::{validate_host, EgressBroker, SandboxAdapter, SandboxRequest};
 use crate::error::{Code, Error, Result};
@@ -103,7 +105,7 @@ pub struct SubprocessSandbox {
     pub(super) limits: super::limits::Limits,
     pub(super) reuse: Reuse,
     /// The kept containers (`reuse: 'session'`).
-    pub(super) sessions: super::session::Sessions,
+    pub(super) sessions: session::Sessions,
     protect: Vec<String>,
 }
 
@@ -204,7 +206,7 @@ impl SubprocessSandbox {
     /// Removes the containers a crashed process left behind: those this library labelled, made
     /// on this machine by a process that no longer runs. Returns how many were removed.
     pub async fn prune(&self) -> Result<usize> {
-        super::session::prune(self.client()?).await
+        session::prune(self.client()?).await
     }
 
     pub fn image(&self) -> &str {
@@ -704,7 +706,7 @@ impl SandboxAdapter for SubprocessSandbox {
             return Ok(ExecResult { aborted: true, ..Default::default() });
         }
         if self.reuse == Reuse::Session {
-            return super::session::run(self, req, cancel).await;
+            return session::run(self, req, cancel).await;
         }
         let deadline =
             (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));

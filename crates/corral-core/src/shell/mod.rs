@@ -5,6 +5,7 @@ pub mod progress;
 pub mod rules;
 pub mod spill;
 pub mod tool;
+pub mod wire;
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 
-pub type Cancel = tokio_util::sync::CancellationToken;
+pub use crate::cancel::Cancel;
 
 /// One of a command's output streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,40 +143,6 @@ impl StubShell {
     }
 }
 
-/// An exec result from loosely typed data: missing fields default, a wrong type is an error.
-pub fn exec_result_from_json(v: &serde_json::Value) -> Result<ExecResult> {
-    use crate::error::{Code, Error};
-    let bad = |f: &str| Error::new(Code::InvalidArguments, format!("The exec result's {f} has the wrong type."));
-    let text = |f: &str| match v.get(f) {
-        None | Some(serde_json::Value::Null) => Ok(String::new()),
-        Some(serde_json::Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(bad(f)),
-    };
-    let flag = |f: &str| match v.get(f) {
-        None | Some(serde_json::Value::Null) => Ok(false),
-        Some(serde_json::Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(bad(f)),
-    };
-    if !(v.is_object() || v.is_null()) {
-        return Err(Error::new(Code::InvalidArguments, "An exec result must be an object."));
-    }
-    let exit_code = match v.get("exitCode") {
-        None => Some(0),
-        Some(serde_json::Value::Null) => None,
-        Some(n) => Some(n.as_f64().ok_or_else(|| bad("exitCode"))? as i32),
-    };
-    Ok(ExecResult {
-        stdout: text("stdout")?,
-        stderr: text("stderr")?,
-        exit_code,
-        timed_out: flag("timedOut")?,
-        aborted: flag("aborted")?,
-        signal: v.get("signal").and_then(|s| s.as_str()).map(str::to_string),
-        every_process_killed: false,
-        note: v.get("note").and_then(|s| s.as_str()).map(str::to_string),
-    })
-}
-
 #[async_trait]
 impl ShellProvider for StubShell {
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
@@ -194,7 +161,7 @@ impl ShellProvider for StubShell {
                 stderr: format!("{command}: no exec stub is programmed for this MemoryWorkspace\n"),
                 ..Default::default()
             }),
-            Some(stub) => exec_result_from_json(&stub.answer(command, &options).await?),
+            Some(stub) => ExecResult::from_json(&stub.answer(command, &options).await?),
         }
     }
 }

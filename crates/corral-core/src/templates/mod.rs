@@ -12,6 +12,7 @@
 //! pastes values as they are (the peer's behaviour): no context check, and the tool needs approval
 //! unless the caller says otherwise.
 
+pub mod fill;
 pub mod python;
 pub mod quote;
 pub mod render;
@@ -25,8 +26,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Code, Error, Result};
+use fill::{Fill, RenderError};
 pub use quote::quote;
-use render::{Fill, RenderError, Segment};
+use render::Segment;
 
 /// The longest tool name.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -254,7 +256,7 @@ impl TemplateTool {
             HandlerKind::PythonTemplate => Fill::PythonLiteral,
         };
         let name = &self.spec.name;
-        let rendered = render::render(&self.segments, args, fill).map_err(|e| {
+        let rendered = fill::render(&self.segments, args, fill).map_err(|e| {
             Error::new(
                 Code::InvalidArguments,
                 match e {

@@ -1,7 +1,8 @@
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::render::{parse, render, Fill, Segment};
+use super::fill::{render, Fill};
+use super::render::{parse, Segment};
 use super::*;
 
 fn spec(kind: &str, command: &str) -> Value {

@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 
 use super::glob::{base_of, compile_glob};
 use super::walk::{walk, walk_threads, Entry, Filter, Visit};
+use crate::cancel::Cancel;
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 use crate::search::jsregex::JsRegex;
-use crate::shell::Cancel;
 
 /// The arguments of `grep`, as JSON Schema.
 pub(super) fn parameters() -> Value {

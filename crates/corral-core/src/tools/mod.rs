@@ -8,11 +8,11 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 
+use crate::cancel::Cancel;
 use crate::checkpoints::Checkpoints;
 use crate::error::{Code, Error, Result};
 use crate::fs::FsProvider;
 use crate::path::{check_denied, normalize, Flavor};
-use crate::shell::Cancel;
 
 mod edit;
 mod fuzzy;

@@ -90,7 +90,7 @@ impl LinuxSandboxOptions {
             ],
         )?;
         // `{ allow }` without a broker fails closed, as in SubprocessSandbox: loopback only.
-        let allow = match crate::options::network(&r, false)? {
+        let allow = match super::Network::read(&r, false)? {
             Network::Allow(hosts) => Some(hosts.iter().map(|h| validate_host(h)).collect::<Result<Vec<_>>>()?),
             _ => None,
         };

@@ -18,12 +18,14 @@ use crate::shell::{ExecOptions, ExecResult, ShellProvider};
 mod capture;
 pub mod cgroup;
 mod env;
+mod options;
 mod process;
 
 pub(crate) use capture::{read_into, Capture};
 #[cfg(all(test, unix))]
 use env::is_base_name;
 pub use env::{base_env, set_var, InheritEnv};
+pub use options::DirOptions;
 pub use process::{run_shell_command, run_shell_command_with, Isolation};
 
 /// Most bytes kept in memory per stream: the first half and the last half; the middle of a

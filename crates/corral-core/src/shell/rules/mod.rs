@@ -372,7 +372,6 @@ fn operator_after_prefix(line: &str, pattern: &str, cmd: bool) -> Option<&'stati
 
 mod paths;
 mod read_only;
-mod read_only_git;
 mod read_only_table;
 mod words;
 

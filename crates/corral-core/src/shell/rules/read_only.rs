@@ -10,8 +10,8 @@
 //! argument outside the working directory all need approval. `< FILE` from inside the working
 //! directory is allowed. On Windows (cmd.exe) any shell operator character needs approval.
 
-use super::read_only_git::normalize;
 use super::read_only_table as table;
+use super::read_only_table::git::normalize;
 use super::*;
 
 /// A predicate for `needsApproval` built from commands that only read (see the module's doc).

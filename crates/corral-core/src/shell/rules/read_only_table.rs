@@ -1,7 +1,9 @@
 //! corral's read-only table for `readOnlyCommands`: the programs it can approve and, for those with
 //! options that write a file or run a program, the arguments that keep them read-only. Modelled on
 //! codex's known-safe commands (`command_safety/is_safe_command.rs`); a word here is a word as the
-//! shell passes it to the program (quotes removed).
+//! shell passes it to the program (quotes removed). `git`'s subcommands have a module of their own.
+
+pub(super) mod git;
 
 /// Programs with no option that writes a file or runs a program.
 const PLAIN: &[&str] = &[
@@ -55,7 +57,7 @@ pub(super) fn refusal(words: &[String], partial: bool) -> Option<String> {
     let args = &words[1..];
     let r = match name {
         n if PLAIN.contains(&n) => Ok(()),
-        "git" => super::read_only_git::check(args, partial),
+        "git" => git::check(args, partial),
         "sed" => sed(args, partial),
         "find" => find(args),
         "uniq" => getopt(args, &UNIQ).and_then(|ops| match ops.get(1) {

@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use super::super::render::{parse, render, Fill};
+use super::super::fill::{render, Fill};
+use super::super::render::parse;
 use super::super::*;
 
 const MARKER: &str = "pwned";

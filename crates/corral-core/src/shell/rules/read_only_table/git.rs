@@ -1,7 +1,7 @@
 //! The git part of corral's read-only table: the subcommands with a read-only form, the global
 //! options allowed before them, and the options refused after them.
 
-use super::read_only_table::{RUNS, WRITES};
+use super::{RUNS, WRITES};
 
 /// The git subcommands with a read-only form.
 const GIT_SUBCOMMANDS: &[&str] = &["status", "log", "diff", "show", "branch", "grep", "ls-files", "rev-parse", "blame"];
@@ -25,7 +25,7 @@ const GIT_READ_ONLY: &str =
 
 /// `words` without git's harmless global options (`git --no-pager log` → `git log`), or why one
 /// of those options is refused. Other programs' words are returned as they are.
-pub(super) fn normalize(words: &[String]) -> Result<Vec<String>, String> {
+pub(in crate::shell::rules) fn normalize(words: &[String]) -> Result<Vec<String>, String> {
     if words.first().map(String::as_str) != Some("git") {
         return Ok(words.to_vec());
     }

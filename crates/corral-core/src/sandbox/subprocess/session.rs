@@ -11,11 +11,11 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::docker::DockerClient;
-use super::subprocess::{
+use super::super::docker::DockerClient;
+use super::super::SandboxRequest;
+use super::{
     labels, remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL, SESSION_LABEL,
 };
-use super::SandboxRequest;
 use crate::error::{Code, Error, Result};
 use crate::shell::{Cancel, ExecResult};
 
@@ -266,7 +266,7 @@ pub(super) async fn prune(client: &DockerClient) -> Result<usize> {
     for c in list.as_array().map(Vec::as_slice).unwrap_or_default() {
         let Some(id) = c.get("Id").and_then(Value::as_str) else { continue };
         let owner = c.get("Labels").and_then(|l| l.get(OWNER_LABEL)).and_then(Value::as_str).unwrap_or("");
-        if super::owner::provably_dead(owner) {
+        if super::super::owner::provably_dead(owner) {
             remove_container(client, id).await;
             removed += 1;
         }
