@@ -3,13 +3,13 @@
 // handler. It only adapts: the rules (spec checks, quoting, merge order, routing and status codes)
 // are the core's; this file moves values and HTTP bytes between them and JavaScript.
 
-module.exports = function workspaceTools({ native, lift, nativeShell, callback, weakCallback, keep, optionData, withSignal, ctxData, defineTool, ConfigurationError }) {
+module.exports = function workspaceTools({ native, nativeShell, callback, weakCallback, keep, optionData, withSignal, ctxData, defineTool, ConfigurationError }) {
   /** A Tool from a WorkspaceToolSpec, run through `shell` with the shell tool's result. */
   function createTemplateTool(spec, options) {
     const shell = options?.shell;
     if (shell == null) throw new ConfigurationError('createTemplateTool: options.shell (a ShellProvider) is required.');
     const handle = nativeShell(shell);
-    const tool = keep(lift(() => new native.NativeTemplateTool(optionData(spec ?? null), handle, optionData({ ...options, needsApproval: typeof options?.needsApproval === 'function' ? true : options?.needsApproval }))), handle);
+    const tool = keep(new native.NativeTemplateTool(optionData(spec ?? null), handle, optionData({ ...options, needsApproval: typeof options?.needsApproval === 'function' ? true : options?.needsApproval })), handle);
     const { needsApproval, ...data } = tool.spec();
     return defineTool({
       ...data,
@@ -37,7 +37,7 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
   class SqliteToolStore {
     constructor(path) {
       if (typeof path !== 'string' || !path) throw new ConfigurationError('SqliteToolStore: path must be a file path.');
-      storeOf.set(this, lift(() => native.NativeToolStore.sqlite(path)));
+      storeOf.set(this, native.NativeToolStore.sqlite(path));
       Object.defineProperty(this, 'path', { value: path, enumerable: true });
     }
   }
@@ -57,15 +57,15 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
 
   class WorkspaceToolRegistry {
     constructor(options) {
-      lift(() => native.checkToolRegistryOptions(optionData(options ?? null)));
+      native.checkToolRegistryOptions(optionData(options ?? null));
       const { store, onDispatch } = options ?? {};
       const storeHandle = nativeToolStore(store);
       registryOf.set(this, { native: keep(new native.NativeToolRegistry(storeHandle), storeHandle), onDispatch });
     }
-    upsert(workspaceId, spec) { return lift(() => registryOf.get(this).native.upsert(workspaceId, optionData(spec ?? null), undefined)); }
-    get(workspaceId, name) { return lift(() => registryOf.get(this).native.get(workspaceId, name)).then((v) => v ?? undefined); }
-    list(workspaceId) { return lift(() => registryOf.get(this).native.list(workspaceId)); }
-    delete(workspaceId, name) { return lift(() => registryOf.get(this).native.delete(workspaceId, name)); }
+    upsert(workspaceId, spec) { return registryOf.get(this).native.upsert(workspaceId, optionData(spec ?? null), undefined); }
+    get(workspaceId, name) { return registryOf.get(this).native.get(workspaceId, name).then((v) => v ?? undefined); }
+    list(workspaceId) { return registryOf.get(this).native.list(workspaceId); }
+    delete(workspaceId, name) { return registryOf.get(this).native.delete(workspaceId, name); }
 
     /**
      * The tools of one workspace: the built-ins in their order, a same-named workspace tool in its
@@ -171,7 +171,7 @@ module.exports = function workspaceTools({ native, lift, nativeShell, callback, 
         const parsed = native.adminBody(body);
         if (parsed.status) return refuse(res, parsed);
         try {
-          return send(res, 200, await lift(() => registryOf.get(registry).native.upsert(workspaceId, parsed.spec, route.name)));
+          return send(res, 200, await registryOf.get(registry).native.upsert(workspaceId, parsed.spec, route.name));
         } catch (e) {
           if (e?.name === 'ConfigurationError' || e?.code === 'InvalidArguments') return refuse(res, native.adminRefusal(400, e.message));
           throw e;

@@ -60,3 +60,40 @@ describe('an error the program throws comes back as the same object', () => {
     expect(await executeTool(read, { path: 'a' })).toMatchObject({ error: 'WorkspaceError', toolName: 'read_file', message: expect.stringContaining('nope') });
   });
 });
+
+describe('errors cross from the core with their code, in one place', () => {
+  it("the addon's own errors carry the core's code and message, nothing else in the message", async () => {
+    const { createRequire } = await import('node:module');
+    const addon = createRequire(import.meta.url)('../binding.js');
+    const fs = addon.NativeFs.memory(null);
+    const rejected = await fs.readFile('missing.txt').catch((e) => e);
+    expect(rejected).toBeInstanceOf(Error);
+    expect([rejected.code, rejected.message]).toEqual(['NotFound', 'File not found: missing.txt']);
+    let thrown;
+    try { addon.NativeFs.local({ rot: '.' }); } catch (e) { thrown = e; }
+    expect([thrown.code, thrown.message]).toEqual(['ConfigurationError', "NodeWorkspace: unknown option 'rot'; did you mean root?"]);
+    expect(new Map(addon.errorCodes()).get('OutsideWorkspace')).toBe('workspace');
+  });
+
+  it("a program error whose code is also a core code comes back as the program's object", async () => {
+    const bug = Object.assign(new Error('disk on fire'), { code: 'NotFound' });
+    const [read] = createFsTools(provider(bug));
+    expect(await executeTool(read, { path: 'a' }).catch((x) => x)).toBe(bug);
+  });
+
+  it('two copies of the facade in one process each throw their own classes', async () => {
+    const { createRequire } = await import('node:module');
+    const require = createRequire(import.meta.url);
+    const path = require.resolve('../index.js');
+    const first = require(path);
+    delete require.cache[path];
+    const second = require(path);
+    expect(second.WorkspaceError).not.toBe(first.WorkspaceError);
+    for (const copy of [first, second, first]) {
+      const e = await new copy.MemoryWorkspace().readFile('missing.txt').catch((x) => x);
+      expect(e).toBeInstanceOf(copy.WorkspaceError);
+      expect(e.code).toBe('NotFound');
+      expect(() => new copy.NodeWorkspace({ rot: '.' })).toThrow(copy.ConfigurationError);
+    }
+  });
+});

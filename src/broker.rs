@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::Result;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::{json, Value};
@@ -20,7 +21,7 @@ impl NativeBroker {
     #[napi(ts_return_type = "Promise<NativeBroker>")]
     pub fn start<'e>(env: &'e Env, options: Value, functions: Option<JsFn>) -> Result<PromiseRaw<'e, NativeBroker>> {
         let cfg = corral_core::broker::BrokerConfig::from_options(&options, &crate::functions(functions)).napi()?;
-        env.spawn_future(async move { Ok(NativeBroker { inner: Broker::start(cfg).await.napi()? }) })
+        crate::spawn(env, async move { Ok(NativeBroker { inner: Broker::start(cfg).await? }) })
     }
 
     #[napi(getter)]
@@ -47,13 +48,13 @@ impl NativeBroker {
         allow: Vec<String>,
     ) -> Result<PromiseRaw<'e, String>> {
         let b = self.inner.clone();
-        env.spawn_future(async move { b.listen(&host, &clients, allow).await.napi() })
+        crate::spawn(env, async move { b.listen(&host, &clients, allow).await })
     }
 
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ()>> {
         let b = self.inner.clone();
-        env.spawn_future(async move {
+        crate::spawn(env, async move {
             b.close().await;
             Ok(())
         })

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::Result;
 use async_trait::async_trait;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -59,17 +60,17 @@ impl NativeStore {
     #[napi(ts_return_type = "Promise<any>")]
     pub fn load<'e>(&self, env: &'e Env, session_id: String) -> Result<PromiseRaw<'e, Value>> {
         let s = self.inner.clone();
-        env.spawn_future(async move { s.load(&session_id).await.map(|v| v.unwrap_or(Value::Null)).napi() })
+        crate::spawn(env, async move { s.load(&session_id).await.map(|v| v.unwrap_or(Value::Null)) })
     }
     #[napi(ts_return_type = "Promise<void>")]
     pub fn save<'e>(&self, env: &'e Env, session_id: String, data: Value) -> Result<PromiseRaw<'e, ()>> {
         let s = self.inner.clone();
-        env.spawn_future(async move { s.save(&session_id, data).await.napi() })
+        crate::spawn(env, async move { s.save(&session_id, data).await })
     }
     #[napi(ts_return_type = "Promise<void>")]
     pub fn delete<'e>(&self, env: &'e Env, session_id: String) -> Result<PromiseRaw<'e, ()>> {
         let s = self.inner.clone();
-        env.spawn_future(async move { s.delete(&session_id).await.napi() })
+        crate::spawn(env, async move { s.delete(&session_id).await })
     }
 }
 
@@ -92,8 +93,8 @@ impl NativeCheckpoints {
     pub fn list<'e>(&self, env: &'e Env, options: Value) -> Result<PromiseRaw<'e, Value>> {
         let c = self.inner.clone();
         let session = CallOptions::from_options("list", &options).napi()?.session;
-        env.spawn_future(async move {
-            let turns = c.list(&session).await.napi()?;
+        crate::spawn(env, async move {
+            let turns = c.list(&session).await?;
             Ok(serde_json::to_value(turns).unwrap_or(Value::Null))
         })
     }
@@ -103,8 +104,8 @@ impl NativeCheckpoints {
         let (c, fs) = (self.inner.clone(), self.fs.clone());
         let turn = CallOptions::turn(&to_turn).napi()?;
         let CallOptions { session, dry_run: dry, force } = CallOptions::from_options("rewind", &options).napi()?;
-        env.spawn_future(async move {
-            let report = c.rewind(fs.as_ref(), &session, turn, dry, force).await.napi()?;
+        crate::spawn(env, async move {
+            let report = c.rewind(fs.as_ref(), &session, turn, dry, force).await?;
             Ok(serde_json::to_value(report).unwrap_or(Value::Null))
         })
     }
@@ -113,6 +114,6 @@ impl NativeCheckpoints {
     pub fn clear<'e>(&self, env: &'e Env, options: Value) -> Result<PromiseRaw<'e, ()>> {
         let c = self.inner.clone();
         let session = CallOptions::from_options("clear", &options).napi()?.session;
-        env.spawn_future(async move { c.clear(&session).await.napi() })
+        crate::spawn(env, async move { c.clear(&session).await })
     }
 }

@@ -1,8 +1,9 @@
 //! The napi binding: converts JS values to core types and back. No behaviour lives here.
 //!
-//! Errors cross as `Error { reason: "<Code>\u{1}<message>" }`; the facade (index.js) turns them
-//! into `WorkspaceError`/`ConfigurationError` with that `code`. Every call from Rust into JS goes
-//! through one `JsCallback` type: a weak threadsafe function whose (async) result is
+//! Errors cross as JavaScript `Error`s whose `code` is the core's code and whose `message` is the
+//! core's message (an error the caller's JavaScript threw goes back as the very value it was);
+//! the facade (index.js) gives them the class the code calls for. Every call from Rust into JS
+//! goes through one `JsCallback` type: a weak threadsafe function whose (async) result is
 //! `{ ok: value }` or `{ err: { code, message } }`.
 
 #![deny(clippy::all)]
@@ -28,17 +29,66 @@ mod sandbox;
 mod shell;
 mod workspace_tools;
 
-pub(crate) const SEP: char = '\u{1}';
+/// The `code` of an error thrown into JavaScript: the core's code (`Code::as_str`), or napi's
+/// own status for a value napi could not convert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrCode(String);
 
-/// A core error as a JS error the facade can classify.
-pub(crate) fn to_napi(e: CoreError) -> napi::Error {
-    // An error the caller's JavaScript threw goes back as the very same JS value.
+impl AsRef<str> for ErrCode {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What every exported function returns: its error carries the code.
+pub(crate) type Result<T, E = napi::Error<ErrCode>> = std::result::Result<T, E>;
+
+/// A core error as the error a synchronous call throws.
+pub(crate) fn to_napi(e: CoreError) -> napi::Error<ErrCode> {
+    napi::Error::new(ErrCode(e.code.as_str().to_string()), e.message)
+}
+
+/// A core error as the value a promise rejects with, made on the JavaScript thread: an `Error`
+/// with the code, or the caller's own error as it was thrown.
+fn rejection(env: &Env, e: CoreError) -> napi::Error {
     if let Some(original) = e.foreign.as_ref().and_then(|f| f.0.downcast_ref::<napi::Error>()) {
         if let Ok(clone) = original.try_clone() {
             return clone;
         }
     }
-    napi::Error::new(Status::GenericFailure, format!("{}{SEP}{}", e.code.as_str(), e.message))
+    // SAFETY: `env` is this thread's environment, and the value is made in it just now.
+    unsafe {
+        let value = JsError::from(to_napi(e)).into_value(env.raw());
+        match Unknown::from_napi_value(env.raw(), value) {
+            Ok(v) => napi::Error::from(v),
+            Err(e) => e,
+        }
+    }
+}
+
+/// Runs a core future on the async runtime; the promise resolves with its value or rejects as
+/// `rejection` says.
+pub(crate) fn spawn<'e, T, F>(env: &'e Env, fut: F) -> Result<PromiseRaw<'e, T>>
+where
+    T: ToNapiValue + Send + 'static,
+    F: std::future::Future<Output = CoreResult<T>> + Send + 'static,
+{
+    env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, r: CoreResult<T>| {
+        r.map_err(|e| rejection(env, e))
+    })
+    .map_err(from_status)
+}
+
+/// napi's own error (a value it could not convert) with its status as the code.
+pub(crate) fn from_status(e: napi::Error) -> napi::Error<ErrCode> {
+    napi::Error::new(ErrCode(e.status.as_ref().to_string()), e.reason.clone())
+}
+
+/// `[code, kind]` for every code the core gives an error (`Code::kind`): the facade's table of
+/// which class each code becomes.
+#[napi(catch_unwind, ts_return_type = "Array<[string, 'workspace' | 'configuration' | 'egress' | 'foreign']>")]
+pub fn error_codes() -> Vec<Vec<&'static str>> {
+    Code::ALL.iter().map(|c| vec![c.as_str(), c.kind()]).collect()
 }
 
 pub(crate) fn code_from(s: &str) -> Code {
@@ -48,10 +98,10 @@ pub(crate) fn code_from(s: &str) -> Code {
 pub(crate) type CoreResult<T> = corral_core::Result<T>;
 
 pub(crate) trait IntoNapi<T> {
-    fn napi(self) -> napi::Result<T>;
+    fn napi(self) -> Result<T>;
 }
 impl<T> IntoNapi<T> for CoreResult<T> {
-    fn napi(self) -> napi::Result<T> {
+    fn napi(self) -> Result<T> {
         self.map_err(to_napi)
     }
 }
@@ -229,61 +279,61 @@ impl NativeFs {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn read_file<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, String>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.read_file(&path).await.napi() })
+        crate::spawn(env, async move { fs.read_file(&path).await })
     }
 
     #[napi(ts_return_type = "Promise<Buffer>")]
     pub fn read_file_bytes<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Buffer>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.read_file_bytes(&path).await.map(Buffer::from).napi() })
+        crate::spawn(env, async move { fs.read_file_bytes(&path).await.map(Buffer::from) })
     }
 
     #[napi(ts_return_type = "Promise<void>")]
     pub fn write_file<'e>(&self, env: &'e Env, path: String, content: String) -> Result<PromiseRaw<'e, ()>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.write_file(&path, &content).await.napi() })
+        crate::spawn(env, async move { fs.write_file(&path, &content).await })
     }
 
     #[napi(ts_return_type = "Promise<{ type: string; size: number } | undefined>")]
     pub fn stat<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Option<JsStat>>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.stat(&path).await.map(stat_js).napi() })
+        crate::spawn(env, async move { fs.stat(&path).await.map(stat_js) })
     }
 
     #[napi(ts_return_type = "Promise<Array<{ name: string; type: string }>>")]
     pub fn readdir<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Vec<JsDirent>>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.readdir(&path).await.map(dirents_js).napi() })
+        crate::spawn(env, async move { fs.readdir(&path).await.map(dirents_js) })
     }
 
     #[napi(ts_return_type = "Promise<void>")]
     pub fn mkdir<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, ()>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.mkdir(&path).await.napi() })
+        crate::spawn(env, async move { fs.mkdir(&path).await })
     }
 
     #[napi(ts_return_type = "Promise<void>")]
     pub fn rm<'e>(&self, env: &'e Env, path: String, recursive: bool) -> Result<PromiseRaw<'e, ()>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.rm(&path, recursive).await.napi() })
+        crate::spawn(env, async move { fs.rm(&path, recursive).await })
     }
 
     #[napi(ts_return_type = "Promise<number>")]
     pub fn get_mode<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, u32>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.get_mode(&path).await.napi() })
+        crate::spawn(env, async move { fs.get_mode(&path).await })
     }
 
     #[napi(ts_return_type = "Promise<void>")]
     pub fn chmod<'e>(&self, env: &'e Env, path: String, mode: u32) -> Result<PromiseRaw<'e, ()>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.chmod(&path, mode).await.napi() })
+        crate::spawn(env, async move { fs.chmod(&path, mode).await })
     }
 
     #[napi(ts_return_type = "Promise<string>")]
     pub fn real_path<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, String>> {
         let fs = self.inner.clone();
-        env.spawn_future(async move { fs.real_path(&path).await.napi() })
+        crate::spawn(env, async move { fs.real_path(&path).await })
     }
 }
 
@@ -353,7 +403,7 @@ impl NativeFsTools {
         let fs = self.fs.clone();
         let opts = self.opts.clone();
         let ctx = Ctx::from_json(&ctx, cancel.map(|c| c.inner.clone())).napi()?;
-        env.spawn_future(async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await.napi() })
+        crate::spawn(env, async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await })
     }
 }
 

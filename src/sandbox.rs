@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::Result;
 use async_trait::async_trait;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -111,17 +112,17 @@ impl NativeSandbox {
         let a = self.inner.clone();
         let req = SandboxRequest::from_json(&request).napi()?;
         let cancel = cancel.map(|c| c.inner.clone());
-        env.spawn_future(async move { a.run(req, cancel).await.map(|r| r.to_json()).napi() })
+        crate::spawn(env, async move { a.run(req, cancel).await.map(|r| r.to_json()) })
     }
 
     /// SubprocessSandbox's `prune()`: how many containers a crashed process left were removed.
     #[napi(ts_return_type = "Promise<number>")]
     pub fn prune<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, u32>> {
         let s = self.subprocess.clone();
-        env.spawn_future(async move {
+        crate::spawn(env, async move {
             match s {
-                Some(s) => s.prune().await.map(|n| n as u32).napi(),
-                None => Err(CoreError::config("prune() belongs to SubprocessSandbox.")).napi(),
+                Some(s) => s.prune().await.map(|n| n as u32),
+                None => Err(CoreError::config("prune() belongs to SubprocessSandbox.")),
             }
         })
     }
@@ -129,6 +130,6 @@ impl NativeSandbox {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ()>> {
         let a = self.inner.clone();
-        env.spawn_future(async move { a.close().await.napi() })
+        crate::spawn(env, async move { a.close().await })
     }
 }

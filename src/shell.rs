@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::Result;
 use async_trait::async_trait;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -154,7 +155,7 @@ impl NativeShell {
     ) -> Result<PromiseRaw<'e, Value>> {
         let shell = self.inner.clone();
         let opts = ExecOptions::from_json(&options, cancel.map(|c| c.inner.clone())).napi()?;
-        env.spawn_future(async move { shell.exec(&command, opts).await.map(|r| r.to_json()).napi() })
+        crate::spawn(env, async move { shell.exec(&command, opts).await.map(|r| r.to_json()) })
     }
 }
 
@@ -197,7 +198,7 @@ impl NativeShellTool {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn needs_approval<'e>(&self, env: &'e Env, args: Value) -> Result<PromiseRaw<'e, bool>> {
         let (shell, opts) = (self.shell.clone(), self.opts.clone());
-        env.spawn_future(async move { tool::needs_approval(shell.as_ref(), &opts, &args).await.napi() })
+        crate::spawn(env, async move { tool::needs_approval(shell.as_ref(), &opts, &args).await })
     }
 
     #[napi(ts_return_type = "Promise<any>")]
@@ -211,6 +212,6 @@ impl NativeShellTool {
         let (shell, opts) = (self.shell.clone(), self.opts.clone());
         let cancel = cancel.map(|c| c.inner.clone());
         let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
-        env.spawn_future(async move { tool::call(shell.as_ref(), &opts, &args, ctx.tool_call_id, cancel).await.napi() })
+        crate::spawn(env, async move { tool::call(shell.as_ref(), &opts, &args, ctx.tool_call_id, cancel).await })
     }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::Result;
 use async_trait::async_trait;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -55,10 +56,10 @@ impl NativeTemplateTool {
         let (t, shell, opts) = (self.tool.clone(), self.shell.clone(), self.opts.clone());
         let cancel = cancel.map(|c| c.inner.clone());
         let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
-        env.spawn_future(async move {
-            let command = t.command(&args).napi()?;
+        crate::spawn(env, async move {
+            let command = t.command(&args)?;
             let call = Call { command: &command, timeout_ms: None, stdin: None, tool_call_id: ctx.tool_call_id };
-            tool::run_call(shell.as_ref(), &opts, &call, cancel).await.napi()
+            tool::run_call(shell.as_ref(), &opts, &call, cancel).await
         })
     }
 }
@@ -137,27 +138,25 @@ impl NativeToolRegistry {
         name: Option<String>,
     ) -> Result<PromiseRaw<'e, Value>> {
         let r = self.inner.clone();
-        env.spawn_future(async move { r.upsert(&workspace, &spec, name.as_deref()).await.map(|s| s.to_json()).napi() })
+        crate::spawn(env, async move { r.upsert(&workspace, &spec, name.as_deref()).await.map(|s| s.to_json()) })
     }
 
     #[napi(ts_return_type = "Promise<any>")]
     pub fn get<'e>(&self, env: &'e Env, workspace: String, name: String) -> Result<PromiseRaw<'e, Value>> {
         let r = self.inner.clone();
-        env.spawn_future(async move {
-            r.get(&workspace, &name).await.map(|s| s.map_or(Value::Null, |s| s.to_json())).napi()
-        })
+        crate::spawn(env, async move { r.get(&workspace, &name).await.map(|s| s.map_or(Value::Null, |s| s.to_json())) })
     }
 
     #[napi(ts_return_type = "Promise<any[]>")]
     pub fn list<'e>(&self, env: &'e Env, workspace: String) -> Result<PromiseRaw<'e, Value>> {
         let r = self.inner.clone();
-        env.spawn_future(async move { r.list(&workspace).await.map(specs_json).napi() })
+        crate::spawn(env, async move { r.list(&workspace).await.map(specs_json) })
     }
 
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn delete<'e>(&self, env: &'e Env, workspace: String, name: String) -> Result<PromiseRaw<'e, bool>> {
         let r = self.inner.clone();
-        env.spawn_future(async move { r.delete(&workspace, &name).await.napi() })
+        crate::spawn(env, async move { r.delete(&workspace, &name).await })
     }
 }
 

@@ -4,7 +4,9 @@
 
 use std::fmt;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The codes, with the name each has in JavaScript (`as_str`): derived, so the list, the names
+/// and `parse` cannot drift apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumString, strum::VariantArray)]
 pub enum Code {
     NotFound,
     OutsideWorkspace,
@@ -26,11 +28,14 @@ pub enum Code {
     /// An I/O failure that is none of the above (a full disk, a permission the OS refused).
     Io,
     /// Bad options or a bad root: a `ConfigurationError` in JS.
+    #[strum(serialize = "ConfigurationError")]
     Configuration,
     /// `LOUSHO_SANDBOX_EGRESS_UNSUPPORTED`: allowlisted egress cannot be enforced here.
+    #[strum(serialize = "LOUSHO_SANDBOX_EGRESS_UNSUPPORTED")]
     EgressUnsupported,
     /// An error thrown by JavaScript code (a provider, a stub, a callback) that is not a
     /// `WorkspaceError`: carried through the core and rethrown as it was, never shown to a model.
+    #[strum(serialize = "ForeignError")]
     Foreign,
 }
 
@@ -38,59 +43,31 @@ impl Code {
     /// The codes a `WorkspaceError` carries (the others become a `ConfigurationError`, the
     /// documented egress error, or the caller's own error).
     pub fn is_workspace_error(self) -> bool {
-        !matches!(self, Code::Configuration | Code::EgressUnsupported | Code::Foreign)
+        self.kind() == "workspace"
     }
 
-    pub const ALL: [Code; 20] = [
-        Code::NotFound,
-        Code::OutsideWorkspace,
-        Code::Denied,
-        Code::NotAFile,
-        Code::IsADirectory,
-        Code::TooLarge,
-        Code::NotUtf8,
-        Code::NoMatch,
-        Code::Ambiguous,
-        Code::InvalidPattern,
-        Code::InvalidArguments,
-        Code::Timeout,
-        Code::Aborted,
-        Code::CommandRefused,
-        Code::ReadOnly,
-        Code::Protected,
-        Code::Io,
-        Code::Configuration,
-        Code::EgressUnsupported,
-        Code::Foreign,
-    ];
+    /// Every code.
+    pub const ALL: &'static [Code] = <Code as strum::VariantArray>::VARIANTS;
 
     /// The code a string names (`as_str`'s inverse).
     pub fn parse(s: &str) -> Option<Code> {
-        Code::ALL.into_iter().find(|c| c.as_str() == s)
+        s.parse().ok()
     }
 
+    /// The code's name in JavaScript: the variant's, but for the three named above.
     pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The JavaScript error a code becomes: `workspace` (a `WorkspaceError`), `configuration`
+    /// (a `ConfigurationError`), `egress` (the documented egress error) or `foreign` (the caller's
+    /// own error, rethrown as it was).
+    pub fn kind(self) -> &'static str {
         match self {
-            Code::NotFound => "NotFound",
-            Code::OutsideWorkspace => "OutsideWorkspace",
-            Code::Denied => "Denied",
-            Code::NotAFile => "NotAFile",
-            Code::IsADirectory => "IsADirectory",
-            Code::TooLarge => "TooLarge",
-            Code::NotUtf8 => "NotUtf8",
-            Code::NoMatch => "NoMatch",
-            Code::Ambiguous => "Ambiguous",
-            Code::InvalidPattern => "InvalidPattern",
-            Code::InvalidArguments => "InvalidArguments",
-            Code::Timeout => "Timeout",
-            Code::Aborted => "Aborted",
-            Code::CommandRefused => "CommandRefused",
-            Code::ReadOnly => "ReadOnly",
-            Code::Protected => "Protected",
-            Code::Io => "Io",
-            Code::Configuration => "ConfigurationError",
-            Code::EgressUnsupported => "LOUSHO_SANDBOX_EGRESS_UNSUPPORTED",
-            Code::Foreign => "ForeignError",
+            Code::Configuration => "configuration",
+            Code::EgressUnsupported => "egress",
+            Code::Foreign => "foreign",
+            _ => "workspace",
         }
     }
 }
@@ -188,7 +165,7 @@ mod tests {
 
     #[test]
     fn every_code_reads_back_from_its_name() {
-        for c in Code::ALL {
+        for &c in Code::ALL {
             assert_eq!(Code::parse(c.as_str()), Some(c));
         }
     }
