@@ -367,13 +367,16 @@ async function createCredentialBroker(options) {
     url: b.url,
     env: b.env,
     baseUrl: (host) => b.baseUrl(host),
-    listen: ({ host, clients, allow = [] } = {}) => b.listen(host, clients, allow),
+    listen: async (options) => b.listen(optionData(options ?? null)),
     close: () => b.close(),
   };
   brokerOf.set(broker, b);
   return broker;
 }
 const brokerOf = new WeakMap();
+// The native broker of a sandbox's `broker` option, when createCredentialBroker made it (the
+// core refuses anything else given there).
+const nativeBroker = (options) => (options?.broker !== null && typeof options?.broker === 'object' ? brokerOf.get(options.broker) : undefined);
 
 const adapterOf = new WeakMap();
 
@@ -408,9 +411,7 @@ adapterMethods(NoopSandbox);
 /** Runs each command as `sh -c` in a Docker container (Docker Engine API): a new one per command, or one kept per SandboxShell cwd. */
 class SubprocessSandbox {
   constructor(options) {
-    const broker = options?.broker;
-    if (broker != null && !brokerOf.has(broker)) throw new ConfigurationError('SubprocessSandbox: broker must come from createCredentialBroker().');
-    const nb = broker == null ? undefined : brokerOf.get(broker);
+    const nb = nativeBroker(options);
     const handle = keep(native.NativeSandbox.subprocess(optionData(options ?? null), nb), nb);
     adapterOf.set(this, handle);
     Object.defineProperty(this, 'network', { value: Object.freeze(handle.network), enumerable: true });
@@ -425,9 +426,7 @@ adapterMethods(SubprocessSandbox);
 /** A SandboxAdapter built on the kernel's own isolation: namespaces, seccomp, rlimits and cgroups. */
 class LinuxSandbox {
   constructor(options) {
-    const broker = options?.broker;
-    if (broker != null && !brokerOf.has(broker)) throw new ConfigurationError('LinuxSandbox: broker must come from createCredentialBroker().');
-    const nb = broker == null ? undefined : brokerOf.get(broker);
+    const nb = nativeBroker(options);
     adapterOf.set(this, keep(native.NativeSandbox.linux(optionData(options ?? null), nb), nb));
   }
   /** What the machine offers: { userNamespaces, mountNamespaces, pidNamespaces, netNamespaces, seccomp, landlock, cgroups }. */
@@ -447,8 +446,7 @@ execMethod(SandboxShell);
 
 class FileWorkspaceCheckpointStore {
   constructor(dir) {
-    if (typeof dir !== 'string' || !dir) throw new ConfigurationError('FileWorkspaceCheckpointStore: dir must be a directory path.');
-    storeOf.set(this, native.NativeStore.file(dir));
+    storeOf.set(this, native.NativeStore.file(dir ?? null));
     Object.defineProperty(this, 'dir', { value: dir, enumerable: true });
   }
   load(sessionId) { return storeOf.get(this).load(sessionId).then((v) => v ?? undefined); }

@@ -167,3 +167,22 @@ describe("a call's options are read in the core too: a misspelled key is a bad a
     expect((await sandbox.run({ command: 'cat', cwd: dir, env: {}, timeoutMs: 5000, stdin: 'in' })).stdout).toBe('in');
   });
 });
+
+describe('the options of calls and small constructors are read in the core as well', () => {
+  it("broker.listen names a misspelled key, and the sandboxes refuse a broker createCredentialBroker did not make", async () => {
+    const { LinuxSandbox, FileWorkspaceCheckpointStore, normalizeWorkspacePath, workspacePrompt } = await import('corral');
+    const broker = await createCredentialBroker({});
+    try {
+      await expect(broker.listen({ host: '127.0.0.1', client: '127.0.0.0/8' })).rejects.toThrow(/listen: unknown option 'client'; did you mean clients\?/);
+      await expect(broker.listen({ host: '127.0.0.1' })).rejects.toThrow(ConfigurationError);
+    } finally {
+      await broker.close();
+    }
+    const fake = { url: 'http://127.0.0.1:1', env: {} };
+    configError(() => new SubprocessSandbox({ image: 'x', broker: fake }), /SubprocessSandbox: broker must come from createCredentialBroker\(\)/);
+    configError(() => new LinuxSandbox({ broker: fake }), /LinuxSandbox: broker must come from createCredentialBroker\(\)|does not run Linux/);
+    for (const dir of ['', 5, undefined]) configError(() => new FileWorkspaceCheckpointStore(dir), /FileWorkspaceCheckpointStore: dir must be a directory path/);
+    configError(() => normalizeWorkspacePath('a', 'dos'), /flavor must be 'posix' or 'win32', got 'dos'/);
+    configError(() => workspacePrompt([], { nam: 'x' }), /workspacePrompt: unknown option 'nam'; did you mean name\?/);
+  });
+});

@@ -40,15 +40,10 @@ impl NativeBroker {
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn listen<'e>(
-        &self,
-        env: &'e Env,
-        host: String,
-        clients: String,
-        allow: Vec<String>,
-    ) -> Result<PromiseRaw<'e, String>> {
+    pub fn listen<'e>(&self, env: &'e Env, options: Value) -> Result<PromiseRaw<'e, String>> {
         let b = self.inner.clone();
-        crate::spawn(env, async move { b.listen(&host, &clients, allow).await })
+        let o = corral_core::broker::ListenOptions::from_options(&options).napi()?;
+        crate::spawn(env, async move { b.listen(&o.host, &o.clients, o.allow).await })
     }
 
     #[napi(ts_return_type = "Promise<void>")]

@@ -11,7 +11,6 @@ use serde_json::{json, Value};
 use corral_core::checkpoints::{
     CallOptions, CheckpointOptions, CheckpointStore, Checkpoints, FileCheckpointStore, MemoryCheckpointStore,
 };
-use corral_core::error::Error as CoreError;
 use corral_core::fs::FsProvider;
 
 use crate::{CoreResult, IntoNapi, JsCallback, JsFn, NativeFs};
@@ -45,13 +44,8 @@ impl NativeStore {
         NativeStore { inner: Arc::new(MemoryCheckpointStore::new()) }
     }
     #[napi(factory, catch_unwind)]
-    pub fn file(dir: String) -> Result<NativeStore> {
-        if dir.is_empty() {
-            return Err(crate::to_napi(CoreError::config(
-                "FileWorkspaceCheckpointStore: dir must be a non-empty path.",
-            )));
-        }
-        Ok(NativeStore { inner: Arc::new(FileCheckpointStore::new(dir)) })
+    pub fn file(dir: Value) -> Result<NativeStore> {
+        Ok(NativeStore { inner: Arc::new(FileCheckpointStore::from_option(&dir).napi()?) })
     }
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn) -> NativeStore {

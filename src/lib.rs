@@ -340,14 +340,8 @@ impl NativeFs {
 /// `normalizeWorkspacePath(path, flavor?)`.
 #[napi(catch_unwind)]
 pub fn normalize_workspace_path(path: String, flavor: Option<String>) -> Result<String> {
-    use corral_core::path::{normalize, Flavor};
-    let f = match flavor.as_deref() {
-        None => Flavor::Both,
-        Some(s) => Flavor::parse(s).ok_or_else(|| {
-            to_napi(CoreError::config(format!("normalizeWorkspacePath: flavor must be 'posix' or 'win32', got '{s}'.")))
-        })?,
-    };
-    normalize(&path, f).napi()
+    let f = corral_core::path::Flavor::from_option(flavor.as_deref()).napi()?;
+    corral_core::path::normalize(&path, f).napi()
 }
 
 /// The file tools over one provider with one set of options.
@@ -435,7 +429,5 @@ pub fn read_file_model_output(output: Value) -> Value {
 /// `workspacePrompt(tools, options?)`: `tools` as `[{ name, description, info }]`.
 #[napi(catch_unwind)]
 pub fn workspace_prompt(tools: Vec<Value>, options: Value) -> Result<String> {
-    let r = corral_core::options::Reader::new("workspacePrompt", &options, &["name"]).napi()?;
-    let name = r.string("name").napi()?;
-    Ok(corral_core::prompt::workspace_prompt(&tools, name.as_deref()))
+    corral_core::prompt::workspace_prompt_for(&tools, &options).napi()
 }

@@ -52,6 +52,7 @@ impl NativeSandbox {
 
     #[napi(factory, catch_unwind)]
     pub fn subprocess(options: Value, broker: Option<&NativeBroker>) -> Result<NativeSandbox> {
+        corral_core::sandbox::check_broker("SubprocessSandbox", &options, broker.is_some()).napi()?;
         let mut o = corral_core::sandbox::SubprocessSandboxOptions::from_options(&options).napi()?;
         o.broker = broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>);
         let s = Arc::new(SubprocessSandbox::new(o).napi()?);
@@ -64,6 +65,7 @@ impl NativeSandbox {
         #[cfg(target_os = "linux")]
         {
             use corral_core::sandbox::linux::{LinuxSandbox, LinuxSandboxOptions};
+            corral_core::sandbox::check_broker("LinuxSandbox", &options, broker.is_some()).napi()?;
             let o = LinuxSandboxOptions::from_options(&options).napi()?;
             let broker = broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>);
             Ok(NativeSandbox { inner: Arc::new(LinuxSandbox::new(o).napi()?.with_broker(broker)), subprocess: None })

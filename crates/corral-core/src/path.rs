@@ -22,6 +22,15 @@ impl Flavor {
             Flavor::Posix
         }
     }
+    /// `normalizeWorkspacePath`'s `flavor`: `'posix'`, `'win32'`, or both when not given.
+    pub fn from_option(v: Option<&str>) -> Result<Flavor> {
+        match v {
+            None => Ok(Flavor::Both),
+            Some(s) => Flavor::parse(s).ok_or_else(|| {
+                Error::config(format!("normalizeWorkspacePath: flavor must be 'posix' or 'win32', got '{s}'."))
+            }),
+        }
+    }
     pub fn parse(s: &str) -> Option<Flavor> {
         match s {
             "posix" => Some(Flavor::Posix),

@@ -19,6 +19,12 @@ fn first_sentence(d: &str) -> &str {
 }
 
 /// `tools`: `[{ name, description, info? }]` in the order given; `name` overrides the
+/// `workspacePrompt(tools, { name? })`.
+pub fn workspace_prompt_for(tools: &[Value], options: &Value) -> crate::error::Result<String> {
+    let r = crate::options::Reader::new("workspacePrompt", options, &["name"])?;
+    Ok(workspace_prompt(tools, r.string("name")?.as_deref()))
+}
+
 /// workspace's name.
 pub fn workspace_prompt(tools: &[Value], name: Option<&str>) -> String {
     let infos: Vec<&Value> = tools.iter().filter_map(|t| t.get("info")).filter(|i| !i.is_null()).collect();

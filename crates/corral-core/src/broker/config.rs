@@ -67,3 +67,22 @@ impl HeaderSource for CallableHeader {
         }
     }
 }
+
+/// `broker.listen({ host, clients, allow? })`: the address to listen on, the subnet whose clients
+/// may connect, and the hosts they may reach beyond the rules'.
+pub struct ListenOptions {
+    pub host: String,
+    pub clients: String,
+    pub allow: Vec<String>,
+}
+
+impl ListenOptions {
+    pub fn from_options(v: &Value) -> Result<ListenOptions> {
+        let r = Reader::new("listen", v, &["host", "clients", "allow"])?;
+        Ok(ListenOptions {
+            host: r.required_string("host")?,
+            clients: r.required_string("clients")?,
+            allow: r.strings("allow")?.unwrap_or_default(),
+        })
+    }
+}

@@ -19,6 +19,7 @@
 //!   clients.
 
 mod config;
+pub use config::ListenOptions;
 pub(crate) mod host;
 pub(crate) mod proxy;
 pub(crate) mod upstream;

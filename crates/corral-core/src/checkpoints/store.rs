@@ -67,6 +67,14 @@ impl FileCheckpointStore {
         FileCheckpointStore { dir: dir.into() }
     }
 
+    /// `new FileWorkspaceCheckpointStore(dir)`: `dir` a non-empty path.
+    pub fn from_option(dir: &serde_json::Value) -> crate::error::Result<Self> {
+        match dir.as_str() {
+            Some(d) if !d.is_empty() => Ok(FileCheckpointStore::new(d)),
+            _ => Err(crate::error::Error::config("FileWorkspaceCheckpointStore: dir must be a directory path.")),
+        }
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

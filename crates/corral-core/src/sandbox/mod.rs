@@ -23,6 +23,7 @@ pub mod limits;
 pub mod linux;
 mod noop;
 mod options;
+pub use options::check_broker;
 mod owner;
 pub mod protect;
 mod subprocess;

@@ -48,9 +48,6 @@ impl SubprocessSandboxOptions {
             &["image", "network", "broker", "networkName", "dockerHost", "limits", "reuse", "tls", "protect"],
         )?;
         let network = Network::read(&r, true)?;
-        if r.get("broker").is_some_and(|b| !b.is_object()) {
-            return Err(r.err("broker must come from createCredentialBroker()."));
-        }
         Ok(SubprocessSandboxOptions {
             image: r.required_string("image")?,
             network,
@@ -80,4 +77,14 @@ impl SubprocessSandboxOptions {
             },
         })
     }
+}
+
+/// A sandbox's `broker` option: the binding says whether it was a broker `createCredentialBroker`
+/// made (only JavaScript can tell); anything else given there is refused.
+pub fn check_broker(what: &str, options: &Value, is_broker: bool) -> Result<()> {
+    let given = options.get("broker").is_some_and(|b| !b.is_null());
+    if given && !is_broker {
+        return Err(crate::error::Error::config(format!("{what}: broker must come from createCredentialBroker().")));
+    }
+    Ok(())
 }

@@ -188,6 +188,7 @@ async fn timeout_kills_the_process_group() {
 }
 
 /// Processes that leave the group (`setsid`, a new process group) write a marker after 1 s.
+#[cfg(target_os = "linux")]
 const LEAVERS: &str =
     "setsid sh -c 'sleep 1; touch escaped1' & perl -e 'setpgrp(0,0); sleep 1; open(F, \">escaped2\")' & sleep 30";
 
