@@ -7,10 +7,10 @@ const { Server } = require('@modelcontextprotocol/sdk/server/index.js');
 const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js');
 const { ListToolsRequestSchema, CallToolRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
 const corral = require('./index.js');
+// The addon itself (loaded once per process), for what the core decides that is not public API.
+const addon = require('./load-binding.js').loadBinding();
 const { parseFlags } = require('./bin/flags.js');
 const { version } = require('./package.json');
-
-const READ_TOOLS = new Set(['read_file', 'list_dir', 'glob', 'grep']);
 
 const usage = `usage: corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--client-approves] [--read-only]
                   [--sandbox none|linux|docker] [--image IMAGE] [--help] [--version]
@@ -169,7 +169,7 @@ async function serve(argv) {
       name: t.name,
       description: t.name === 'shell' ? `${t.description} ${approvalNote(o, canAsk(server))}` : t.description,
       inputSchema: t.inputSchema,
-      annotations: READ_TOOLS.has(t.name) ? { readOnlyHint: true } : { readOnlyHint: false, destructiveHint: true },
+      annotations: addon.toolAnnotations(t.name),
     })),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {

@@ -308,6 +308,16 @@ pub fn info(o: &FsToolOptions, root: Option<&str>) -> Value {
 }
 
 /// The tools `createFsTools` creates with these options, in their documented order.
+/// What an MCP client is told of a tool (`annotations`): the reading tools only read; every other
+/// tool (the writing file tools, the shell, a workspace's own) may change or destroy.
+pub fn mcp_annotations(name: &str) -> Value {
+    if READ_TOOLS.contains(&name) {
+        serde_json::json!({ "readOnlyHint": true })
+    } else {
+        serde_json::json!({ "readOnlyHint": false, "destructiveHint": true })
+    }
+}
+
 pub fn specs(o: &FsToolOptions) -> Vec<ToolSpec> {
     let names: &[&'static str] = if o.read_only { &READ_TOOLS } else { &ALL_TOOLS };
     names.iter().map(|n| ToolSpec { name: n, description: description(n, o), parameters: parameters(n) }).collect()

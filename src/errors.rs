@@ -1,0 +1,84 @@
+//! Errors across the boundary: a core error becomes a JavaScript `Error` with the core's `code`
+//! (or the caller's own error, as it was thrown).
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use corral_core::error::{Code, Error as CoreError};
+
+/// The `code` of an error thrown into JavaScript: the core's code (`Code::as_str`), or napi's
+/// own status for a value napi could not convert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrCode(String);
+
+impl AsRef<str> for ErrCode {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What every exported function returns: its error carries the code.
+pub(crate) type Result<T, E = napi::Error<ErrCode>> = std::result::Result<T, E>;
+
+/// A core error as the error a synchronous call throws.
+pub(crate) fn to_napi(e: CoreError) -> napi::Error<ErrCode> {
+    napi::Error::new(ErrCode(e.code.as_str().to_string()), e.message)
+}
+
+/// A core error as the value a promise rejects with, made on the JavaScript thread: an `Error`
+/// with the code, or the caller's own error as it was thrown.
+fn rejection(env: &Env, e: CoreError) -> napi::Error {
+    if let Some(original) = e.foreign.as_ref().and_then(|f| f.0.downcast_ref::<napi::Error>()) {
+        if let Ok(clone) = original.try_clone() {
+            return clone;
+        }
+    }
+    // SAFETY: `env` is this thread's environment, and the value is made in it just now.
+    unsafe {
+        let value = JsError::from(to_napi(e)).into_value(env.raw());
+        match Unknown::from_napi_value(env.raw(), value) {
+            Ok(v) => napi::Error::from(v),
+            Err(e) => e,
+        }
+    }
+}
+
+/// Runs a core future on the async runtime; the promise resolves with its value or rejects as
+/// `rejection` says.
+pub(crate) fn spawn<'e, T, F>(env: &'e Env, fut: F) -> Result<PromiseRaw<'e, T>>
+where
+    T: ToNapiValue + Send + 'static,
+    F: std::future::Future<Output = CoreResult<T>> + Send + 'static,
+{
+    env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, r: CoreResult<T>| {
+        r.map_err(|e| rejection(env, e))
+    })
+    .map_err(from_status)
+}
+
+/// napi's own error (a value it could not convert) with its status as the code.
+pub(crate) fn from_status(e: napi::Error) -> napi::Error<ErrCode> {
+    napi::Error::new(ErrCode(e.status.as_ref().to_string()), e.reason.clone())
+}
+
+/// `[code, kind]` for every code the core gives an error (`Code::kind`): the facade's table of
+/// which class each code becomes.
+#[napi(catch_unwind, ts_return_type = "Array<[string, 'workspace' | 'configuration' | 'egress' | 'foreign']>")]
+pub fn error_codes() -> Vec<Vec<&'static str>> {
+    Code::ALL.iter().map(|c| vec![c.as_str(), c.kind()]).collect()
+}
+
+pub(crate) fn code_from(s: &str) -> Code {
+    Code::parse(s).unwrap_or(Code::Io)
+}
+
+pub(crate) type CoreResult<T> = corral_core::Result<T>;
+
+pub(crate) trait IntoNapi<T> {
+    fn napi(self) -> Result<T>;
+}
+impl<T> IntoNapi<T> for CoreResult<T> {
+    fn napi(self) -> Result<T> {
+        self.map_err(to_napi)
+    }
+}

@@ -1,0 +1,106 @@
+//! The file tools, the read-only command table and the workspace prompt.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::{json, Value};
+
+use corral_core::fs::FsProvider;
+use corral_core::tools::{self, Ctx, FsToolOptions};
+
+use crate::{ckpt, CancelToken, IntoNapi, JsFn, NativeFs, Result};
+
+/// The file tools over one provider with one set of options.
+#[napi]
+pub struct NativeFsTools {
+    fs: Arc<dyn FsProvider>,
+    opts: FsToolOptions,
+}
+
+#[napi]
+impl NativeFsTools {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(
+        fs: &NativeFs,
+        options: Value,
+        checkpoints: Option<&ckpt::NativeCheckpoints>,
+        functions: Option<JsFn>,
+    ) -> Result<Self> {
+        let mut opts = FsToolOptions::from_options(&options, &crate::functions(functions)).napi()?;
+        opts.checkpoints = checkpoints.map(|c| c.inner.clone());
+        Ok(NativeFsTools { fs: fs.inner.clone(), opts })
+    }
+
+    /// What `workspacePrompt` says of these tools.
+    #[napi(catch_unwind)]
+    pub fn info(&self) -> Value {
+        let root = self.fs.as_local().and_then(|l| l.root().file_name().map(|n| n.to_string_lossy().into_owned()));
+        tools::info(&self.opts, root.as_deref())
+    }
+
+    /// `[{ name, description, parameters }]` in the documented order.
+    #[napi(catch_unwind)]
+    pub fn specs(&self) -> Vec<Value> {
+        tools::specs(&self.opts)
+            .into_iter()
+            .map(|s| {
+                // `read_file` with `readImages` gets a `toModelOutput` for SDKs that send images.
+                let images = s.name == "read_file" && self.opts.read_images;
+                json!({ "name": s.name, "description": s.description, "parameters": s.parameters, "imageOutput": images })
+            })
+            .collect()
+    }
+
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn call<'e>(
+        &self,
+        env: &'e Env,
+        name: String,
+        args: Value,
+        ctx: Value,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'e, Value>> {
+        let fs = self.fs.clone();
+        let opts = self.opts.clone();
+        let ctx = Ctx::from_json(&ctx, cancel.map(|c| c.inner.clone())).napi()?;
+        crate::spawn(env, async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await })
+    }
+}
+
+/// `readOnlyCommands(commands)`: the core's predicate over a command line.
+#[napi]
+pub struct NativeReadOnlyCommands {
+    inner: corral_core::shell::rules::ReadOnlyCommands,
+}
+
+#[napi]
+impl NativeReadOnlyCommands {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(commands: Vec<String>) -> Result<Self> {
+        Ok(NativeReadOnlyCommands { inner: corral_core::shell::rules::ReadOnlyCommands::new(commands).napi()? })
+    }
+
+    #[napi(catch_unwind)]
+    pub fn needs_approval(&self, command: String) -> bool {
+        self.inner.needs_approval(&command)
+    }
+}
+
+/// The MCP `annotations` of a tool, by its name.
+#[napi(catch_unwind)]
+pub fn tool_annotations(name: String) -> Value {
+    tools::mcp_annotations(&name)
+}
+
+/// What an SDK that sends images gives the model for a `read_file` result.
+#[napi(catch_unwind)]
+pub fn read_file_model_output(output: Value) -> Value {
+    corral_core::tools::read::model_output(&output)
+}
+
+/// `workspacePrompt(tools, options?)`: `tools` as `[{ name, description, info }]`.
+#[napi(catch_unwind)]
+pub fn workspace_prompt(tools: Vec<Value>, options: Value) -> Result<String> {
+    corral_core::prompt::workspace_prompt_for(&tools, &options).napi()
+}
