@@ -70,7 +70,11 @@ impl NativeFs {
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn, caps: JsCaps) -> NativeFs {
         let caps = Caps { read_bytes: caps.read_bytes, write_bytes: false, mode: caps.mode, real_path: caps.real_path };
-        NativeFs { inner: Arc::new(jsfs::JsFs { cb: JsCallback(Arc::new(dispatch)), caps }), memory: None, root: None }
+        NativeFs {
+            inner: Arc::new(jsfs::JsFs { cb: JsCallback(Arc::new(dispatch)), caps, guarded: Default::default() }),
+            memory: None,
+            root: None,
+        }
     }
 
     #[napi(getter)]

@@ -12,6 +12,7 @@ use crate::{CoreResult, JsCallback};
 pub(crate) struct JsFs {
     pub cb: JsCallback,
     pub caps: Caps,
+    pub guarded: corral_core::fs::GuardedDirs,
 }
 
 fn bad(what: &str, got: &Value) -> Error {
@@ -42,6 +43,9 @@ impl JsFs {
 
 #[async_trait]
 impl FsProvider for JsFs {
+    fn guarded_dirs(&self) -> Option<&corral_core::fs::GuardedDirs> {
+        Some(&self.guarded)
+    }
     async fn read_file(&self, path: &str) -> CoreResult<String> {
         match self.op("readFile", path, json!({})).await? {
             Value::String(s) => Ok(s),

@@ -60,13 +60,14 @@ impl Tree {
 
 pub struct MemoryFs {
     tree: Mutex<Tree>,
+    guarded: super::GuardedDirs,
 }
 
 const DEFAULT_MODE: u32 = 0o644;
 
 impl Default for MemoryFs {
     fn default() -> Self {
-        MemoryFs { tree: Mutex::new(Tree::default()) }
+        MemoryFs { tree: Mutex::new(Tree::default()), guarded: Default::default() }
     }
 }
 
@@ -120,6 +121,9 @@ impl MemoryFs {
 
 #[async_trait]
 impl FsProvider for MemoryFs {
+    fn guarded_dirs(&self) -> Option<&super::GuardedDirs> {
+        Some(&self.guarded)
+    }
     async fn read_file(&self, path: &str) -> Result<String> {
         let bytes = self.read_file_bytes(path).await?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())

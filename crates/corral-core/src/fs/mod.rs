@@ -95,6 +95,12 @@ pub trait FsProvider: Send + Sync {
         Err(unsupported("realPath"))
     }
 
+    /// The directories of this provider the file tools must not write (the shell tool's spill
+    /// directory); `None` for a provider that keeps none, where no spill directory is guarded.
+    fn guarded_dirs(&self) -> Option<&GuardedDirs> {
+        None
+    }
+
     /// Native fast paths: the search engine walks a local directory in parallel, and an
     /// in-memory tree without going through the async interface.
     fn as_local(&self) -> Option<&crate::fs::local::LocalFs> {
@@ -102,6 +108,24 @@ pub trait FsProvider: Send + Sync {
     }
     fn as_memory(&self) -> Option<&crate::fs::memory::MemoryFs> {
         None
+    }
+}
+
+/// Directories of a provider that the file tools refuse to write, held by the provider itself so
+/// they live and die with it (a directory on disk shares one set among all its views).
+#[derive(Debug, Default)]
+pub struct GuardedDirs(std::sync::Mutex<Vec<String>>);
+
+impl GuardedDirs {
+    pub fn add(&self, dir: &str) {
+        let mut dirs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !dirs.iter().any(|d| d == dir) {
+            dirs.push(dir.to_string());
+        }
+    }
+
+    pub fn list(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 

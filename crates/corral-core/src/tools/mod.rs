@@ -410,11 +410,7 @@ pub(crate) async fn lock_path(fs: &dyn FsProvider, path: &str) -> tokio::sync::O
     use std::sync::{Mutex, Weak};
     type Locks = Mutex<HashMap<(usize, String), Weak<tokio::sync::Mutex<()>>>>;
     static LOCKS: OnceLock<Locks> = OnceLock::new();
-    let provider = match fs.as_local() {
-        Some(local) => local.identity(),
-        None => fs as *const dyn FsProvider as *const () as usize,
-    };
-    let key = (provider, path.to_string());
+    let key = (provider_identity(fs), path.to_string());
     let lock = {
         let mut map = LOCKS.get_or_init(Default::default).lock().unwrap();
         map.retain(|_, w| w.strong_count() > 0);
@@ -509,12 +505,8 @@ pub(crate) fn push_lines<'a>(
     shown
 }
 
-/// Directories the shell tool spills whole outputs to, per provider (`provider_identity`): the
-/// file tools refuse to write there, as they refuse `protect` globs.
-static SPILL_DIRS: OnceLock<std::sync::Mutex<std::collections::HashMap<usize, Vec<String>>>> = OnceLock::new();
-
 /// One value per provider: a directory on disk and every view of it share theirs.
-pub fn provider_identity(fs: &dyn FsProvider) -> usize {
+fn provider_identity(fs: &dyn FsProvider) -> usize {
     match fs.as_local() {
         Some(local) => local.identity(),
         None => fs as *const dyn FsProvider as *const () as usize,
@@ -523,18 +515,15 @@ pub fn provider_identity(fs: &dyn FsProvider) -> usize {
 
 /// Marks `dir` of this provider as the shell tool's spill directory.
 pub fn protect_spill_dir(fs: &dyn FsProvider, dir: &str) {
-    let mut map = SPILL_DIRS.get_or_init(Default::default).lock().unwrap();
-    let dirs = map.entry(provider_identity(fs)).or_default();
-    if !dirs.iter().any(|d| d == dir) {
-        dirs.push(dir.to_string());
+    if let Some(g) = fs.guarded_dirs() {
+        g.add(dir);
     }
 }
 
 /// Refuses a write to a path a `protect` glob or a spill directory covers, by its name and by
 /// where it really leads.
 pub(crate) async fn check_protected(fs: &dyn FsProvider, o: &FsToolOptions, path: &str) -> Result<()> {
-    let spill =
-        SPILL_DIRS.get().and_then(|m| m.lock().unwrap().get(&provider_identity(fs)).cloned()).unwrap_or_default();
+    let spill = fs.guarded_dirs().map(|g| g.list()).unwrap_or_default();
     if o.protect_set.is_none() && spill.is_empty() {
         return Ok(());
     }

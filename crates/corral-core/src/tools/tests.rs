@@ -260,3 +260,19 @@ async fn read_file_output_fits_max_output_chars_with_its_continuation_line() {
         assert!(out.lines().last().unwrap().contains("Use offset"), "{out}");
     }
 }
+
+#[tokio::test]
+async fn a_spill_directory_is_guarded_on_its_own_provider_only_and_goes_with_it() {
+    let guarded = Box::new(mem(&[]));
+    protect_spill_dir(guarded.as_ref(), ".corral/out");
+    let e =
+        run(guarded.as_ref(), "write_file", json!({"path": ".corral/out/x.txt", "content": "x"})).await.unwrap_err();
+    assert_eq!(e.code, Code::Protected);
+    // Many providers made and dropped after it: none inherits its guard (a provider's address
+    // may be reused; the guard is held by the provider, not keyed by where it lived).
+    drop(guarded);
+    for _ in 0..64 {
+        let other = Box::new(mem(&[]));
+        run(other.as_ref(), "write_file", json!({"path": ".corral/out/x.txt", "content": "x"})).await.unwrap();
+    }
+}

@@ -33,6 +33,8 @@ struct Root {
     /// The root, held open: every path is resolved below this descriptor.
     #[cfg(unix)]
     fd: std::os::fd::OwnedFd,
+    /// Shared by every `denying` view of this directory.
+    guarded: super::GuardedDirs,
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +96,7 @@ impl LocalFs {
                 path: real,
                 #[cfg(unix)]
                 fd,
+                guarded: Default::default(),
             }),
             flavor: Flavor::native(),
             deny: Arc::from(Vec::new()),
@@ -188,6 +191,9 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 
 #[async_trait]
 impl FsProvider for LocalFs {
+    fn guarded_dirs(&self) -> Option<&super::GuardedDirs> {
+        Some(&self.inner.guarded)
+    }
     async fn read_file(&self, path: &str) -> Result<String> {
         let bytes = self.read_file_bytes(path).await?;
         Ok(match String::from_utf8(bytes) {
