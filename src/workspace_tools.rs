@@ -125,8 +125,7 @@ fn specs_json(specs: Vec<WorkspaceToolSpec>) -> Value {
 impl NativeToolRegistry {
     #[napi(constructor, catch_unwind)]
     pub fn new(store: Option<&NativeToolStore>) -> Self {
-        let store = store.map(|s| s.inner.clone()).unwrap_or_else(|| Arc::new(MemoryToolStore::default()));
-        NativeToolRegistry { inner: Arc::new(Registry::new(store)) }
+        NativeToolRegistry { inner: Arc::new(Registry::with_store(store.map(|s| s.inner.clone()))) }
     }
 
     #[napi(ts_return_type = "Promise<any>")]

@@ -91,6 +91,11 @@ impl Registry {
         Registry { store }
     }
 
+    /// `new WorkspaceToolRegistry({ store? })`: an in-memory store when none is given.
+    pub fn with_store(store: Option<Arc<dyn ToolStore>>) -> Registry {
+        Registry::new(store.unwrap_or_else(|| Arc::new(MemoryToolStore::default())))
+    }
+
     /// Checks the spec (the `name` given wins over the spec's own when `Some`) and stores it.
     pub async fn upsert(&self, workspace: &str, spec: &Value, name: Option<&str>) -> Result<WorkspaceToolSpec> {
         check_workspace(workspace)?;
