@@ -139,43 +139,31 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
     res.end(text, sent);
   }
 
-  const refuse = (res, r) => send(res, r.status, r.body, r.allow ? { allow: r.allow } : {});
+  /** Writes what the core answered; after a body too large to read, closes the connection. */
+  function answer(req, res, a) {
+    const headers = { ...(a.allow ? { allow: a.allow } : {}), ...(a.close ? { connection: 'close' } : {}) };
+    send(res, a.status, a.body ?? undefined, headers, a.close ? () => req.socket?.destroy() : undefined);
+  }
 
-  /** `(req, res) => Promise<void>` for node:http: the admin API over a registry. */
+  /**
+   * `(req, res) => Promise<void>` for node:http: the admin API over a registry. The core decides
+   * every answer (adminStart, then the registry's admin); this reads the request and writes.
+   */
   function createWorkspaceToolsHandler(options) {
     const { registry, authenticate } = options ?? {};
     if (typeof authenticate !== 'function') throw new ConfigurationError('createWorkspaceToolsHandler: authenticate(token, req) must be a function.');
     if (registry != null && !registryOf.has(registry)) throw new ConfigurationError('createWorkspaceToolsHandler: registry must be a WorkspaceToolRegistry.');
     return async (req, res) => {
       try {
-        if (registry == null) return refuse(res, native.adminRefusal(503, 'The workspace tool registry is not configured.'));
-        const token = native.adminBearer(req.headers.authorization ?? undefined);
-        const workspaceId = token == null ? null : await authenticate(token, req);
-        if (typeof workspaceId !== 'string' || !workspaceId) return refuse(res, native.adminRefusal(401, 'A valid bearer token is required.'));
-        const route = native.adminRoute(req.method, req.url ?? '');
-        if (route.status) return refuse(res, route);
-        if (route.op === 'list') return send(res, 200, await registry.list(workspaceId));
-        if (route.op === 'get') {
-          const spec = await registry.get(workspaceId, route.name);
-          return spec ? send(res, 200, spec) : refuse(res, native.adminRefusal(404, `No workspace tool named ${route.name}.`));
-        }
-        if (route.op === 'delete') {
-          return (await registry.delete(workspaceId, route.name)) ? send(res, 204) : refuse(res, native.adminRefusal(404, `No workspace tool named ${route.name}.`));
-        }
-        const body = await readBody(req, native.adminMaxBody());
-        if (body === null) {
-          // Answer at once and close: the rest of the body is never read.
-          const r = native.adminRefusal(413, 'The body is larger than 1 MiB.');
-          return send(res, r.status, r.body, { connection: 'close' }, () => req.socket?.destroy());
-        }
-        const parsed = native.adminBody(body);
-        if (parsed.status) return refuse(res, parsed);
-        try {
-          return send(res, 200, await registryOf.get(registry).native.upsert(workspaceId, parsed.spec, route.name));
-        } catch (e) {
-          if (e?.name === 'ConfigurationError' || e?.code === 'InvalidArguments') return refuse(res, native.adminRefusal(400, e.message));
-          throw e;
-        }
+        const url = req.url ?? '';
+        const start = native.adminStart(registry != null, req.method, url, req.headers.authorization ?? undefined);
+        if (start.answer) return answer(req, res, start.answer);
+        const workspaceId = await authenticate(start.token, req);
+        const known = typeof workspaceId === 'string' && workspaceId ? workspaceId : undefined;
+        const body = known && start.readBody > 0 ? await readBody(req, start.readBody) : undefined;
+        // Over the limit: answered at once, while the client may still be sending.
+        if (body === null) return answer(req, res, native.adminTooLarge());
+        return answer(req, res, await registryOf.get(registry).native.admin(known, req.method, url, body, false));
       } catch (e) {
         // The store's own words (a database path, a driver's message) stay on the server.
         console.error('corral: the workspace tools handler failed:', e);

@@ -157,6 +157,31 @@ impl NativeToolRegistry {
         let r = self.inner.clone();
         crate::spawn(env, async move { r.delete(&workspace, &name).await })
     }
+
+    /// The admin API's answer to an authenticated request (`workspace`: what `authenticate`
+    /// said; `body`: what was read, `tooLarge` when it passed the limit):
+    /// `{ status, body, allow, close }`.
+    #[napi(ts_return_type = "Promise<{ status: number; body?: any; allow?: string; close: boolean }>")]
+    pub fn admin<'e>(
+        &self,
+        env: &'e Env,
+        workspace: Option<String>,
+        method: String,
+        url: String,
+        body: Option<Buffer>,
+        too_large: bool,
+    ) -> Result<PromiseRaw<'e, Value>> {
+        use registry::admin::Body;
+        let r = self.inner.clone();
+        let body = match (too_large, body) {
+            (true, _) => Body::TooLarge,
+            (false, Some(b)) => Body::Bytes(b.to_vec()),
+            (false, None) => Body::None,
+        };
+        crate::spawn(env, async move {
+            registry::admin::answer(&r, workspace.as_deref(), &method, &url, body).await.map(answer_js)
+        })
+    }
 }
 
 /// `new WorkspaceToolRegistry(options)`: the options checked (a `ConfigurationError` names the key).
@@ -183,47 +208,23 @@ pub fn merge_tools(builtins: Vec<String>, workspace: Vec<String>) -> Vec<Value> 
         .collect()
 }
 
-/// The admin API: what a request asks for, or the refusal to answer with.
+fn answer_js(a: registry::admin::Answer) -> Value {
+    json!({ "status": a.status, "body": a.body, "allow": a.allow, "close": a.close })
+}
+
+/// The admin API's answer to a body over its limit, given at once (the client may still be
+/// sending; the connection is closed after it).
 #[napi(catch_unwind)]
-pub fn admin_route(method: String, url: String) -> Value {
-    match registry::admin::route(&method, &url) {
-        Ok(r) => match r {
-            registry::admin::Route::List => json!({ "op": "list" }),
-            registry::admin::Route::Get(n) => json!({ "op": "get", "name": n }),
-            registry::admin::Route::Put(n) => json!({ "op": "put", "name": n }),
-            registry::admin::Route::Delete(n) => json!({ "op": "delete", "name": n }),
-        },
-        Err(r) => refusal_js(&r),
+pub fn admin_too_large() -> Value {
+    answer_js(registry::admin::too_large())
+}
+
+/// The admin API's first look at a request: `{ answer }` (no registry, no bearer token), or
+/// `{ token, readBody }` (authenticate the token, read at most that many body bytes).
+#[napi(catch_unwind)]
+pub fn admin_start(configured: bool, method: String, url: String, authorization: Option<String>) -> Value {
+    match registry::admin::start(configured, &method, &url, authorization.as_deref()) {
+        registry::admin::Start::Answer(a) => json!({ "answer": answer_js(a) }),
+        registry::admin::Start::Authenticate { token, read_body } => json!({ "token": token, "readBody": read_body }),
     }
-}
-
-fn refusal_js(r: &registry::admin::Refusal) -> Value {
-    json!({ "status": r.status, "body": r.body(), "allow": r.allow })
-}
-
-/// The admin API's refusal for a status (401, 404, 413, 503, …) with a message.
-#[napi(catch_unwind)]
-pub fn admin_refusal(status: u32, message: String) -> Value {
-    refusal_js(&registry::admin::Refusal::new(status as u16, message))
-}
-
-/// A PUT body as JSON, or the refusal.
-#[napi(catch_unwind)]
-pub fn admin_body(body: Buffer) -> Value {
-    match registry::admin::parse_body(&body) {
-        Ok(v) => json!({ "spec": v }),
-        Err(r) => refusal_js(&r),
-    }
-}
-
-/// The bearer token of an Authorization header.
-#[napi(catch_unwind)]
-pub fn admin_bearer(header: Option<String>) -> Option<String> {
-    registry::admin::bearer(header.as_deref()).map(str::to_string)
-}
-
-/// The largest admin request body.
-#[napi(catch_unwind)]
-pub fn admin_max_body() -> u32 {
-    registry::admin::MAX_BODY_BYTES as u32
 }

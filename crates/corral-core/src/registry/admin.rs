@@ -137,6 +137,116 @@ pub fn bearer(header: Option<&str>) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
 }
 
+/// What to write back: the status, the JSON body (none for a 204), the `Allow` header of a 405,
+/// and whether the connection is closed after it (a body over the limit is never read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Option<Value>,
+    pub allow: Option<&'static str>,
+    pub close: bool,
+}
+
+impl From<Refusal> for Answer {
+    fn from(r: Refusal) -> Answer {
+        Answer { status: r.status, body: Some(r.body()), allow: r.allow, close: false }
+    }
+}
+
+impl Answer {
+    fn ok(status: u16, body: Option<Value>) -> Answer {
+        Answer { status, body, allow: None, close: false }
+    }
+}
+
+/// The first look at a request, before the caller authenticates it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Start {
+    /// Answer at once: no registry (503), or no bearer token (401).
+    Answer(Answer),
+    /// Authenticate `token`, then read at most `read_body` bytes of the body (0: read none)
+    /// and ask [`answer`].
+    Authenticate { token: String, read_body: usize },
+}
+
+pub fn start(configured: bool, method: &str, url: &str, authorization: Option<&str>) -> Start {
+    if !configured {
+        return Start::Answer(Refusal::new(503, "The workspace tool registry is not configured.").into());
+    }
+    let Some(token) = bearer(authorization) else {
+        return Start::Answer(unauthorized().into());
+    };
+    let read_body = if matches!(route(method, url), Ok(Route::Put(_))) { MAX_BODY_BYTES } else { 0 };
+    Start::Authenticate { token: token.to_string(), read_body }
+}
+
+/// A body over [`MAX_BODY_BYTES`]: answered at once, and the connection closed after it.
+pub fn too_large() -> Answer {
+    Answer { close: true, ..Refusal::new(413, "The body is larger than 1 MiB.").into() }
+}
+
+fn unauthorized() -> Refusal {
+    Refusal::new(401, "A valid bearer token is required.")
+}
+
+/// The body of a request, as the caller read it.
+pub enum Body {
+    /// None was read.
+    None,
+    /// It passed [`MAX_BODY_BYTES`]; the rest was not read.
+    TooLarge,
+    Bytes(Vec<u8>),
+}
+
+/// The answer to a request `authenticate` has looked at (`workspace`: what it said, `None` for a
+/// refusal). `Err` is a failure of the store, for the server's log (answered 500 there).
+pub async fn answer(
+    registry: &super::Registry,
+    workspace: Option<&str>,
+    method: &str,
+    url: &str,
+    body: Body,
+) -> crate::error::Result<Answer> {
+    use crate::error::Code;
+    let Some(ws) = workspace.filter(|w| !w.is_empty()) else { return Ok(unauthorized().into()) };
+    let route = match route(method, url) {
+        Ok(r) => r,
+        Err(r) => return Ok(r.into()),
+    };
+    let not_found = |name: &str| Refusal::new(404, format!("No workspace tool named {name}.")).into();
+    Ok(match route {
+        Route::List => {
+            Answer::ok(200, Some(Value::Array(registry.list(ws).await?.iter().map(|s| s.to_json()).collect())))
+        }
+        Route::Get(name) => match registry.get(ws, &name).await? {
+            Some(spec) => Answer::ok(200, Some(spec.to_json())),
+            None => not_found(&name),
+        },
+        Route::Delete(name) => match registry.delete(ws, &name).await? {
+            true => Answer::ok(204, None),
+            false => not_found(&name),
+        },
+        Route::Put(name) => {
+            let bytes = match body {
+                Body::TooLarge => return Ok(too_large()),
+                Body::None => Vec::new(),
+                Body::Bytes(b) => b,
+            };
+            let spec = match parse_body(&bytes) {
+                Ok(spec) => spec,
+                Err(r) => return Ok(r.into()),
+            };
+            match registry.upsert(ws, &spec, Some(&name)).await {
+                Ok(stored) => Answer::ok(200, Some(stored.to_json())),
+                Err(e) if matches!(e.code, Code::Configuration | Code::InvalidArguments) => {
+                    Refusal::new(400, e.message).into()
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +284,40 @@ mod tests {
         assert_eq!(bearer(Some("Basic abc")), None);
         assert_eq!(bearer(Some("Bearer ")), None);
         assert_eq!(bearer(None), None);
+    }
+
+    #[tokio::test]
+    async fn one_call_answers_an_authenticated_request_with_the_status_the_api_names() {
+        let reg = super::super::Registry::with_store(None);
+        let url = "/admin/workspace-tools/grep_repo";
+        assert_eq!(
+            start(false, "GET", url, Some("Bearer t")),
+            Start::Answer(Refusal::new(503, "The workspace tool registry is not configured.").into())
+        );
+        assert!(matches!(start(true, "GET", url, None), Start::Answer(Answer { status: 401, .. })));
+        assert_eq!(
+            start(true, "PUT", url, Some("Bearer t")),
+            Start::Authenticate { token: "t".into(), read_body: MAX_BODY_BYTES }
+        );
+        assert_eq!(start(true, "GET", url, Some("Bearer t")), Start::Authenticate { token: "t".into(), read_body: 0 });
+        let put = |body: Body| answer(&reg, Some("ws"), "PUT", url, body);
+        assert_eq!(answer(&reg, None, "GET", url, Body::None).await.unwrap().status, 401);
+        assert_eq!(answer(&reg, Some("ws"), "GET", url, Body::None).await.unwrap().status, 404);
+        let too_large = put(Body::TooLarge).await.unwrap();
+        assert_eq!((too_large.status, too_large.close), (413, true));
+        assert_eq!(put(Body::Bytes(b"{".to_vec())).await.unwrap().status, 400);
+        assert_eq!(put(Body::Bytes(br#"{"description":5}"#.to_vec())).await.unwrap().status, 400);
+        let spec = br#"{"handler_kind":"shell_template","handler_payload":{"command":"grep -rn x ."}}"#;
+        let stored = put(Body::Bytes(spec.to_vec())).await.unwrap();
+        assert_eq!(stored.status, 200, "{:?}", stored.body);
+        assert_eq!(stored.body.unwrap()["name"], "grep_repo");
+        let list = answer(&reg, Some("ws"), "GET", "/admin/workspace-tools", Body::None).await.unwrap();
+        assert_eq!(list.body.unwrap().as_array().unwrap().len(), 1);
+        assert_eq!(answer(&reg, Some("other"), "DELETE", url, Body::None).await.unwrap().status, 404);
+        assert_eq!(answer(&reg, Some("ws"), "DELETE", url, Body::None).await.unwrap(), Answer::ok(204, None));
+        assert_eq!(
+            answer(&reg, Some("ws"), "POST", "/admin/workspace-tools", Body::None).await.unwrap().allow,
+            Some("GET")
+        );
     }
 }
