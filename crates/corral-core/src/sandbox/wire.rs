@@ -6,7 +6,6 @@ use serde_json::{json, Value};
 use super::{Network, SandboxRequest};
 use crate::error::{Code, Error, Result};
 use crate::options::Reader;
-use crate::shell::wire::env_map;
 
 impl SandboxRequest {
     /// `{ command, cwd, env?, timeoutMs?, stdin? }`.
@@ -20,7 +19,7 @@ impl SandboxRequest {
         Ok(SandboxRequest {
             command: text("command").ok_or_else(|| bad("command"))?,
             cwd: text("cwd").ok_or_else(|| bad("cwd"))?,
-            env: env_map(r.get("env"), "Sandbox request").map_err(|_| bad("env"))?,
+            env: r.string_map("env").map_err(|_| bad("env"))?,
             timeout_ms: match r.get("timeoutMs") {
                 None => 0,
                 Some(t) => t.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| bad("timeoutMs"))? as u64,

@@ -5,7 +5,7 @@ pub mod progress;
 pub mod rules;
 pub mod spill;
 pub mod tool;
-pub mod wire;
+mod wire;
 
 use std::collections::BTreeMap;
 

@@ -1,28 +1,11 @@
 //! The wire forms of the shell's values: what a JavaScript provider, stub or adapter receives and
 //! returns, and what a caller's `exec(command, options)` gives. One place for both directions.
 
-use std::collections::BTreeMap;
-
 use serde_json::{json, Value};
 
 use super::{Cancel, ExecOptions, ExecResult};
 use crate::error::{Code, Error, Result};
 use crate::options::Reader;
-
-/// An `env` object: variable name to string value (`null` or absent: none).
-pub fn env_map(v: Option<&Value>, who: &str) -> Result<BTreeMap<String, String>> {
-    match v {
-        None | Some(Value::Null) => Ok(BTreeMap::new()),
-        Some(Value::Object(m)) => m
-            .iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => Ok((k.clone(), s.clone())),
-                _ => Err(Error::new(Code::InvalidArguments, format!("{who}: env.{k} must be a string."))),
-            })
-            .collect(),
-        Some(_) => Err(Error::new(Code::InvalidArguments, format!("{who}: env must be an object of strings."))),
-    }
-}
 
 /// A call's argument that is an options object: its mistakes are the caller's bad arguments
 /// (`InvalidArguments`), not a configuration error.
@@ -47,7 +30,7 @@ impl ExecOptions {
                 None => None,
                 Some(n) => Some(n.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| bad("timeoutMs"))? as u64),
             },
-            env: env_map(r.get("env"), "exec options").map_err(|_| bad("env"))?,
+            env: r.string_map("env").map_err(|_| bad("env"))?,
             stdin: text("stdin")?,
             cancel,
             on_output: None,
