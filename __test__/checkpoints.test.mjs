@@ -14,7 +14,7 @@ import {
 } from 'corral';
 import { tempTree } from './helpers.mjs';
 
-const INDEX = fileURLToPath(new URL('../index.js', import.meta.url));
+const INDEX = fileURLToPath(new URL('../js/index.js', import.meta.url));
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));

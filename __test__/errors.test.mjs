@@ -64,7 +64,7 @@ describe('an error the program throws comes back as the same object', () => {
 describe('errors cross from the core with their code, in one place', () => {
   it("the addon's own errors carry the core's code and message, nothing else in the message", async () => {
     const { createRequire } = await import('node:module');
-    const addon = createRequire(import.meta.url)('../binding.js');
+    const addon = createRequire(import.meta.url)('../js/binding.js');
     const fs = addon.NativeFs.memory(null);
     const rejected = await fs.readFile('missing.txt').catch((e) => e);
     expect(rejected).toBeInstanceOf(Error);
@@ -84,7 +84,7 @@ describe('errors cross from the core with their code, in one place', () => {
   it('two copies of the facade in one process each throw their own classes', async () => {
     const { createRequire } = await import('node:module');
     const require = createRequire(import.meta.url);
-    const path = require.resolve('../index.js');
+    const path = require.resolve('../js/index.js');
     const first = require(path);
     delete require.cache[path];
     const second = require(path);

@@ -150,7 +150,7 @@ describe('atomic writes and permission bits', () => {
     const B = 'B'.repeat(8 * 1024 * 1024);
     writeFileSync(join(t.root, 'big.txt'), A);
     const script = `
-      const { NodeWorkspace } = require(${JSON.stringify(join(process.cwd(), 'index.js'))});
+      const { NodeWorkspace } = require(${JSON.stringify(join(process.cwd(), 'js', 'index.js'))});
       const ws = new NodeWorkspace({ root: ${JSON.stringify(t.root)} });
       const A = 'A'.repeat(8 * 1024 * 1024), B = 'B'.repeat(8 * 1024 * 1024);
       (async () => { process.stdout.write('ready\\n'); for (let i = 0; ; i++) await ws.writeFile('big.txt', i % 2 ? A : B); })();

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 const run = promisify(execFile);
 const PKG = fileURLToPath(new URL('..', import.meta.url));
 // The addon of this machine, named as the loader names it.
-const { targetName } = createRequire(import.meta.url)('../load-binding.js');
+const { targetName } = createRequire(import.meta.url)('../js/load-binding.js');
 const TARGET = targetName({
   platform: process.platform,
   arch: process.arch,
@@ -48,12 +48,14 @@ afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
 
 describe('npm pack', { timeout: 180_000 }, () => {
   it('the tarball holds the entry points, the addon, its loader and the bin, and no tests or Rust sources', () => {
-    for (const f of ['package.json', 'index.js', 'index.mjs', 'index.d.ts', 'executor.js', 'executor.mjs', 'executor.d.ts',
-      'testing.js', 'testing.mjs', 'testing.d.ts', 'binding.js', 'load-binding.js', NODE_FILE, 'bin/corral.js', 'mcp.js', 'workspace-tools.js',
-      'ai-sdk.js', 'ai-sdk.mjs', 'ai-sdk.d.ts', 'openai-agents.js', 'openai-agents.mjs', 'openai-agents.d.ts',
-      'conformance.js', 'conformance.mjs', 'conformance.d.ts']) {
+    const js = ['index.js', 'index.mjs', 'executor.js', 'executor.mjs', 'executor.d.ts', 'testing.js', 'testing.mjs', 'testing.d.ts',
+      'binding.js', 'load-binding.js', NODE_FILE, 'mcp.js', 'workspace-tools.js', 'ai-sdk.js', 'ai-sdk.mjs', 'ai-sdk.d.ts',
+      'openai-agents.js', 'openai-agents.mjs', 'openai-agents.d.ts', 'conformance.js', 'conformance.mjs', 'conformance.d.ts'];
+    for (const f of ['package.json', 'index.d.ts', 'bin/corral.js', ...js.map((f) => `js/${f}`)]) {
       expect(entries, f).toContain(f);
     }
+    // The top level is the package's own: its manifest, its types, its bin; the JavaScript is under js/.
+    expect(entries.filter((e) => !e.includes('/')).sort()).toEqual(['LICENSE', 'README.md', 'index.d.ts', 'package.json']);
     expect(entries.filter((e) => e.startsWith('__test__/') || e.startsWith('crates/') || e.startsWith('src/') || e.startsWith('target/'))).toEqual([]);
     expect(entries.filter((e) => e.endsWith('.rs') || e === 'Cargo.toml')).toEqual([]);
   });
@@ -63,7 +65,7 @@ describe('npm pack', { timeout: 180_000 }, () => {
     const optional = Object.keys(main.optionalDependencies);
     expect(optional.length).toBe(main.napi.targets.length);
     expect(optional.every((n) => n.startsWith('@corral-rs/binding-'))).toBe(true);
-    expect(readFileSync(join(PKG, 'binding.js'), 'utf8')).toContain(`require('@corral-rs/binding-${TARGET}')`);
+    expect(readFileSync(join(PKG, 'js', 'binding.js'), 'utf8')).toContain(`require('@corral-rs/binding-${TARGET}')`);
     for (const d of readdirSync(join(PKG, 'npm'))) {
       const pkg = JSON.parse(readFileSync(join(PKG, 'npm', d, 'package.json'), 'utf8'));
       expect(optional, d).toContain(pkg.name);
@@ -84,7 +86,7 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
     const installed = JSON.parse(readFileSync(join(project, 'node_modules', 'corral', 'package.json'), 'utf8'));
     expect(installed.name).toBe('corral');
     expect(Object.keys(installed.optionalDependencies ?? {})).toContain(`@corral-rs/binding-${TARGET}`);
-    expect(existsSync(join(project, 'node_modules', 'corral', NODE_FILE))).toBe(true);
+    expect(existsSync(join(project, 'node_modules', 'corral', 'js', NODE_FILE))).toBe(true);
     expect(readdirSync(join(project, 'node_modules', 'corral', 'bin'))).toContain('corral.js');
     expect(JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')).dependencies.corral).toMatch(/corral-.*\.tgz$/);
   });
@@ -117,7 +119,7 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
     expect(out.refused.message).toMatch(/outside the workspace/);
     expect(out.isClass).toBe(true);
     expect(out.memory).toEqual({ 'a.md': 'alpha' });
-    expect(out.resolved).toBe(join(project, 'node_modules', 'corral', 'index.js'));
+    expect(out.resolved).toBe(join(project, 'node_modules', 'corral', 'js', 'index.js'));
   });
 
   it("import from 'corral' and 'corral/executor' gives working tools", async () => {
@@ -174,7 +176,7 @@ describe('a platform package installed beside corral', { timeout: 180_000 }, () 
     const platformDir = join(splitDir, 'platform');
     mkdirSync(platformDir, { recursive: true });
     for (const f of ['package.json', 'README.md']) writeFileSync(join(platformDir, f), readFileSync(join(PKG, 'npm', TARGET, f)));
-    writeFileSync(join(platformDir, NODE_FILE), readFileSync(join(PKG, NODE_FILE)));
+    writeFileSync(join(platformDir, NODE_FILE), readFileSync(join(PKG, 'js', NODE_FILE)));
     const platform = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', splitDir], { cwd: platformDir })).stdout)[0];
     // corral itself, packed from a copy of its files without any addon.
     const mainDir = join(splitDir, 'main');
@@ -209,7 +211,7 @@ describe('a platform package installed beside corral', { timeout: 180_000 }, () 
     const out = JSON.parse(stdout);
     expect(out.found).toBe('package.json:2:   "name": "project",');
     expect(out.addons).toEqual([join(split.project, 'node_modules', '@corral-rs', `binding-${TARGET}`, NODE_FILE)]);
-    expect(existsSync(join(split.project, 'node_modules', 'corral', NODE_FILE))).toBe(false);
+    expect(existsSync(join(split.project, 'node_modules', 'corral', 'js', NODE_FILE))).toBe(false);
   });
 });
 
@@ -342,7 +344,7 @@ describe('when no native addon fits the machine', { timeout: 60_000 }, () => {
   });
 
   it('names an addon that is there but fails to load, and the libc it looked for', () => {
-    const { loadBinding } = createRequire(import.meta.url)(join(project, 'node_modules', 'corral', 'load-binding.js'));
+    const { loadBinding } = createRequire(import.meta.url)(join(project, 'node_modules', 'corral', 'js', 'load-binding.js'));
     const napiError = new Error('Cannot find native binding. npm has a bug related to optional dependencies');
     napiError.cause = new Error('/x/corral.linux-x64-musl.node: Error relocating: __fstat64: symbol not found');
     let thrown;
@@ -352,7 +354,7 @@ describe('when no native addon fits the machine', { timeout: 60_000 }, () => {
     expect(thrown.cause).toBe(napiError);
     expect(thrown.message.split('\n').slice(0, 3)).toEqual([
       'corral: no native addon for this machine: linux x64 (musl), napi target linux-x64-musl.',
-      'Looked for corral.linux-x64-musl.node in corral\'s own directory, then the package @corral-rs/binding-linux-x64-musl.',
+      'Looked for corral.linux-x64-musl.node in corral\'s js/ directory, then the package @corral-rs/binding-linux-x64-musl.',
       'An addon was found but did not load: /x/corral.linux-x64-musl.node: Error relocating: __fstat64: symbol not found',
     ]);
     const other = new Error('something else');

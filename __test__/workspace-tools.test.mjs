@@ -15,7 +15,7 @@ import {
 } from 'corral';
 import { tempTree } from './helpers.mjs';
 
-const INDEX = fileURLToPath(new URL('../index.js', import.meta.url));
+const INDEX = fileURLToPath(new URL('../js/index.js', import.meta.url));
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
 const tree = (files) => { const t = tempTree(files); trees.push(t); return t; };

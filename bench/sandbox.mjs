@@ -12,7 +12,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { LinuxSandbox, NodeWorkspace, SandboxShell, SubprocessSandbox } from '../index.js';
+import { LinuxSandbox, NodeWorkspace, SandboxShell, SubprocessSandbox } from '../js/index.js';
 
 const dockerHost = process.env.CORRAL_DOCKER_HOST ?? process.env.DOCKER_HOST;
 const runs = Number(process.argv[2] ?? 20);

@@ -19,7 +19,7 @@ DIR and prints its result.
 const FLAGS = { '--root': 'value', '--help': 'switch', '-h': 'switch', '--version': 'switch' };
 
 async function main() {
-  if (process.argv[2] === 'mcp') return require('../mcp.js').serve(process.argv.slice(3));
+  if (process.argv[2] === 'mcp') return require('../js/mcp.js').serve(process.argv.slice(3));
   let flags;
   let rest;
   try {
@@ -43,8 +43,8 @@ async function main() {
     console.error(`corral: unexpected argument '${rest[most]}'\n${usage}`);
     return 2;
   }
-  const { NodeWorkspace, createFsTools } = require('../index.js');
-  const { executeTool } = require('../executor.js');
+  const { NodeWorkspace, createFsTools } = require('../js/index.js');
+  const { executeTool } = require('../js/executor.js');
   const tools = createFsTools(new NodeWorkspace({ root: flags['--root'] ?? '.' }));
   if (name === 'tools') {
     for (const t of tools) console.log(JSON.stringify({ name: t.name, description: t.description, parameters: t.parameters }));

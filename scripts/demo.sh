@@ -3,8 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d node_modules/@napi-rs/cli ]; then npm install --no-audit --no-fund; fi
-if ! ls corral.*.node >/dev/null 2>&1 || [ ! -f binding.js ]; then
+if ! ls js/corral.*.node >/dev/null 2>&1 || [ ! -f js/binding.js ]; then
   echo "Building the corral addon (first run only, a few minutes)…"
-  npx napi build --platform --js binding.js --dts binding.d.ts
+  npx napi build --platform -o js --js binding.js --dts binding.d.ts
 fi
 node examples/demo.mjs

@@ -54,7 +54,7 @@ echo "== cargo test (LinuxSandbox, as an unprivileged user)"
 scripts/linux-sandbox-unprivileged.sh
 
 echo "== build the addon"
-npx napi build --platform --js binding.js --dts binding.d.ts
+npx napi build --platform -o js --js binding.js --dts binding.d.ts
 
 echo "== type check (tsc --strict) of index.d.ts against examples/agent.ts"
 npx tsc -p examples/tsconfig.json

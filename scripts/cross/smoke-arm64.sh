@@ -14,6 +14,6 @@ if [ ! -x "$node_dir/bin/node" ]; then
   rm -rf "$node_dir" && mv "$WORK/node-pack/package" "$node_dir" && rm -rf "$WORK/node-pack"
 fi
 # binding.js looks for the addon next to itself: the arm64 one is put there for the run only.
-placed=corral.linux-arm64-gnu.node
+placed=js/corral.linux-arm64-gnu.node
 [ "$addon" = "$PWD/$placed" ] || { cp "$addon" "$placed"; trap 'rm -f "$placed"' EXIT; }
 CORRAL_SMOKE_ARCH=arm64 qemu-aarch64-static -L /usr/aarch64-linux-gnu "$node_dir/bin/node" scripts/cross/smoke.mjs

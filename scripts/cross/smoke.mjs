@@ -11,8 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const require = createRequire(import.meta.url);
-const { NodeWorkspace, createFsTools, createShellTool, WorkspaceError } = require('../../index.js');
-const { targetName } = require('../../load-binding.js');
+const { NodeWorkspace, createFsTools, createShellTool, WorkspaceError } = require('../../js/index.js');
+const { targetName } = require('../../js/load-binding.js');
 
 const expected = process.env.CORRAL_SMOKE_ARCH;
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'corral-smoke-')));

@@ -3,7 +3,7 @@
 // when no addon fits this machine, throws a message that says what was looked for, which package
 // would hold it and how to build it from source, instead of napi's generic advice.
 
-const { optionalDependencies = {}, version } = require('./package.json');
+const { optionalDependencies = {}, version } = require('../package.json');
 
 /** The napi target name of a machine: `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`, … */
 function targetName({ platform, arch, libc }) {
@@ -36,7 +36,7 @@ function missingBindingMessage(machine, loadErrors = []) {
   const published = Object.keys(optionalDependencies).map((p) => p.replace('@corral-rs/binding-', ''));
   const where = `${machine.platform} ${machine.arch}${machine.libc ? ` (${machine.libc})` : ''}`;
   const lines = [`corral: no native addon for this machine: ${where}, napi target ${target}.`];
-  lines.push(`Looked for ${file} in corral's own directory, then the package ${pkg}.`);
+  lines.push(`Looked for ${file} in corral's js/ directory, then the package ${pkg}.`);
   // binding.js keeps only the messages of what it tried; anything but "not there" is an addon that failed.
   const broken = loadErrors.find((e) => typeof e?.message === 'string' && !/^(Cannot find module|Unsupported )/.test(e.message));
   if (broken) lines.push(`An addon was found but did not load: ${broken.message.split('\n')[0]}`);
@@ -49,7 +49,7 @@ function missingBindingMessage(machine, loadErrors = []) {
     lines.push(`corral publishes no addon for ${target}; there are addons for ${published.join(', ')}.`);
   }
   lines.push('Build it from source (Node >= 20 and a Rust toolchain): in a checkout of corral, `npm install && npm run build` ' +
-    `makes ${file}; then \`npm pack\` and, in your project, \`npm install /path/to/corral-${version}.tgz\`.`);
+    `makes js/${file}; then \`npm pack\` and, in your project, \`npm install /path/to/corral-${version}.tgz\`.`);
   return lines.join('\n');
 }
 

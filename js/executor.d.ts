@@ -1,4 +1,4 @@
-import type { Tool, ToolContext } from './index';
+import type { Tool, ToolContext } from '../index';
 
 export interface ToolErrorResult {
   error: 'WorkspaceError';

@@ -1,4 +1,4 @@
-import type { FsProvider, ShellProvider } from './index';
+import type { FsProvider, ShellProvider } from '../index';
 
 export interface ConformanceOptions {
   /** A fresh, empty workspace for each check: a provider (FsProvider, ShellProvider or both) or { fs, shell }. */

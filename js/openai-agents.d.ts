@@ -1,4 +1,4 @@
-import type { Tool } from './index';
+import type { Tool } from '../index';
 
 export interface OpenAIAgentsToolsOptions {
   /** The `@openai/agents` package; default require('@openai/agents'). */

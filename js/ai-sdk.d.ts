@@ -1,4 +1,4 @@
-import type { Tool } from './index';
+import type { Tool } from '../index';
 
 export interface AiSdkToolsOptions {
   /** The `ai` package (6 or 7); default require('ai'). */

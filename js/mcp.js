@@ -9,8 +9,8 @@ const { ListToolsRequestSchema, CallToolRequestSchema } = require('@modelcontext
 const corral = require('./index.js');
 // The addon itself (loaded once per process), for what the core decides that is not public API.
 const addon = require('./load-binding.js').loadBinding();
-const { parseFlags } = require('./bin/flags.js');
-const { version } = require('./package.json');
+const { parseFlags } = require('../bin/flags.js');
+const { version } = require('../package.json');
 
 const usage = `usage: corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--client-approves] [--read-only]
                   [--sandbox none|linux|docker] [--image IMAGE] [--help] [--version]

@@ -1,0 +1,1 @@
+export { MemoryWorkspace } from '../index';

@@ -1,1 +1,0 @@
-export { MemoryWorkspace } from './index';
