@@ -118,7 +118,8 @@ function errorRecord(e) {
   return { err: { code, message: String(e.message) } };
 }
 
-const toBase64 = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+// Bytes reach the core as a Buffer over the same memory (any typed array or DataView the provider gave).
+const asBuffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 const FS_METHODS = ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm'];
 
@@ -127,10 +128,11 @@ const FS_METHODS = ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm'];
 const fsDispatch = (fs, call) => FS_OPS[call.op](fs, call);
 const stubDispatch = (stub, c) => stub(c.command, c.options);
 const functionsDispatch = (fns, { index, args }) => fns[index](...args);
-// A JS shell's run; when the core wants the output as it comes, the provider gets onOutput.
+// A JS shell's run; when the core wants the output as it comes, the provider gets onOutput, which
+// hands it to the shell's native handle (`runs.handle`, held weakly) under the run's id.
 const shellDispatch = (runs) => (target, c) => {
   if (c.op === 'abort') return runs.abort(c.id);
-  const onOutput = c.stream ? (stream, text) => native.shellOutput(c.id, stream, String(text)) : undefined;
+  const onOutput = c.stream ? (stream, text) => runs.handle.deref()?.output(c.id, stream, String(text)) : undefined;
   return runs.run(c.id, (signal) => target.exec(c.command, onOutput ? { ...c.options, signal, onOutput } : { ...c.options, signal }));
 };
 
@@ -142,7 +144,7 @@ const FS_OPS = {
   readdir: (fs, c) => fs.readdir(c.path),
   mkdir: (fs, c) => fs.mkdir(c.path),
   rm: (fs, c) => fs.rm(c.path, { recursive: c.recursive }),
-  readFileBytes: async (fs, c) => toBase64(await fs.readFileBytes(c.path)),
+  readFileBytes: async (fs, c) => asBuffer(await fs.readFileBytes(c.path)),
   getMode: (fs, c) => fs.getMode(c.path),
   chmod: (fs, c) => fs.chmod(c.path, c.mode),
   realPath: (fs, c) => fs.realPath(c.path),
@@ -209,6 +211,7 @@ function nativeShell(shell) {
   const runs = abortableRuns();
   const dispatch = weakCallback(shell, shellDispatch(runs));
   const handle = native.NativeShell.fromJs(dispatch, typeof shell.shell === 'string' ? shell.shell : undefined);
+  runs.handle = new WeakRef(handle);
   shellOf.set(shell, keep(handle, shell));
   return handle;
 }

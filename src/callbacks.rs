@@ -1,89 +1,63 @@
-//! Calls from Rust into JavaScript (one callback type, `{ ok } | { err }` answers), the
-//! functions of an options object, and the cancel token an `AbortSignal` flips.
+//! Calls from Rust into JavaScript: the channel of the core's `remote` interfaces (one callback
+//! type, answers `{ ok } | { err }` with bytes carried as a Buffer), and the cancel token an
+//! `AbortSignal` flips.
 
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use napi::threadsafe_function::ThreadsafeFunction;
 
-use corral_core::error::{Code, Error as CoreError};
+use corral_core::error::Error as CoreError;
+use corral_core::remote::{Dispatch, Reply};
 
-use crate::{code_from, CoreResult};
+use crate::CoreResult;
 
-/// One type for every call from Rust into JavaScript.
-pub(crate) type JsFn = ThreadsafeFunction<Value, Promise<Value>, Value, Status, false, true>;
+/// What a facade callback resolved to: `{ ok } | { err }`, or the bytes of an `ok` that is a
+/// Buffer.
+pub struct JsAnswer(Reply);
 
-#[derive(Clone)]
-pub(crate) struct JsCallback(pub Arc<JsFn>);
-
-impl JsCallback {
-    pub async fn call(&self, arg: Value) -> CoreResult<Value> {
-        // The facade's callbacks answer { err } for a WorkspaceError and reject with anything else:
-        // that rejection holds the original JS error, which travels inside the core error.
-        let foreign = |e: napi::Error| CoreError::foreign(e.reason.clone(), Arc::new(e));
-        let promise = self.0.call_async_catch(arg).await.map_err(foreign)?;
-        let v = promise.await.map_err(foreign)?;
-        match v {
-            Value::Object(mut m) => {
-                if let Some(err) = m.remove("err") {
-                    let code = err.get("code").and_then(Value::as_str).map(code_from).unwrap_or(Code::Io);
-                    let message = err
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("A JavaScript callback failed.")
-                        .to_string();
-                    return Err(CoreError::new(code, message));
+impl FromNapiValue for JsAnswer {
+    unsafe fn from_napi_value(env: napi::sys::napi_env, v: napi::sys::napi_value) -> napi::Result<Self> {
+        if let Ok(obj) = Object::from_napi_value(env, v) {
+            if let Some(ok) = obj.get::<Unknown>("ok")? {
+                if ok.is_buffer()? {
+                    return Ok(JsAnswer(Reply::Bytes(Buffer::from_napi_value(env, ok.raw())?.to_vec())));
                 }
-                Ok(m.remove("ok").unwrap_or(Value::Null))
             }
-            _ => Ok(Value::Null),
         }
+        Ok(JsAnswer(Reply::Value(Value::from_napi_value(env, v)?)))
     }
 }
 
-/// One function of an options object, by the index its tag carries; the facade's callback calls
-/// `fns[index](...args)`.
-struct JsFunction {
-    cb: JsCallback,
-    index: usize,
+/// One type for every call from Rust into JavaScript.
+pub(crate) type JsFn = ThreadsafeFunction<Value, Promise<JsAnswer>, Value, Status, false, true>;
+
+/// A facade callback as the core's dispatch.
+pub(crate) struct JsCallback(JsFn);
+
+impl JsCallback {
+    pub fn dispatch(f: JsFn) -> Arc<dyn Dispatch> {
+        Arc::new(JsCallback(f))
+    }
 }
 
 #[async_trait::async_trait]
-impl corral_core::options::Callable for JsFunction {
-    async fn call(&self, args: Vec<Value>) -> CoreResult<Value> {
-        self.cb.call(json!({ "index": self.index, "args": args })).await
+impl Dispatch for JsCallback {
+    async fn call(&self, request: Value) -> CoreResult<Reply> {
+        // The facade's callbacks answer { err } for a WorkspaceError and reject with anything else:
+        // that rejection holds the original JS error, which travels inside the core error.
+        let foreign = |e: napi::Error| CoreError::foreign(e.reason.clone(), Arc::new(e));
+        let promise = self.0.call_async_catch(request).await.map_err(foreign)?;
+        Ok(promise.await.map_err(foreign)?.0)
     }
 }
 
 /// The functions of an options object, as the core asks for them.
 pub(crate) fn functions(cb: Option<JsFn>) -> impl Fn(usize) -> Option<Arc<dyn corral_core::options::Callable>> {
-    let cb = cb.map(|f| JsCallback(Arc::new(f)));
-    move |index| cb.clone().map(|cb| Arc::new(JsFunction { cb, index }) as Arc<dyn corral_core::options::Callable>)
-}
-
-impl JsCallback {
-    /// Calls with `arg`; when `cancel` fires first, sends `{ op: 'abort', id }` so the JS side can
-    /// abort its own work, then waits for the call to settle.
-    pub async fn call_cancellable(
-        &self,
-        arg: Value,
-        id: u64,
-        cancel: Option<&tokio_util::sync::CancellationToken>,
-    ) -> CoreResult<Value> {
-        let call = self.call(arg);
-        let Some(c) = cancel else { return call.await };
-        tokio::pin!(call);
-        tokio::select! {
-            v = &mut call => v,
-            _ = c.cancelled() => {
-                let _ = self.call(json!({ "op": "abort", "id": id })).await;
-                call.await
-            }
-        }
-    }
+    corral_core::remote::functions(cb.map(JsCallback::dispatch))
 }
 
 /// A cancel flag JS flips when an `AbortSignal` fires.

@@ -3,34 +3,16 @@
 use std::sync::Arc;
 
 use crate::Result;
-use async_trait::async_trait;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use corral_core::checkpoints::{
     CallOptions, CheckpointOptions, CheckpointStore, Checkpoints, FileCheckpointStore, MemoryCheckpointStore,
 };
 use corral_core::fs::FsProvider;
 
-use crate::{CoreResult, IntoNapi, JsCallback, JsFn, NativeFs};
-
-/// A `WorkspaceCheckpointStore` written in JavaScript.
-struct JsStore(JsCallback);
-
-#[async_trait]
-impl CheckpointStore for JsStore {
-    async fn load(&self, session_id: &str) -> CoreResult<Option<Value>> {
-        let v = self.0.call(json!({ "op": "load", "sessionId": session_id })).await?;
-        Ok((!v.is_null()).then_some(v))
-    }
-    async fn save(&self, session_id: &str, data: Value) -> CoreResult<()> {
-        self.0.call(json!({ "op": "save", "sessionId": session_id, "data": data })).await.map(|_| ())
-    }
-    async fn delete(&self, session_id: &str) -> CoreResult<()> {
-        self.0.call(json!({ "op": "delete", "sessionId": session_id })).await.map(|_| ())
-    }
-}
+use crate::{IntoNapi, JsCallback, JsFn, NativeFs};
 
 #[napi]
 pub struct NativeStore {
@@ -49,7 +31,7 @@ impl NativeStore {
     }
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn) -> NativeStore {
-        NativeStore { inner: Arc::new(JsStore(JsCallback(Arc::new(dispatch)))) }
+        NativeStore { inner: Arc::new(corral_core::remote::RemoteCheckpointStore::new(JsCallback::dispatch(dispatch))) }
     }
     #[napi(ts_return_type = "Promise<any>")]
     pub fn load<'e>(&self, env: &'e Env, session_id: String) -> Result<PromiseRaw<'e, Value>> {

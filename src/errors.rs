@@ -68,10 +68,6 @@ pub fn error_codes() -> Vec<Vec<&'static str>> {
     Code::ALL.iter().map(|c| vec![c.as_str(), c.kind()]).collect()
 }
 
-pub(crate) fn code_from(s: &str) -> Code {
-    Code::parse(s).unwrap_or(Code::Io)
-}
-
 pub(crate) type CoreResult<T> = corral_core::Result<T>;
 
 pub(crate) trait IntoNapi<T> {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use corral_core::fs::{local::LocalFs, memory::MemoryFs, Caps, DirEntry, FsProvider, Stat};
 
-use crate::{jsfs, IntoNapi, JsCallback, JsFn, Result};
+use crate::{IntoNapi, JsCallback, JsFn, Result};
 
 #[napi(object)]
 pub struct JsStat {
@@ -66,15 +66,12 @@ impl NativeFs {
         Ok(NativeFs { inner: fs.clone(), memory: Some(fs), root: None })
     }
 
-    /// `dispatch({ op, path, ... })` resolves to `{ ok }` or `{ err: { code, message } }`.
+    /// An `FsProvider` written in JavaScript: the core's `RemoteFs` over `dispatch`.
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn, caps: JsCaps) -> NativeFs {
         let caps = Caps { read_bytes: caps.read_bytes, write_bytes: false, mode: caps.mode, real_path: caps.real_path };
-        NativeFs {
-            inner: Arc::new(jsfs::JsFs { cb: JsCallback(Arc::new(dispatch)), caps, guarded: Default::default() }),
-            memory: None,
-            root: None,
-        }
+        let inner = Arc::new(corral_core::remote::RemoteFs::new(JsCallback::dispatch(dispatch), caps));
+        NativeFs { inner, memory: None, root: None }
     }
 
     #[napi(getter)]

@@ -3,8 +3,8 @@
 //! Errors cross as JavaScript `Error`s whose `code` is the core's code and whose `message` is the
 //! core's message (an error the caller's JavaScript threw goes back as the very value it was);
 //! the facade (index.js) gives them the class the code calls for. Every call from Rust into JS
-//! goes through one `JsCallback` type: a weak threadsafe function whose (async) result is
-//! `{ ok: value }` or `{ err: { code, message } }`.
+//! goes through one `JsCallback` type, the channel of the core's `remote` interfaces: a weak
+//! threadsafe function whose (async) result is `{ ok: value }` or `{ err: { code, message } }`.
 
 #![deny(clippy::all)]
 // napi-derive leaves the registration of exported functions out of test builds, so there they
@@ -16,12 +16,11 @@ mod callbacks;
 mod ckpt;
 mod errors;
 mod fs;
-mod jsfs;
 mod sandbox;
 mod shell;
 mod tools;
 mod workspace_tools;
 
 pub(crate) use callbacks::{functions, CancelToken, JsCallback, JsFn};
-pub(crate) use errors::{code_from, spawn, CoreResult, IntoNapi, Result};
+pub(crate) use errors::{spawn, CoreResult, IntoNapi, Result};
 pub(crate) use fs::NativeFs;

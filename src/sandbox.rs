@@ -3,39 +3,15 @@
 use std::sync::Arc;
 
 use crate::Result;
-use async_trait::async_trait;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use corral_core::error::Error as CoreError;
 use corral_core::sandbox::{EgressBroker, NoopSandbox, SandboxAdapter, SandboxRequest, SubprocessSandbox};
-use corral_core::shell::{Cancel, ExecResult};
 
 use crate::broker::NativeBroker;
-use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
-
-/// A `SandboxAdapter` written in JavaScript: `{ op: 'run', id, request }`, `{ op: 'abort', id }`,
-/// `{ op: 'close' }`.
-struct JsAdapter {
-    cb: JsCallback,
-    next: std::sync::atomic::AtomicU64,
-}
-
-#[async_trait]
-impl SandboxAdapter for JsAdapter {
-    async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> CoreResult<ExecResult> {
-        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let v = self
-            .cb
-            .call_cancellable(json!({ "op": "run", "id": id, "request": req.to_json() }), id, cancel.as_ref())
-            .await?;
-        ExecResult::from_json(&v)
-    }
-    async fn close(&self) -> CoreResult<()> {
-        self.cb.call(json!({ "op": "close" })).await.map(|_| ())
-    }
-}
+use crate::{CancelToken, IntoNapi, JsCallback, JsFn};
 
 #[napi]
 pub struct NativeSandbox {
@@ -86,14 +62,14 @@ impl NativeSandbox {
         }
         #[cfg(not(target_os = "linux"))]
         {
-            json!({ "userNamespaces": false, "mountNamespaces": false, "pidNamespaces": false, "netNamespaces": false, "seccomp": false, "landlock": false, "cgroups": null })
+            serde_json::json!({ "userNamespaces": false, "mountNamespaces": false, "pidNamespaces": false, "netNamespaces": false, "seccomp": false, "landlock": false, "cgroups": null })
         }
     }
 
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn) -> NativeSandbox {
         NativeSandbox {
-            inner: Arc::new(JsAdapter { cb: JsCallback(Arc::new(dispatch)), next: Default::default() }),
+            inner: Arc::new(corral_core::remote::RemoteSandbox::new(JsCallback::dispatch(dispatch))),
             subprocess: None,
         }
     }

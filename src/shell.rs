@@ -3,90 +3,22 @@
 use std::sync::Arc;
 
 use crate::Result;
-use async_trait::async_trait;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::{json, Value};
 
+use corral_core::remote::{RemoteShell, RemoteStub};
 use corral_core::shell::exec::LocalShell;
 use corral_core::shell::tool::{self, ShellToolOptions};
-use corral_core::shell::{ExecOptions, ExecResult, ExecStub, ShellProvider, StubShell};
+use corral_core::shell::{ExecOptions, ExecStub, ShellProvider, StubShell};
 
-use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
-
-struct JsStub(JsCallback);
-
-#[async_trait]
-impl ExecStub for JsStub {
-    async fn answer(&self, command: &str, o: &ExecOptions) -> CoreResult<Value> {
-        self.0.call(json!({ "command": command, "options": o.to_json() })).await
-    }
-}
-
-/// A `ShellProvider` written in JavaScript. A cancel is passed on as `{ op: 'abort', id }`; while a
-/// run wants its output (`stream: true`), the provider's `options.onOutput(stream, text)` reaches
-/// `shellOutput(id, stream, text)`, which hands it to the run's sink.
-struct JsShell {
-    cb: JsCallback,
-    shell: Option<String>,
-}
-
-/// Run ids of JS shells, unique in the process (`shellOutput` finds a run by its id alone).
-static NEXT_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-/// The sinks of JS shell runs that stream, by run id.
-fn sinks() -> &'static std::sync::Mutex<std::collections::HashMap<u64, corral_core::shell::Sink>> {
-    static SINKS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, corral_core::shell::Sink>>> =
-        std::sync::OnceLock::new();
-    SINKS.get_or_init(Default::default)
-}
-
-/// Removes a run's sink when the run ends, however it ends.
-struct SinkGuard(u64);
-
-impl Drop for SinkGuard {
-    fn drop(&mut self) {
-        sinks().lock().unwrap().remove(&self.0);
-    }
-}
-
-/// Output a JS shell provider reports while a run goes on (`options.onOutput`).
-#[napi(catch_unwind)]
-pub fn shell_output(id: f64, stream: String, text: String) {
-    let sink = sinks().lock().unwrap().get(&(id as u64)).cloned();
-    if let (Some(sink), Some(stream)) = (sink, corral_core::shell::Stream::parse(&stream)) {
-        sink.0.output(stream, text.as_bytes());
-    }
-}
-
-#[async_trait]
-impl ShellProvider for JsShell {
-    fn shell(&self) -> Option<String> {
-        self.shell.clone()
-    }
-    async fn exec(&self, command: &str, o: ExecOptions) -> CoreResult<ExecResult> {
-        let id = NEXT_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let stream = o.on_output.is_some();
-        let _guard = o.on_output.clone().map(|sink| {
-            sinks().lock().unwrap().insert(id, sink);
-            SinkGuard(id)
-        });
-        let v = self
-            .cb
-            .call_cancellable(
-                json!({ "op": "exec", "id": id, "command": command, "options": o.to_json(), "stream": stream }),
-                id,
-                o.cancel.as_ref(),
-            )
-            .await?;
-        ExecResult::from_json(&v)
-    }
-}
+use crate::{CancelToken, IntoNapi, JsCallback, JsFn};
 
 #[napi]
 pub struct NativeShell {
     pub(crate) inner: Arc<dyn ShellProvider>,
     stub: Option<Arc<StubShell>>,
+    remote: Option<Arc<RemoteShell>>,
 }
 
 #[napi]
@@ -95,14 +27,19 @@ impl NativeShell {
     pub fn local(options: Value) -> Result<NativeShell> {
         let o = corral_core::shell::exec::DirOptions::node_workspace(&options).napi()?;
         let fs = corral_core::fs::local::LocalFs::new(&o.dir).napi()?;
-        Ok(NativeShell { inner: Arc::new(LocalShell::new(fs.root().to_path_buf(), o.env, o.inherit)), stub: None })
+        Ok(NativeShell {
+            inner: Arc::new(LocalShell::new(fs.root().to_path_buf(), o.env, o.inherit)),
+            stub: None,
+            remote: None,
+        })
     }
 
     /// `stub(call)` resolves to `{ ok: Partial<ExecResult> }` or `{ err }`.
     #[napi(factory, catch_unwind)]
     pub fn memory(stub: Option<JsFn>) -> NativeShell {
-        let s = Arc::new(StubShell::new(stub.map(|f| Arc::new(JsStub(JsCallback(Arc::new(f)))) as Arc<dyn ExecStub>)));
-        NativeShell { inner: s.clone(), stub: Some(s) }
+        let stub = stub.map(|f| Arc::new(RemoteStub::new(JsCallback::dispatch(f))) as Arc<dyn ExecStub>);
+        let s = Arc::new(StubShell::new(stub));
+        NativeShell { inner: s.clone(), stub: Some(s), remote: None }
     }
 
     /// `new SandboxShell(adapter, { cwd, env?, inheritEnv? })`.
@@ -110,12 +47,22 @@ impl NativeShell {
     pub fn sandbox(adapter: &crate::sandbox::NativeSandbox, options: Value) -> Result<NativeShell> {
         let o = corral_core::shell::exec::DirOptions::sandbox_shell(&options).napi()?;
         let shell = corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), o.dir, o.env, o.inherit).napi()?;
-        Ok(NativeShell { inner: Arc::new(shell), stub: None })
+        Ok(NativeShell { inner: Arc::new(shell), stub: None, remote: None })
     }
 
+    /// A `ShellProvider` written in JavaScript: the core's `RemoteShell` over `dispatch`.
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn, shell: Option<String>) -> NativeShell {
-        NativeShell { inner: Arc::new(JsShell { cb: JsCallback(Arc::new(dispatch)), shell }), stub: None }
+        let remote = Arc::new(RemoteShell::new(JsCallback::dispatch(dispatch), shell));
+        NativeShell { inner: remote.clone(), stub: None, remote: Some(remote) }
+    }
+
+    /// Output a JS shell's run `id` reports while it runs (its `options.onOutput`).
+    #[napi(catch_unwind)]
+    pub fn output(&self, id: f64, stream: String, text: String) {
+        if let Some(r) = &self.remote {
+            r.output(id as u64, &stream, text.as_bytes());
+        }
     }
 
     #[napi(getter)]

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use crate::Result;
-use async_trait::async_trait;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::{json, Value};
@@ -14,7 +13,7 @@ use corral_core::shell::ShellProvider;
 use corral_core::templates::{TemplateTool, WorkspaceToolSpec};
 
 use crate::shell::NativeShell;
-use crate::{CancelToken, CoreResult, IntoNapi, JsCallback, JsFn};
+use crate::{CancelToken, IntoNapi, JsCallback, JsFn};
 
 /// A template tool over a shell provider.
 #[napi]
@@ -64,31 +63,6 @@ impl NativeTemplateTool {
     }
 }
 
-/// A tool store written in JS: `dispatch({ op, workspaceId, name?, spec? })`.
-struct JsToolStore(JsCallback);
-
-#[async_trait]
-impl ToolStore for JsToolStore {
-    async fn get(&self, workspace: &str, name: &str) -> CoreResult<Option<Value>> {
-        let v = self.0.call(json!({ "op": "get", "workspaceId": workspace, "name": name })).await?;
-        Ok((!v.is_null()).then_some(v))
-    }
-    async fn put(&self, workspace: &str, spec: &WorkspaceToolSpec) -> CoreResult<()> {
-        self.0.call(json!({ "op": "put", "workspaceId": workspace, "spec": spec.to_json() })).await.map(|_| ())
-    }
-    async fn delete(&self, workspace: &str, name: &str) -> CoreResult<bool> {
-        let v = self.0.call(json!({ "op": "delete", "workspaceId": workspace, "name": name })).await?;
-        Ok(corral_core::options::truthy(&v))
-    }
-    async fn list(&self, workspace: &str) -> CoreResult<Vec<Value>> {
-        match self.0.call(json!({ "op": "list", "workspaceId": workspace })).await? {
-            Value::Array(a) => Ok(a),
-            Value::Null => Ok(Vec::new()),
-            _ => Err(corral_core::Error::new(corral_core::Code::Io, "A tool store's list() must return an array.")),
-        }
-    }
-}
-
 #[napi]
 pub struct NativeToolStore {
     inner: Arc<dyn ToolStore>,
@@ -108,7 +82,7 @@ impl NativeToolStore {
 
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn) -> NativeToolStore {
-        NativeToolStore { inner: Arc::new(JsToolStore(JsCallback(Arc::new(dispatch)))) }
+        NativeToolStore { inner: Arc::new(corral_core::remote::RemoteToolStore::new(JsCallback::dispatch(dispatch))) }
     }
 }
 

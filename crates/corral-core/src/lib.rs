@@ -9,6 +9,7 @@ pub mod options;
 pub mod path;
 pub mod prompt;
 pub mod registry;
+pub mod remote;
 pub mod sandbox;
 pub mod search;
 pub mod shell;
