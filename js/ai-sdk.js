@@ -5,11 +5,14 @@
 // becomes a result the model reads, and images go through toModelOutput.
 
 const { executeTool } = require('./executor.js');
+const { checkOptions } = require('./index.js')[Symbol.for('corral.internal')];
 
 /**
  * `toAiSdkTools(tools, { ai?, sessionId?, turn? })`: `ai` is the SDK module (default: require('ai')).
  */
-function toAiSdkTools(tools, options = {}) {
+function toAiSdkTools(tools, options) {
+  checkOptions('toAiSdkTools', options);
+  options ??= {};
   const ai = options.ai ?? require('ai');
   const { tool, jsonSchema } = ai;
   if (typeof tool !== 'function' || typeof jsonSchema !== 'function') throw new TypeError("toAiSdkTools: options.ai must be the 'ai' package (ai 6 or 7).");

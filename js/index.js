@@ -322,6 +322,22 @@ function optionData(value, fns) {
   return out;
 }
 
+/**
+ * The shape of an options object whose values stay in JavaScript (an SDK module, a provider, a
+ * callback): `{ key: kind }`, for the core to check names and kinds.
+ */
+function optionShape(options) {
+  if (options === null || typeof options !== 'object') return options === undefined ? null : options;
+  const out = {};
+  for (const [k, v] of Object.entries(options)) {
+    if (v !== undefined) out[k] = v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v;
+  }
+  return out;
+}
+
+/** Checks the options of a facade function (the SDK adapters, toolsFor, the admin handler) in the core. */
+const checkOptions = (what, options) => native.checkOptions(what, optionShape(options));
+
 /** The functions optionData collected, called by the core as fns[index](...args). */
 const functionsCallback = (fns) => (fns.length ? weakCallback(fns, functionsDispatch) : undefined);
 
@@ -549,7 +565,7 @@ function normalizeWorkspacePath(path, flavor) {
 }
 
 const { createTemplateTool, MemoryToolStore, SqliteToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler } = require('./workspace-tools.js')({
-  native, nativeShell, callback, weakCallback, keep, optionData, withSignal, ctxData, defineTool, ConfigurationError,
+  native, nativeShell, callback, weakCallback, keep, optionData, checkOptions, withSignal, ctxData, defineTool, ConfigurationError,
 });
 
 module.exports = {
@@ -576,3 +592,6 @@ module.exports = {
   WorkspaceToolRegistry,
   createWorkspaceToolsHandler,
 };
+
+// For corral's own subpath modules (corral/ai-sdk, corral/openai-agents), not public API.
+Object.defineProperty(module.exports, Symbol.for('corral.internal'), { value: Object.freeze({ checkOptions }) });

@@ -5,9 +5,12 @@
 // as the tool's output for the model to read.
 
 const { executeTool } = require('./executor.js');
+const { checkOptions } = require('./index.js')[Symbol.for('corral.internal')];
 
 /** `toOpenAIAgentsTools(tools, { agents?, sessionId?, turn? })`: `agents` defaults to require('@openai/agents'). */
-function toOpenAIAgentsTools(tools, options = {}) {
+function toOpenAIAgentsTools(tools, options) {
+  checkOptions('toOpenAIAgentsTools', options);
+  options ??= {};
   const agents = options.agents ?? require('@openai/agents');
   if (typeof agents.tool !== 'function') throw new TypeError("toOpenAIAgentsTools: options.agents must be the '@openai/agents' package.");
   return tools.map((t) => {

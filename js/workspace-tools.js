@@ -3,7 +3,7 @@
 // handler. It only adapts: the rules (spec checks, quoting, merge order, routing and status codes)
 // are the core's; this file moves values and HTTP bytes between them and JavaScript.
 
-module.exports = function workspaceTools({ native, nativeShell, callback, weakCallback, keep, optionData, withSignal, ctxData, defineTool, ConfigurationError }) {
+module.exports = function workspaceTools({ native, nativeShell, callback, weakCallback, keep, optionData, checkOptions, withSignal, ctxData, defineTool, ConfigurationError }) {
   /** A Tool from a WorkspaceToolSpec, run through `shell` with the shell tool's result. */
   function createTemplateTool(spec, options) {
     const shell = options?.shell;
@@ -71,7 +71,9 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
      * The tools of one workspace: the built-ins in their order, a same-named workspace tool in its
      * place, then the workspace's other tools by name; every call audited through onDispatch.
      */
-    async toolsFor(workspaceId, { shell, builtins = [], ...templateOptions } = {}) {
+    async toolsFor(workspaceId, options) {
+      checkOptions('toolsFor', options);
+      const { shell, builtins = [], ...templateOptions } = options ?? {};
       const specs = await this.list(workspaceId);
       const byName = new Map(specs.map((s) => [s.name, s]));
       const order = native.mergeTools(builtins.map((t) => t.name), specs.map((s) => s.name));
@@ -150,8 +152,8 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
    * every answer (adminStart, then the registry's admin); this reads the request and writes.
    */
   function createWorkspaceToolsHandler(options) {
-    const { registry, authenticate } = options ?? {};
-    if (typeof authenticate !== 'function') throw new ConfigurationError('createWorkspaceToolsHandler: authenticate(token, req) must be a function.');
+    checkOptions('createWorkspaceToolsHandler', options);
+    const { registry, authenticate } = options;
     if (registry != null && !registryOf.has(registry)) throw new ConfigurationError('createWorkspaceToolsHandler: registry must be a WorkspaceToolRegistry.');
     return async (req, res) => {
       try {

@@ -202,3 +202,10 @@ pub fn admin_start(configured: bool, method: String, url: String, authorization:
         registry::admin::Start::Authenticate { token, read_body } => json!({ "token": token, "readBody": read_body }),
     }
 }
+
+/// Checks the options of a facade function (`toAiSdkTools`, `toolsFor`, …) by their shape,
+/// `{ key: kind }`: the core's `facade_options`.
+#[napi(catch_unwind)]
+pub fn check_options(what: String, shape: Value) -> Result<()> {
+    corral_core::facade_options::check(&what, &shape).napi()
+}

@@ -4,6 +4,7 @@ pub mod broker;
 pub mod cancel;
 pub mod checkpoints;
 pub mod error;
+pub mod facade_options;
 pub mod fs;
 pub mod options;
 pub mod path;
