@@ -64,6 +64,8 @@ pub(super) struct WriteRecord {
 }
 
 pub(super) const TOO_LARGE_MARK: &str = "too-large";
+/// A write record's `to` when the change deleted the file.
+pub(super) const DELETED_MARK: &str = "deleted";
 
 impl Before {
     pub(super) fn file(bytes: Vec<u8>, mode: Option<u32>) -> Before {

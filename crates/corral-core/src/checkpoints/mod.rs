@@ -248,10 +248,32 @@ impl Checkpoints {
         path: &str,
         new_content: &[u8],
     ) -> Result<()> {
+        self.before_change(fs, session, turn, path, Some(new_content)).await
+    }
+
+    /// As `before_write`, for a change that deletes the file: rewind puts it back.
+    pub async fn before_delete(&self, fs: &dyn FsProvider, session: &str, turn: u32, path: &str) -> Result<()> {
+        self.before_change(fs, session, turn, path, None).await
+    }
+
+    /// Called after the deletion `before_delete` prepared succeeded.
+    pub async fn after_delete(&self, session: &str, turn: u32, path: &str) -> Result<()> {
+        self.after_change(session, turn, path, None).await
+    }
+
+    async fn before_change(
+        &self,
+        fs: &dyn FsProvider,
+        session: &str,
+        turn: u32,
+        path: &str,
+        new_content: Option<&[u8]>,
+    ) -> Result<()> {
         let observed = self.observe(fs, path).await?;
         let from = match &observed {
             Observed::NotAFile => return Ok(()),
-            Observed::File(bytes) if bytes.as_slice() == new_content => return Ok(()),
+            Observed::Missing if new_content.is_none() => return Ok(()),
+            Observed::File(bytes) if Some(bytes.as_slice()) == new_content => return Ok(()),
             Observed::NotText => {
                 return Err(Error::new(
                     Code::NotUtf8,
@@ -265,7 +287,8 @@ impl Checkpoints {
             Observed::TooLarge(_) => Some(TOO_LARGE_MARK.to_string()),
             Observed::File(bytes) => Some(sha256(bytes)),
         };
-        let record = WriteRecord { from, to: sha256(new_content), done: false };
+        let to = new_content.map_or_else(|| DELETED_MARK.to_string(), sha256);
+        let record = WriteRecord { from, to, done: false };
         let mode = match &observed {
             Observed::File(_) if fs.caps().mode => Some(fs.get_mode(path).await? & 0o777),
             _ => None,
@@ -316,6 +339,10 @@ impl Checkpoints {
     /// Called after the write succeeded, with the content now in the file: rewind then expects
     /// exactly this content, and reports anything else as changed since.
     pub async fn after_write(&self, session: &str, turn: u32, path: &str, written: &[u8]) -> Result<()> {
+        self.after_change(session, turn, path, Some(written)).await
+    }
+
+    async fn after_change(&self, session: &str, turn: u32, path: &str, written: Option<&[u8]>) -> Result<()> {
         let mut sessions = self.slot(session).await;
         let data = self.session(&mut sessions, session).await?;
         let Some(record) =
@@ -323,7 +350,7 @@ impl Checkpoints {
         else {
             return Ok(()); // nothing was recorded (no change, or the turn was dropped)
         };
-        let to = sha256(written);
+        let to = written.map_or_else(|| DELETED_MARK.to_string(), sha256);
         if record.done && record.to == to {
             return Ok(());
         }

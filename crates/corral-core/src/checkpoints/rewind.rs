@@ -110,9 +110,11 @@ impl Checkpoints {
             }
             // What the agent last wrote; while a write is unconfirmed the file may still hold
             // what it held before that write.
+            // A deletion left no file: nothing is what is expected there.
+            let written = |w: &WriteRecord| (w.to != DELETED_MARK).then(|| w.to.clone());
             let expected: Vec<Option<String>> = match last.writes.last() {
-                Some(w) if w.done => vec![Some(w.to.clone())],
-                Some(w) => vec![Some(w.to.clone()), w.from.clone()],
+                Some(w) if w.done => vec![written(w)],
+                Some(w) => vec![written(w), w.from.clone()],
                 None => vec![target.clone()],
             };
             if !force && !expected.contains(&current) {
