@@ -33,7 +33,7 @@ export declare function defineTool<A = any, R = any>(spec: {
 export type WorkspaceErrorCode =
   | 'NotFound' | 'OutsideWorkspace' | 'Denied' | 'NotAFile' | 'IsADirectory' | 'TooLarge' | 'NotUtf8'
   | 'NoMatch' | 'Ambiguous' | 'InvalidPattern' | 'InvalidArguments' | 'Timeout' | 'Aborted'
-  | 'CommandRefused' | 'ReadOnly' | 'Protected' | 'Io';
+  | 'CommandRefused' | 'ReadOnly' | 'Protected' | 'InvalidPatch' | 'PatchMismatch' | 'Io';
 
 export declare class WorkspaceError extends Error {
   constructor(message: string, code?: WorkspaceErrorCode | string, options?: { cause?: unknown });
@@ -188,6 +188,8 @@ export interface FsToolsOptions {
   fuzzyEdit?: boolean;
   /** Told of every change write_file and edit_file make; not awaited, its errors become warnings. */
   onEdit?: (event: EditEvent) => void | Promise<void>;
+  /** Tools to add after the six, in this order. Default []. */
+  include?: Array<'apply_patch'>;
 }
 
 export interface EditEvent {

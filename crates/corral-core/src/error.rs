@@ -25,6 +25,10 @@ pub enum Code {
     ReadOnly,
     /// A `protect` glob refused a write.
     Protected,
+    /// `apply_patch`: the patch does not follow the envelope's grammar.
+    InvalidPatch,
+    /// `apply_patch`: lines or an anchor of the patch are not in the file.
+    PatchMismatch,
     /// An I/O failure that is none of the above (a full disk, a permission the OS refused).
     Io,
     /// Bad options or a bad root: a `ConfigurationError` in JS.

@@ -20,6 +20,7 @@ mod glob;
 mod grep;
 pub mod image;
 mod list;
+mod patch;
 pub mod read;
 mod walk;
 mod write;
@@ -43,6 +44,15 @@ pub const GREP_LINE_CHARS: usize = 2000;
 
 pub const READ_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
 pub const ALL_TOOLS: [&str; 6] = ["read_file", "write_file", "edit_file", "list_dir", "glob", "grep"];
+/// The tools `include` adds after the six, in the order given.
+pub const EXTRA_TOOLS: [&str; 1] = ["apply_patch"];
+/// Of those, the ones that write (not created with `readOnly`).
+const EXTRA_WRITING_TOOLS: [&str; 1] = ["apply_patch"];
+
+/// Every tool name `createFsTools` knows.
+fn known_tool(name: &str) -> bool {
+    ALL_TOOLS.contains(&name) || EXTRA_TOOLS.contains(&name)
+}
 
 #[derive(Clone)]
 pub struct FsToolOptions {
@@ -68,6 +78,8 @@ pub struct FsToolOptions {
     /// Told of every change `write_file` and `edit_file` make: `{ path, diff, sessionId, turn,
     /// toolCallId }`.
     pub on_edit: Option<Arc<dyn crate::options::Callable>>,
+    /// The tools of `EXTRA_TOOLS` to create after the six, in this order.
+    pub include: Vec<String>,
 }
 
 impl Default for FsToolOptions {
@@ -88,6 +100,7 @@ impl Default for FsToolOptions {
             protect_set: None,
             fuzzy_edit: false,
             on_edit: None,
+            include: Vec::new(),
         }
     }
 }
@@ -131,15 +144,29 @@ impl FsToolOptions {
                 "protect",
                 "fuzzyEdit",
                 "onEdit",
+                "include",
             ],
         )?;
+        let include = r.strings("include")?.unwrap_or_default();
+        for (i, name) in include.iter().enumerate() {
+            if !EXTRA_TOOLS.contains(&name.as_str()) {
+                let near = crate::options::did_you_mean(name, &EXTRA_TOOLS)
+                    .map(|n| format!("; did you mean {n}?"))
+                    .unwrap_or_else(|| format!(" (the tools it can add are {})", EXTRA_TOOLS.join(", ")));
+                return Err(r.err(format!("include names no tool '{name}'{near}")));
+            }
+            if include[..i].contains(name) {
+                return Err(r.err(format!("include names {name} twice.")));
+            }
+        }
         if let Some(na) = r.get("needsApproval") {
             let Some(map) = na.as_object().filter(|_| !is_function(na) && !is_js_object(na)) else {
                 return Err(r.err("needsApproval must be an object keyed by tool name."));
             };
             for (name, gate) in map {
-                if !ALL_TOOLS.contains(&name.as_str()) {
-                    let near = crate::options::did_you_mean(name, &ALL_TOOLS)
+                if !known_tool(name) {
+                    let names: Vec<&str> = ALL_TOOLS.iter().chain(&EXTRA_TOOLS).copied().collect();
+                    let near = crate::options::did_you_mean(name, &names)
                         .map(|n| format!("; did you mean {n}?"))
                         .unwrap_or_else(|| format!(" (the tools are {})", ALL_TOOLS.join(", ")));
                     return Err(r.err(format!("needsApproval names no tool '{name}'{near}")));
@@ -168,6 +195,7 @@ impl FsToolOptions {
             checkpoints: None,
             read_images: r.bool("readImages", d.read_images)?,
             fuzzy_edit: r.bool("fuzzyEdit", d.fuzzy_edit)?,
+            include,
             on_edit: match r.get("onEdit") {
                 None => None,
                 Some(f) => {
@@ -268,6 +296,7 @@ pub fn parameters(name: &str) -> Value {
         "list_dir" => list::parameters(),
         "glob" => glob::parameters(),
         "grep" => grep::parameters(),
+        "apply_patch" => patch::parameters(),
         _ => json!({}),
     }
 }
@@ -289,6 +318,7 @@ pub fn description(name: &str, o: &FsToolOptions) -> String {
         "list_dir" => list::description(o),
         "glob" => glob::description(o),
         "grep" => grep::description(o),
+        "apply_patch" => patch::description(o),
         _ => String::new(),
     }
 }
@@ -319,8 +349,18 @@ pub fn mcp_annotations(name: &str) -> Value {
 }
 
 pub fn specs(o: &FsToolOptions) -> Vec<ToolSpec> {
-    let names: &[&'static str] = if o.read_only { &READ_TOOLS } else { &ALL_TOOLS };
-    names.iter().map(|n| ToolSpec { name: n, description: description(n, o), parameters: parameters(n) }).collect()
+    let six: &[&'static str] = if o.read_only { &READ_TOOLS } else { &ALL_TOOLS };
+    let extra = EXTRA_TOOLS
+        .iter()
+        .filter(|n| !(o.read_only && EXTRA_WRITING_TOOLS.contains(n)))
+        .filter_map(|n| o.include.iter().position(|i| i == n).map(|at| (at, *n)));
+    let mut extra: Vec<(usize, &'static str)> = extra.collect();
+    extra.sort();
+    six.iter()
+        .copied()
+        .chain(extra.into_iter().map(|(_, n)| n))
+        .map(|n| ToolSpec { name: n, description: description(n, o), parameters: parameters(n) })
+        .collect()
 }
 
 fn validator(name: &str) -> Option<&'static jsonschema::Validator> {
@@ -328,6 +368,7 @@ fn validator(name: &str) -> Option<&'static jsonschema::Validator> {
     let all = CELLS.get_or_init(|| {
         ALL_TOOLS
             .iter()
+            .chain(&EXTRA_TOOLS)
             .map(|n| (*n, jsonschema::validator_for(&parameters(n)).expect("tool schemas are valid")))
             .collect()
     });
@@ -387,7 +428,7 @@ pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Val
 async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<Value> {
     validate(name, args)?;
     ctx.check_cancel()?;
-    let writes = matches!(name, "write_file" | "edit_file");
+    let writes = matches!(name, "write_file" | "edit_file") || EXTRA_WRITING_TOOLS.contains(&name);
     if writes && o.read_only {
         return Err(Error::new(Code::ReadOnly, format!("{name} is not available: the file tools are read-only.")));
     }
@@ -398,6 +439,7 @@ async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Valu
         "list_dir" => list::run(fs, o, args).await.map(Value::String),
         "glob" => glob::glob(fs, o, args, ctx).await.map(Value::String),
         "grep" => grep::grep(fs, o, args, ctx).await.map(Value::String),
+        "apply_patch" => patch::run(fs, o, args, ctx).await.map(Value::String),
         _ => Err(Error::new(Code::InvalidArguments, format!("Unknown tool: {name}"))),
     }
 }
@@ -454,6 +496,24 @@ pub(crate) async fn hooked_write(
     }
     if let Some(c) = &o.checkpoints {
         c.after_write(&ctx.session_id, ctx.turn, path, bytes).await?;
+    }
+    Ok(())
+}
+
+/// Deletes a file through the provider; with checkpoints, its content is stored first, so a
+/// rewind puts it back.
+pub(crate) async fn hooked_delete(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &Ctx, path: &str) -> Result<()> {
+    if let Some(c) = &o.checkpoints {
+        c.before_delete(fs, &ctx.session_id, ctx.turn, path).await?;
+    }
+    if let Err(e) = fs.rm(path, false).await {
+        if let Some(c) = &o.checkpoints {
+            c.write_failed(&ctx.session_id, ctx.turn, path).await?;
+        }
+        return Err(e);
+    }
+    if let Some(c) = &o.checkpoints {
+        c.after_delete(&ctx.session_id, ctx.turn, path).await?;
     }
     Ok(())
 }

@@ -1,0 +1,237 @@
+//! `apply_patch`: codex's patch envelope applied all or nothing. Every file is parsed, checked
+//! (path rules, `deny`, `protect`, sizes) and matched before the first write; the writes then go
+//! through the file tools' own path (checkpoints, `onEdit`), and if one of them fails, the files
+//! already written are put back as they were.
+
+mod apply;
+mod parse;
+mod seek;
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::{
+    check_protected, check_write_size, checked_path, hooked_delete, hooked_write, lock_path, notify_edit, str_arg, Ctx,
+    FsToolOptions,
+};
+use crate::error::{Code, Error, Result};
+use crate::fs::{EntryType, FsProvider};
+use parse::Hunk;
+
+pub(super) fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "input": {
+                "type": "string",
+                "description": "The whole patch, from '*** Begin Patch' to '*** End Patch'."
+            }
+        },
+        "required": ["input"],
+        "additionalProperties": false
+    })
+}
+
+pub(super) fn description(_o: &FsToolOptions) -> String {
+    "Edit files with a patch: add, delete, update and move files in one call. The input is an envelope:\n\
+*** Begin Patch\n\
+*** Add File: path/new.txt\n\
++each line of the new file, prefixed with +\n\
+*** Delete File: path/old.txt\n\
+*** Update File: path/file.py\n\
+*** Move to: path/renamed.py   (optional)\n\
+@@ def some_function():   (a line just above the change, to find the place)\n\
+ context line (space prefix)\n\
+-removed line\n\
++added line\n\
+*** End Patch\n\
+Give about three lines of context around each change; add '*** End of File' after a chunk that ends the file. \
+Paths are workspace-relative. The patch is applied all or nothing: if any part does not apply, no file changes."
+        .to_string()
+}
+
+/// What a path holds at this point of the patch: the files the patch already changed, else the
+/// provider's.
+struct Overlay {
+    state: BTreeMap<String, Option<String>>,
+    /// What each touched path held before the patch (`None`: nothing), for rollback and `onEdit`.
+    before: BTreeMap<String, Option<Vec<u8>>>,
+}
+
+impl Overlay {
+    /// The file's text; `None` when there is no file. A directory or another kind of entry is
+    /// refused with `NotAFile`.
+    async fn text(&mut self, fs: &dyn FsProvider, path: &str) -> Result<Option<String>> {
+        if let Some(s) = self.state.get(path) {
+            return Ok(s.clone());
+        }
+        let bytes = self.original(fs, path, Code::NotAFile).await?;
+        let text = match bytes {
+            None => None,
+            Some(b) => Some(String::from_utf8(b).map_err(|_| {
+                Error::new(Code::NotUtf8, format!("{path} is not UTF-8 text; a patch cannot change it."))
+            })?),
+        };
+        self.state.insert(path.to_string(), text.clone());
+        Ok(text)
+    }
+
+    /// What the provider holds at `path` before the patch, remembered.
+    async fn original(&mut self, fs: &dyn FsProvider, path: &str, dir_code: Code) -> Result<Option<Vec<u8>>> {
+        if let Some(b) = self.before.get(path) {
+            return Ok(b.clone());
+        }
+        let bytes = match fs.stat(path).await? {
+            None => None,
+            Some(s) if s.kind == EntryType::Directory => {
+                return Err(Error::new(dir_code, format!("{path} is a directory; a patch changes files.")))
+            }
+            Some(s) if s.kind != EntryType::File => {
+                return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file.")))
+            }
+            Some(_) if fs.caps().read_bytes => Some(fs.read_file_bytes(path).await?),
+            Some(_) => Some(fs.read_file(path).await?.into_bytes()),
+        };
+        self.before.insert(path.to_string(), bytes.clone());
+        Ok(bytes)
+    }
+}
+
+/// With checkpoints, a file removed by the patch must fit in a backup, or it could not be undone.
+fn check_undoable(o: &FsToolOptions, path: &str, size: usize) -> Result<()> {
+    match &o.checkpoints {
+        Some(c) if size as u64 > c.max_file_bytes() => Err(Error::new(
+            Code::TooLarge,
+            format!(
+                "{path} is {} bytes, more than checkpoints keep ({} bytes): removing it could not be undone, so the patch was not applied.",
+                size,
+                c.max_file_bytes()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
+    let hunks = parse::parse(str_arg(args, "input").unwrap_or_default())?;
+
+    // Every path checked, then every touched path locked (in path order, so two patches cannot
+    // wait on each other), before anything is read.
+    let mut steps = Vec::with_capacity(hunks.len());
+    for h in &hunks {
+        let path = checked_path(fs, o, h.path()).await?;
+        check_protected(fs, o, &path).await?;
+        let to = match h {
+            Hunk::Update { move_to: Some(t), .. } => {
+                let t = checked_path(fs, o, t).await?;
+                check_protected(fs, o, &t).await?;
+                Some(t).filter(|t| *t != path)
+            }
+            _ => None,
+        };
+        steps.push((h, path, to));
+    }
+    let mut touched: Vec<&String> = steps.iter().flat_map(|(_, p, t)| std::iter::once(p).chain(t)).collect();
+    touched.sort();
+    touched.dedup();
+    let mut _locks = Vec::with_capacity(touched.len());
+    for p in touched {
+        _locks.push(lock_path(fs, p).await);
+    }
+
+    // The whole patch, worked out before the first write.
+    let mut overlay = Overlay { state: BTreeMap::new(), before: BTreeMap::new() };
+    let (mut added, mut modified, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
+    for (h, path, to) in &steps {
+        ctx.check_cancel()?;
+        match h {
+            Hunk::Add { contents, .. } => {
+                check_write_size(path, contents.len() as u64, "the new file")?;
+                overlay.original(fs, path, Code::IsADirectory).await?;
+                overlay.state.insert(path.clone(), Some(contents.clone()));
+                added.push(path.clone());
+            }
+            Hunk::Delete { .. } => {
+                // Any file can be deleted, text or not.
+                let size = match overlay.state.get(path) {
+                    Some(s) => s.as_ref().map(String::len),
+                    None => overlay.original(fs, path, Code::NotAFile).await?.map(|b| b.len()),
+                };
+                let Some(size) = size else {
+                    return Err(Error::new(Code::NotFound, format!("File not found: {path} (the patch deletes it)")));
+                };
+                check_undoable(o, path, size)?;
+                overlay.state.insert(path.clone(), None);
+                deleted.push(path.clone());
+            }
+            Hunk::Update { chunks, .. } => {
+                let Some(text) = overlay.text(fs, path).await? else {
+                    return Err(Error::new(Code::NotFound, format!("File not found: {path} (the patch updates it)")));
+                };
+                let new = apply::updated(path, &text, chunks)?;
+                check_write_size(path, new.len() as u64, "the patched file")?;
+                match to {
+                    Some(t) => {
+                        check_undoable(o, path, text.len())?;
+                        overlay.original(fs, t, Code::IsADirectory).await?;
+                        overlay.state.insert(t.clone(), Some(new));
+                        overlay.state.insert(path.clone(), None);
+                        modified.push(t.clone());
+                    }
+                    None => {
+                        overlay.state.insert(path.clone(), Some(new));
+                        modified.push(path.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    // The writes, then the deletions (a moved file exists at its new path before the old goes).
+    let changes: Vec<(&String, &Option<String>)> = overlay
+        .state
+        .iter()
+        .filter(|(p, s)| overlay.before.get(*p).map(|b| b.as_deref()) != Some(s.as_deref().map(str::as_bytes)))
+        .collect();
+    let order = changes.iter().filter(|(_, s)| s.is_some()).chain(changes.iter().filter(|(_, s)| s.is_none()));
+    let mut done: Vec<&String> = Vec::new();
+    for (path, state) in order {
+        let result = match state {
+            Some(text) => hooked_write(fs, o, ctx, path, text.as_bytes()).await,
+            None => hooked_delete(fs, o, ctx, path).await,
+        };
+        if let Err(e) = result {
+            undo(fs, &overlay, &done).await;
+            return Err(e);
+        }
+        done.push(path);
+    }
+    for (path, state) in &changes {
+        let before = overlay.before.get(*path).cloned().flatten().unwrap_or_default();
+        notify_edit(o, ctx, path, &String::from_utf8_lossy(&before), state.as_deref().unwrap_or("")).await;
+    }
+
+    let mut out = String::from("Success. Updated the following files:");
+    for (mark, paths) in [('A', &added), ('M', &modified), ('D', &deleted)] {
+        for p in paths {
+            out.push_str(&format!("\n{mark} {p}"));
+        }
+    }
+    Ok(out)
+}
+
+/// Puts back what the patch already changed when a later write failed (best effort: the error
+/// the caller sees is the write's).
+async fn undo(fs: &dyn FsProvider, overlay: &Overlay, done: &[&String]) {
+    for path in done.iter().rev() {
+        let _ = match overlay.before.get(*path).cloned().flatten() {
+            Some(bytes) if fs.caps().write_bytes => fs.write_file_bytes(path, &bytes).await,
+            Some(bytes) => fs.write_file(path, &String::from_utf8_lossy(&bytes)).await,
+            None => fs.rm(path, false).await,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests;
