@@ -33,7 +33,7 @@ export declare function defineTool<A = any, R = any>(spec: {
 export type WorkspaceErrorCode =
   | 'NotFound' | 'OutsideWorkspace' | 'Denied' | 'NotAFile' | 'IsADirectory' | 'TooLarge' | 'NotUtf8'
   | 'NoMatch' | 'Ambiguous' | 'InvalidPattern' | 'InvalidArguments' | 'Timeout' | 'Aborted'
-  | 'CommandRefused' | 'ReadOnly' | 'Protected' | 'InvalidPatch' | 'PatchMismatch' | 'Io';
+  | 'CommandRefused' | 'ReadOnly' | 'Protected' | 'InvalidPatch' | 'PatchMismatch' | 'Exists' | 'Io';
 
 export declare class WorkspaceError extends Error {
   constructor(message: string, code?: WorkspaceErrorCode | string, options?: { cause?: unknown });
@@ -189,7 +189,7 @@ export interface FsToolsOptions {
   /** Told of every change write_file and edit_file make; not awaited, its errors become warnings. */
   onEdit?: (event: EditEvent) => void | Promise<void>;
   /** Tools to add after the six, in this order. Default []. */
-  include?: Array<'apply_patch'>;
+  include?: Array<'apply_patch' | 'move_file' | 'delete_file' | 'make_dir' | 'file_info' | 'read_files'>;
 }
 
 export interface EditEvent {

@@ -44,7 +44,8 @@ export function jsProvider(root) {
       } catch { return undefined; }
     },
     async readdir(p) {
-      const entries = await fsp.readdir(abs(p), { withFileTypes: true });
+      let entries;
+      try { entries = await fsp.readdir(abs(p), { withFileTypes: true }); } catch (e) { throw wrap(p, e); }
       return entries.map((e) => ({ name: e.name, type: e.isSymbolicLink() ? 'symlink' : e.isDirectory() ? 'directory' : e.isFile() ? 'file' : 'other' }));
     },
     async mkdir(p) { await fsp.mkdir(abs(p), { recursive: true }); },

@@ -25,6 +25,8 @@ pub enum Code {
     ReadOnly,
     /// A `protect` glob refused a write.
     Protected,
+    /// The target of a move or a new directory is already there.
+    Exists,
     /// `apply_patch`: the patch does not follow the envelope's grammar.
     InvalidPatch,
     /// `apply_patch`: lines or an anchor of the patch are not in the file.

@@ -119,10 +119,10 @@ impl FsProvider for TestFs {
         }
         let st = self.state.lock().unwrap();
         if let Some(bytes) = st.files.get(path) {
-            return Ok(Some(Stat { kind: EntryType::File, size: bytes.len() as u64 }));
+            return Ok(Some(Stat { kind: EntryType::File, size: bytes.len() as u64, modified_ms: None }));
         }
         if st.dirs.contains(path) {
-            return Ok(Some(Stat { kind: EntryType::Directory, size: 0 }));
+            return Ok(Some(Stat { kind: EntryType::Directory, size: 0, modified_ms: None }));
         }
         Ok(None)
     }

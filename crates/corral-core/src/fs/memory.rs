@@ -137,9 +137,9 @@ impl FsProvider for MemoryFs {
         let p = Self::norm(path)?;
         let t = self.tree.lock().unwrap();
         if let Some(v) = t.files.get(&p) {
-            return Ok(Some(Stat { kind: EntryType::File, size: v.len() as u64 }));
+            return Ok(Some(Stat { kind: EntryType::File, size: v.len() as u64, modified_ms: None }));
         }
-        Ok(t.is_dir(&p).then_some(Stat { kind: EntryType::Directory, size: 0 }))
+        Ok(t.is_dir(&p).then_some(Stat { kind: EntryType::Directory, size: 0, modified_ms: None }))
     }
 
     async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {

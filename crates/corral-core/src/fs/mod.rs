@@ -40,6 +40,8 @@ impl EntryType {
 pub struct Stat {
     pub kind: EntryType,
     pub size: u64,
+    /// The last modification, in milliseconds since the Unix epoch, where the provider knows it.
+    pub modified_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -60,7 +60,9 @@ impl FsProvider for RemoteFs {
             return Ok(None);
         }
         let size = v.get("size").and_then(Value::as_f64).unwrap_or(0.0).max(0.0) as u64;
-        Ok(Some(Stat { kind: kind(&v, "stat")?, size }))
+        // A provider that passes on node's fs.Stats gives `mtimeMs`.
+        let modified_ms = v.get("mtimeMs").and_then(Value::as_f64).filter(|t| t.is_finite()).map(|t| t as i64);
+        Ok(Some(Stat { kind: kind(&v, "stat")?, size, modified_ms }))
     }
     async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
         match self.op("readdir", path, json!({})).await? {

@@ -11,7 +11,10 @@ use crate::path::name_is_denied;
 pub(super) fn parameters() -> Value {
     json!({
         "type": "object",
-        "properties": { "path": path_prop("Workspace-relative directory to list (the root when omitted).") },
+        "properties": {
+            "path": path_prop("Workspace-relative directory to list (the root when omitted)."),
+            "depth": { "type": "integer", "minimum": 1, "maximum": 100, "description": "How many levels to list (default 1: the directory's own entries); deeper entries are paths relative to the listed directory." }
+        },
         "additionalProperties": false
     })
 }
@@ -33,18 +36,46 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
         }
         _ => {}
     }
-    let mut names: Vec<String> = fs
-        .readdir(&path)
-        .await?
-        .into_iter()
-        // A provider's entry that is not a name (`..`, `../../etc`, `/abs`) is dropped.
-        .filter(|e| super::walk::is_entry_name(&e.name) && !name_is_denied(&e.name, &o.deny))
-        .map(|e| match e.kind {
-            EntryType::Directory => format!("{}/", e.name),
-            EntryType::Symlink => format!("{}@", e.name),
-            _ => e.name,
-        })
-        .collect();
+    let depth = args.get("depth").and_then(Value::as_u64).unwrap_or(1).max(1) as usize;
+    // Level by level; a deeper entry is its path from the listed directory. Links are not followed.
+    let mut names: Vec<String> = Vec::new();
+    let mut level = vec![String::new()];
+    for d in 1..=depth {
+        let mut next = Vec::new();
+        for rel in level {
+            let dir = if rel.is_empty() {
+                path.clone()
+            } else if path == "." {
+                rel.clone()
+            } else {
+                format!("{path}/{rel}")
+            };
+            for e in fs.readdir(&dir).await? {
+                // A provider's entry that is not a name (`..`, `../../etc`, `/abs`) is dropped.
+                if !super::walk::is_entry_name(&e.name) || name_is_denied(&e.name, &o.deny) {
+                    continue;
+                }
+                let shown = if rel.is_empty() { e.name.clone() } else { format!("{rel}/{}", e.name) };
+                match e.kind {
+                    EntryType::Directory => {
+                        names.push(format!("{shown}/"));
+                        if d < depth {
+                            next.push(shown);
+                        }
+                    }
+                    EntryType::Symlink => names.push(format!("{shown}@")),
+                    _ => names.push(shown),
+                }
+            }
+            if names.len() > o.max_files_scanned {
+                break;
+            }
+        }
+        level = next;
+        if names.len() > o.max_files_scanned {
+            break;
+        }
+    }
     names.sort();
     if names.is_empty() {
         return Ok(format!("({path} is empty.)"));

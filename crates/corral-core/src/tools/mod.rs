@@ -15,6 +15,7 @@ use crate::fs::FsProvider;
 use crate::path::{check_denied, normalize, Flavor};
 
 mod edit;
+mod files;
 mod fuzzy;
 mod glob;
 mod grep;
@@ -45,9 +46,9 @@ pub const GREP_LINE_CHARS: usize = 2000;
 pub const READ_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
 pub const ALL_TOOLS: [&str; 6] = ["read_file", "write_file", "edit_file", "list_dir", "glob", "grep"];
 /// The tools `include` adds after the six, in the order given.
-pub const EXTRA_TOOLS: [&str; 1] = ["apply_patch"];
+pub const EXTRA_TOOLS: [&str; 6] = ["apply_patch", "move_file", "delete_file", "make_dir", "file_info", "read_files"];
 /// Of those, the ones that write (not created with `readOnly`).
-const EXTRA_WRITING_TOOLS: [&str; 1] = ["apply_patch"];
+const EXTRA_WRITING_TOOLS: [&str; 4] = ["apply_patch", "move_file", "delete_file", "make_dir"];
 
 /// Every tool name `createFsTools` knows.
 fn known_tool(name: &str) -> bool {
@@ -297,6 +298,7 @@ pub fn parameters(name: &str) -> Value {
         "glob" => glob::parameters(),
         "grep" => grep::parameters(),
         "apply_patch" => patch::parameters(),
+        "move_file" | "delete_file" | "make_dir" | "file_info" | "read_files" => files::parameters(name),
         _ => json!({}),
     }
 }
@@ -319,6 +321,7 @@ pub fn description(name: &str, o: &FsToolOptions) -> String {
         "glob" => glob::description(o),
         "grep" => grep::description(o),
         "apply_patch" => patch::description(o),
+        "move_file" | "delete_file" | "make_dir" | "file_info" | "read_files" => files::description(name, o),
         _ => String::new(),
     }
 }
@@ -341,7 +344,7 @@ pub fn info(o: &FsToolOptions, root: Option<&str>) -> Value {
 /// What an MCP client is told of a tool (`annotations`): the reading tools only read; every other
 /// tool (the writing file tools, the shell, a workspace's own) may change or destroy.
 pub fn mcp_annotations(name: &str) -> Value {
-    if READ_TOOLS.contains(&name) {
+    if READ_TOOLS.contains(&name) || (EXTRA_TOOLS.contains(&name) && !EXTRA_WRITING_TOOLS.contains(&name)) {
         serde_json::json!({ "readOnlyHint": true })
     } else {
         serde_json::json!({ "readOnlyHint": false, "destructiveHint": true })
@@ -440,6 +443,9 @@ async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Valu
         "glob" => glob::glob(fs, o, args, ctx).await.map(Value::String),
         "grep" => grep::grep(fs, o, args, ctx).await.map(Value::String),
         "apply_patch" => patch::run(fs, o, args, ctx).await.map(Value::String),
+        "move_file" | "delete_file" | "make_dir" | "file_info" | "read_files" => {
+            files::run(fs, o, name, args, ctx).await.map(Value::String)
+        }
         _ => Err(Error::new(Code::InvalidArguments, format!("Unknown tool: {name}"))),
     }
 }

@@ -16,7 +16,7 @@ pub(super) fn parameters() -> Value {
         "type": "object",
         "properties": {
             "path": path_prop("Workspace-relative path of the file to read."),
-            "offset": { "type": "integer", "minimum": 1, "description": "1-based line to start from." },
+            "offset": { "type": "integer", "description": "1-based line to start from; a negative offset reads that many last lines (-20: the last 20)." },
             "limit": { "type": "integer", "minimum": 1, "description": "Most lines to return." }
         },
         "required": ["path"],
@@ -53,7 +53,13 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
         }
         _ => {}
     }
-    let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(1) as usize;
+    let offset = args.get("offset").and_then(Value::as_i64).unwrap_or(1);
+    if offset == 0 {
+        return Err(Error::new(
+            Code::InvalidArguments,
+            "Invalid arguments for read_file: offset is a 1-based line number; give 1 for the first line, or a negative number for the last lines.",
+        ));
+    }
     let limit =
         args.get("limit").and_then(Value::as_u64).map(|l| l as usize).unwrap_or(o.max_read_lines).min(o.max_read_lines);
     if !fs.caps().read_bytes {
@@ -151,7 +157,7 @@ pub fn model_output(output: &Value) -> Value {
 pub fn format_lines(
     path: &str,
     content: &str,
-    offset: usize,
+    offset: i64,
     limit: usize,
     max_chars: usize,
     note: Option<&str>,
@@ -162,6 +168,8 @@ pub fn format_lines(
     let body = content.strip_suffix('\n').unwrap_or(content);
     let lines: Vec<&str> = body.split('\n').collect();
     let total = lines.len();
+    // A negative offset counts from the end: -n starts n lines before it (the whole file at most).
+    let offset = if offset < 0 { total.saturating_sub(offset.unsigned_abs() as usize) + 1 } else { offset as usize };
     if offset > total {
         return format!("({path} has {}; offset {offset} is past the end.)", plural(total, "line"));
     }

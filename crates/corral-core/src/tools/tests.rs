@@ -276,3 +276,44 @@ async fn a_spill_directory_is_guarded_on_its_own_provider_only_and_goes_with_it(
         run(other.as_ref(), "write_file", json!({"path": ".corral/out/x.txt", "content": "x"})).await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_negative_offset_reads_the_last_lines_and_zero_is_refused() {
+    let content: String = (1..=10).map(|i| format!("l{i}\n")).collect();
+    let fs = mem(&[("a.txt", &content)]);
+    assert_eq!(
+        run(&fs, "read_file", json!({"path": "a.txt", "offset": -3})).await.unwrap(),
+        "  8\tl8\n  9\tl9\n 10\tl10"
+    );
+    assert_eq!(
+        run(&fs, "read_file", json!({"path": "a.txt", "offset": -2, "limit": 1})).await.unwrap(),
+        " 9\tl9\n(Showing lines 9-9 of 10. Use offset 10 to continue.)"
+    );
+    assert!(run(&fs, "read_file", json!({"path": "a.txt", "offset": -50})).await.unwrap().starts_with("  1\tl1\n"));
+    assert_eq!(
+        run(&fs, "read_file", json!({"path": "a.txt", "offset": 0})).await.unwrap_err().code,
+        Code::InvalidArguments
+    );
+}
+
+#[tokio::test]
+async fn list_dir_with_depth_lists_below_sorted_by_path_without_denied_names() {
+    let fs = mem(&[
+        ("src/a.rs", ""),
+        ("src/deep/b.rs", ""),
+        ("src/deep/deeper/c.rs", ""),
+        (".git/HEAD", ""),
+        ("README.md", ""),
+    ]);
+    assert_eq!(run(&fs, "list_dir", json!({})).await.unwrap(), "README.md\nsrc/");
+    assert_eq!(run(&fs, "list_dir", json!({"depth": 2})).await.unwrap(), "README.md\nsrc/\nsrc/a.rs\nsrc/deep/");
+    assert_eq!(
+        run(&fs, "list_dir", json!({"path": "src", "depth": 3})).await.unwrap(),
+        "a.rs\ndeep/\ndeep/b.rs\ndeep/deeper/\ndeep/deeper/c.rs"
+    );
+    let o = FsToolOptions { max_results: 2, ..Default::default() };
+    assert_eq!(
+        call_text(&fs, &o, "list_dir", json!({"depth": 9})).await.unwrap(),
+        "README.md\nsrc/\n(Showing 2 of 7 entries.)"
+    );
+}

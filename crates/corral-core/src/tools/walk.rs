@@ -520,7 +520,7 @@ mod tests {
                 Ok(())
             }
             async fn stat(&self, _: &str) -> Result<Option<Stat>> {
-                Ok(Some(Stat { kind: EntryType::Directory, size: 0 }))
+                Ok(Some(Stat { kind: EntryType::Directory, size: 0, modified_ms: None }))
             }
             async fn readdir(&self, _: &str) -> Result<Vec<DirEntry>> {
                 Ok(vec![DirEntry { name: "loop".into(), kind: EntryType::Directory }])

@@ -162,7 +162,11 @@ impl LocalFs {
                 if let Ok((_, own)) = self.resolve_nofollow(path) {
                     if let Ok(m) = std::fs::symlink_metadata(&own) {
                         if m.file_type().is_symlink() {
-                            return Ok(Some(Stat { kind: EntryType::Symlink, size: m.len() }));
+                            return Ok(Some(Stat {
+                                kind: EntryType::Symlink,
+                                size: m.len(),
+                                modified_ms: modified_ms(&m),
+                            }));
                         }
                     }
                 }
@@ -170,7 +174,7 @@ impl LocalFs {
             }
         };
         match std::fs::metadata(&host) {
-            Ok(m) => Ok(Some(Stat { kind: entry_type(m.file_type()), size: m.len() })),
+            Ok(m) => Ok(Some(Stat { kind: entry_type(m.file_type()), size: m.len(), modified_ms: modified_ms(&m) })),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => {
                 Ok(None)
             }
@@ -251,4 +255,13 @@ fn tempfile_in(dir: &Path) -> std::io::Result<TempFile> {
         }
     }
     Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "cannot create a temp file"))
+}
+
+/// The modification time of a file's metadata, in milliseconds since the Unix epoch.
+fn modified_ms(m: &std::fs::Metadata) -> Option<i64> {
+    let t = m.modified().ok()?;
+    Some(match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_millis() as i64,
+        Err(e) => -(e.duration().as_millis() as i64),
+    })
 }

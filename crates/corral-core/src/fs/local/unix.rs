@@ -138,7 +138,11 @@ impl LocalFs {
                 if let Ok((_, own)) = self.found(path, Last::NoFollow) {
                     if let Ok(st) = fstatat(own.dir.as_fd(), own.name.as_deref()) {
                         if kind(&st) == libc::S_IFLNK {
-                            return Ok(Some(Stat { kind: EntryType::Symlink, size: st.st_size as u64 }));
+                            return Ok(Some(Stat {
+                                kind: EntryType::Symlink,
+                                size: st.st_size as u64,
+                                modified_ms: Some(mtime_ms(&st)),
+                            }));
                         }
                     }
                 }
@@ -148,7 +152,9 @@ impl LocalFs {
             Err(e) => return Err(e),
         };
         match fstatat(found.dir.as_fd(), found.name.as_deref()) {
-            Ok(st) => Ok(Some(Stat { kind: type_of(st.st_mode), size: st.st_size as u64 })),
+            Ok(st) => {
+                Ok(Some(Stat { kind: type_of(st.st_mode), size: st.st_size as u64, modified_ms: Some(mtime_ms(&st)) }))
+            }
             Err(e) if matches!(errno(&e), libc::ENOENT | libc::ENOTDIR) => Ok(None),
             Err(e) => Err(Error::io(&rel, &e)),
         }
@@ -385,4 +391,10 @@ fn replace_at(dir: BorrowedFd<'_>, name: &CStr, content: &[u8], mode: Option<lib
         let _ = unlinkat(dir, &tmp, 0);
     }
     result
+}
+
+/// The modification time of a `stat`, in milliseconds since the Unix epoch.
+#[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+fn mtime_ms(st: &libc::stat) -> i64 {
+    st.st_mtime as i64 * 1000 + st.st_mtime_nsec as i64 / 1_000_000
 }

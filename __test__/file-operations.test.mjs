@@ -1,0 +1,82 @@
+// move_file, delete_file, make_dir, file_info and read_files, read_file's negative offset and
+// list_dir's depth, through the public API over every kind of provider.
+import { describe, it, expect, afterAll } from 'vitest';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { MemoryWorkspace, NodeWorkspace, WorkspaceCheckpoints, createFsTools } from 'corral';
+import { jsProvider, tempTree } from './helpers.mjs';
+
+const trees = [];
+afterAll(() => trees.forEach((t) => t.cleanup()));
+
+function onDisk(root, dir = root, out = {}) {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) onDisk(root, p, out);
+    else out[relative(root, p).split('\\').join('/')] = readFileSync(p, 'utf8');
+  }
+  return out;
+}
+
+const providers = {
+  NodeWorkspace: (files) => { const t = tempTree(files); trees.push(t); return { fs: new NodeWorkspace({ root: t.root }), files: () => onDisk(t.root) }; },
+  MemoryWorkspace: (files) => { const fs = new MemoryWorkspace({ files }); return { fs, files: () => fs.snapshot() }; },
+  'a JS provider': (files) => { const t = tempTree(files); trees.push(t); return { fs: jsProvider(t.root), files: () => onDisk(t.root) }; },
+};
+
+const ALL = ['move_file', 'delete_file', 'make_dir', 'file_info', 'read_files'];
+const toolsOf = (fs, options = {}) => Object.fromEntries(createFsTools(fs, { include: ALL, ...options }).map((t) => [t.name, t]));
+
+const BEFORE = { 'src/a.js': 'a\n', 'src/lib/b.js': 'b\n', 'notes.md': 'one\ntwo\nthree\n', 'old/x.txt': 'x\n' };
+
+for (const [label, make] of Object.entries(providers)) {
+  describe(`file operations over ${label}`, () => {
+    it('moves a directory, deletes a tree, makes a directory, and a rewind puts it all back', async () => {
+      const { fs, files } = make(BEFORE);
+      const checkpoints = new WorkspaceCheckpoints(fs);
+      const t = toolsOf(fs, { checkpoints });
+      const ctx = { sessionId: 's', turn: 2 };
+      expect(await t.move_file.execute({ from: 'src', to: 'pkg/src' }, ctx)).toBe('Moved src to pkg/src.');
+      expect(await t.delete_file.execute({ path: 'old', recursive: true }, ctx)).toBe('Deleted old.');
+      expect(await t.make_dir.execute({ path: 'build/out' }, ctx)).toBe('Created build/out/.');
+      expect(files()).toEqual({ 'pkg/src/a.js': 'a\n', 'pkg/src/lib/b.js': 'b\n', 'notes.md': 'one\ntwo\nthree\n' });
+      const report = await checkpoints.rewind(2, { sessionId: 's' });
+      expect(report.skipped).toEqual([]);
+      expect(files()).toEqual(BEFORE);
+    });
+
+    it('refuses an existing target, a directory without recursive and the root, with their codes', async () => {
+      const { fs, files } = make(BEFORE);
+      const t = toolsOf(fs);
+      await expect(t.move_file.execute({ from: 'notes.md', to: 'src/a.js' })).rejects.toMatchObject({ name: 'WorkspaceError', code: 'Exists' });
+      await expect(t.delete_file.execute({ path: 'src' })).rejects.toMatchObject({ code: 'IsADirectory' });
+      await expect(t.delete_file.execute({ path: '.', recursive: true })).rejects.toMatchObject({ code: 'InvalidArguments' });
+      await expect(t.make_dir.execute({ path: 'notes.md' })).rejects.toMatchObject({ code: 'Exists' });
+      await expect(t.move_file.execute({ from: 'notes.md', to: '../out.md' })).rejects.toMatchObject({ code: 'OutsideWorkspace' });
+      expect(files()).toEqual(BEFORE);
+      expect(await t.move_file.execute({ from: 'notes.md', to: 'src/a.js', overwrite: true })).toBe('Moved notes.md to src/a.js.');
+    });
+
+    it('reads many files, the tail of one, and lists with depth', async () => {
+      const { fs } = make(BEFORE);
+      const t = toolsOf(fs);
+      expect(await t.read_files.execute({ paths: ['notes.md', 'nope.md'], offset: -1 })).toBe('==> notes.md <==\n 3\tthree\n\n==> nope.md <==\n(File not found: nope.md)');
+      expect(await t.read_file.execute({ path: 'notes.md', offset: -2 })).toBe(' 2\ttwo\n 3\tthree');
+      expect(await t.list_dir.execute({ path: 'src', depth: 2 })).toBe('a.js\nlib/\nlib/b.js');
+      const info = await t.file_info.execute({ path: 'notes.md' });
+      expect(info.split('\n').slice(0, 4)).toEqual(['path: notes.md', 'type: file', 'size: 14 bytes', 'lines: 3']);
+    });
+  });
+}
+
+it('readOnly keeps file_info and read_files and leaves out the tools that change files', () => {
+  const names = createFsTools(new MemoryWorkspace(), { readOnly: true, include: ALL }).map((t) => t.name);
+  expect(names).toEqual(['read_file', 'list_dir', 'glob', 'grep', 'file_info', 'read_files']);
+});
+
+it('file_info on disk says when the file was modified and its mode', async () => {
+  const { fs } = providers.NodeWorkspace({ 'a.sh': 'echo\n' });
+  const info = await toolsOf(fs).file_info.execute({ path: 'a.sh' });
+  expect(info).toMatch(/\nmodified: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/);
+  if (process.platform !== 'win32') expect(info).toMatch(/\nmode: 0[0-7]{3}$/);
+});
