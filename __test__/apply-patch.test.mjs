@@ -1,23 +1,13 @@
 // apply_patch through the public API, over every kind of provider: codex's envelope applied all
 // or nothing, under the file tools' path rules, and undone by a rewind.
 import { describe, it, expect, afterAll } from 'vitest';
-import { chmodSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { chmodSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { ConfigurationError, MemoryWorkspace, NodeWorkspace, WorkspaceCheckpoints, createFsTools } from 'corral';
-import { jsProvider, tempTree } from './helpers.mjs';
+import { filesOnDisk as onDisk, jsProvider, tempTree } from './helpers.mjs';
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
-
-/** Every file under `root`, path → content. */
-function onDisk(root, dir = root, out = {}) {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) onDisk(root, p, out);
-    else out[relative(root, p).split('\\').join('/')] = readFileSync(p, 'utf8');
-  }
-  return out;
-}
 
 const providers = {
   NodeWorkspace: (files) => { const t = tempTree(files); trees.push(t); return { fs: new NodeWorkspace({ root: t.root }), files: () => onDisk(t.root), root: t.root }; },

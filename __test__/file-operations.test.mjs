@@ -1,22 +1,11 @@
 // move_file, delete_file, make_dir, file_info and read_files, read_file's negative offset and
 // list_dir's depth, through the public API over every kind of provider.
 import { describe, it, expect, afterAll } from 'vitest';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
 import { MemoryWorkspace, NodeWorkspace, WorkspaceCheckpoints, createFsTools } from 'corral';
-import { jsProvider, tempTree } from './helpers.mjs';
+import { filesOnDisk as onDisk, jsProvider, tempTree } from './helpers.mjs';
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
-
-function onDisk(root, dir = root, out = {}) {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) onDisk(root, p, out);
-    else out[relative(root, p).split('\\').join('/')] = readFileSync(p, 'utf8');
-  }
-  return out;
-}
 
 const providers = {
   NodeWorkspace: (files) => { const t = tempTree(files); trees.push(t); return { fs: new NodeWorkspace({ root: t.root }), files: () => onDisk(t.root) }; },

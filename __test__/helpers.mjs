@@ -1,9 +1,9 @@
 // Shared fixtures for the specs: temp directories and a provider written in plain JavaScript.
 import { afterEach } from 'vitest';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync, realpathSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync, rmSync, realpathSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
+import { join, dirname, relative } from 'node:path';
 import { LinuxSandbox, normalizeWorkspacePath, WorkspaceError } from 'corral';
 
 /** Whether LinuxSandbox can run here: Linux with mount, pid and network namespaces, and a user
@@ -71,3 +71,13 @@ export function perTestTrees() {
 }
 
 export { rmSync };
+
+/** Every file under `root`, workspace path → content: a tree on disk as a snapshot compares it. */
+export function filesOnDisk(root, dir = root, out = {}) {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) filesOnDisk(root, p, out);
+    else out[relative(root, p).split('\\').join('/')] = readFileSync(p, 'utf8');
+  }
+  return out;
+}
