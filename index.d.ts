@@ -33,7 +33,7 @@ export declare function defineTool<A = any, R = any>(spec: {
 export type WorkspaceErrorCode =
   | 'NotFound' | 'OutsideWorkspace' | 'Denied' | 'NotAFile' | 'IsADirectory' | 'TooLarge' | 'NotUtf8'
   | 'NoMatch' | 'Ambiguous' | 'InvalidPattern' | 'InvalidArguments' | 'Timeout' | 'Aborted'
-  | 'CommandRefused' | 'ReadOnly' | 'Protected' | 'InvalidPatch' | 'PatchMismatch' | 'Exists' | 'Io';
+  | 'CommandRefused' | 'ReadOnly' | 'Protected' | 'InvalidPatch' | 'PatchMismatch' | 'Exists' | 'NotRead' | 'Stale' | 'Io';
 
 export declare class WorkspaceError extends Error {
   constructor(message: string, code?: WorkspaceErrorCode | string, options?: { cause?: unknown });
@@ -188,6 +188,12 @@ export interface FsToolsOptions {
   fuzzyEdit?: boolean;
   /** Told of every change write_file and edit_file make; not awaited, its errors become warnings. */
   onEdit?: (event: EditEvent) => void | Promise<void>;
+  /**
+   * The stale-file guard: edit_file, apply_patch and write_file over an existing file are refused
+   * (NotRead) unless this session (ctx.sessionId) read the file, and (Stale) when it changed since.
+   * Default false.
+   */
+  requireRead?: boolean;
   /** Tools to add after the six, in this order. Default []. */
   include?: Array<'apply_patch' | 'move_file' | 'delete_file' | 'make_dir' | 'file_info' | 'read_files'>;
 }

@@ -69,3 +69,27 @@ it('file_info on disk says when the file was modified and its mode', async () =>
   expect(info).toMatch(/\nmodified: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/);
   if (process.platform !== 'win32') expect(info).toMatch(/\nmode: 0[0-7]{3}$/);
 });
+
+describe('the stale-file guard (requireRead)', () => {
+  for (const [label, make] of Object.entries(providers)) {
+    it(`over ${label}: refuses an unread file, then a file changed since it was read, per session`, async () => {
+      const { fs, files } = make({ 'a.js': 'let a = 1;\n' });
+      const t = toolsOf(fs, { requireRead: true, include: ['apply_patch', 'read_files'] });
+      const s = { sessionId: 's1' };
+      await expect(t.edit_file.execute({ path: 'a.js', old_string: '1', new_string: '2' }, s))
+        .rejects.toMatchObject({ name: 'WorkspaceError', code: 'NotRead', message: 'Read a.js first: it has not been read in this session.' });
+      await t.read_files.execute({ paths: ['a.js'] }, s);
+      await expect(t.write_file.execute({ path: 'a.js', content: 'x' }, { sessionId: 's2' })).rejects.toMatchObject({ code: 'NotRead' });
+      expect(await t.edit_file.execute({ path: 'a.js', old_string: '1', new_string: '2' }, s)).toMatch(/^Edited a\.js/);
+      // The session's own edit counts as a read; a change by someone else does not.
+      await t.apply_patch.execute({ input: '*** Begin Patch\n*** Update File: a.js\n-let a = 2;\n+let a = 3;\n*** End Patch' }, s);
+      await fs.writeFile('a.js', 'let a = 4;\n');
+      await expect(t.edit_file.execute({ path: 'a.js', old_string: '4', new_string: '5' }, s))
+        .rejects.toMatchObject({ code: 'Stale', message: 'a.js changed since it was last read. Read it again before editing it.' });
+      expect(files()).toEqual({ 'a.js': 'let a = 4;\n' });
+      await t.read_file.execute({ path: 'a.js', offset: -1 }, s);
+      await t.edit_file.execute({ path: 'a.js', old_string: '4', new_string: '5' }, s);
+      expect(files()).toEqual({ 'a.js': 'let a = 5;\n' });
+    });
+  }
+});

@@ -27,6 +27,10 @@ pub enum Code {
     Protected,
     /// The target of a move or a new directory is already there.
     Exists,
+    /// `requireRead`: the session has not read the file it would change.
+    NotRead,
+    /// `requireRead`: the file changed since the session last read it.
+    Stale,
     /// `apply_patch`: the patch does not follow the envelope's grammar.
     InvalidPatch,
     /// `apply_patch`: lines or an anchor of the patch are not in the file.

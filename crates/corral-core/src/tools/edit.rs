@@ -216,6 +216,8 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         Some(s) => check_read_size(&path, s.size, "edit", "")?,
     }
     let (text, bom) = read_text(fs, &path).await?;
+    let bom_bytes: &[u8] = if bom { BOM.as_bytes() } else { b"" };
+    o.check_read(ctx, &path, &[bom_bytes, text.as_bytes()])?;
     check_write_size(&path, text.len() as u64, "the file to edit")?;
     let (out, summary) = match edits {
         Some(list) => {
@@ -284,6 +286,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         return Ok(format!("{path} is left as it is: the edits change nothing. Nothing was written."));
     }
     hooked_write(fs, o, ctx, &path, out.as_bytes()).await?;
+    o.note_read(ctx, &path, &[out.as_bytes()]);
     notify_edit(o, ctx, &path, &before, &out).await;
     Ok(summary)
 }

@@ -90,7 +90,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args
         "delete_file" => delete_file(fs, o, args, ctx).await,
         "make_dir" => make_dir(fs, o, args).await,
         "file_info" => file_info(fs, o, args).await,
-        "read_files" => read_files(fs, o, args).await,
+        "read_files" => read_files(fs, o, args, ctx).await,
         _ => Err(Error::new(Code::InvalidArguments, format!("Unknown tool: {name}"))),
     }
 }
@@ -356,7 +356,7 @@ pub(crate) fn iso8601(ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
-async fn read_files(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<String> {
+async fn read_files(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let paths: Vec<&str> = args
         .get("paths")
         .and_then(Value::as_array)
@@ -372,7 +372,7 @@ async fn read_files(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Res
                 one[key] = v.clone();
             }
         }
-        let text = match read::run(fs, &each, &one).await {
+        let text = match read::run(fs, &each, &one, ctx).await {
             Ok(Value::String(s)) => s,
             Ok(other) => other.to_string(),
             Err(e) if e.code == Code::Foreign => return Err(e),

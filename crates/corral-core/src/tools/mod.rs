@@ -23,6 +23,7 @@ pub mod image;
 mod list;
 mod patch;
 pub mod read;
+pub mod session;
 mod walk;
 mod write;
 
@@ -81,6 +82,8 @@ pub struct FsToolOptions {
     pub on_edit: Option<Arc<dyn crate::options::Callable>>,
     /// The tools of `EXTRA_TOOLS` to create after the six, in this order.
     pub include: Vec<String>,
+    /// `requireRead`: what each session read, shared by the tool set's tools.
+    pub reads: Option<Arc<session::ReadLog>>,
 }
 
 impl Default for FsToolOptions {
@@ -102,11 +105,27 @@ impl Default for FsToolOptions {
             fuzzy_edit: false,
             on_edit: None,
             include: Vec::new(),
+            reads: None,
         }
     }
 }
 
 impl FsToolOptions {
+    /// With `requireRead`: the session read `path` holding `content` (or wrote it).
+    pub(crate) fn note_read(&self, ctx: &Ctx, path: &str, content: &[&[u8]]) {
+        if let Some(r) = &self.reads {
+            r.note(&ctx.session_id, path, session::fingerprint(content));
+        }
+    }
+
+    /// With `requireRead`: whether the session may change `path`, which holds `content` now.
+    pub(crate) fn check_read(&self, ctx: &Ctx, path: &str, content: &[&[u8]]) -> Result<()> {
+        match &self.reads {
+            Some(r) => r.check(&ctx.session_id, path, session::fingerprint(content)),
+            None => Ok(()),
+        }
+    }
+
     /// These options with `protect` globs (same syntax as `glob`).
     pub fn with_protect(mut self, globs: Vec<String>) -> Result<FsToolOptions> {
         let mut set = globset::GlobSetBuilder::new();
@@ -146,6 +165,7 @@ impl FsToolOptions {
                 "fuzzyEdit",
                 "onEdit",
                 "include",
+                "requireRead",
             ],
         )?;
         let include = r.strings("include")?.unwrap_or_default();
@@ -197,6 +217,7 @@ impl FsToolOptions {
             read_images: r.bool("readImages", d.read_images)?,
             fuzzy_edit: r.bool("fuzzyEdit", d.fuzzy_edit)?,
             include,
+            reads: r.bool("requireRead", false)?.then(Default::default),
             on_edit: match r.get("onEdit") {
                 None => None,
                 Some(f) => {
@@ -436,7 +457,7 @@ async fn call_on(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Valu
         return Err(Error::new(Code::ReadOnly, format!("{name} is not available: the file tools are read-only.")));
     }
     match name {
-        "read_file" => read::run(fs, o, args).await,
+        "read_file" => read::run(fs, o, args, ctx).await,
         "write_file" => write::run(fs, o, args, ctx).await.map(Value::String),
         "edit_file" => edit::run(fs, o, args, ctx).await.map(Value::String),
         "list_dir" => list::run(fs, o, args).await.map(Value::String),

@@ -2,8 +2,8 @@
 //! last line that says what was shown and the offset to continue from.
 
 use super::{
-    check_read_size, checked_path, fmt_count, fmt_num, format_bytes, image, path_prop, plural, str_arg, FsToolOptions,
-    MAX_READ_BYTES,
+    check_read_size, checked_path, fmt_count, fmt_num, format_bytes, image, path_prop, plural, str_arg, Ctx,
+    FsToolOptions, MAX_READ_BYTES,
 };
 use serde_json::{json, Value};
 
@@ -32,7 +32,7 @@ pub(super) fn description(o: &FsToolOptions) -> String {
         )
 }
 
-pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<Value> {
+pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<Value> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
     match fs.stat(&path).await? {
         None => return Err(Error::not_found(&path)),
@@ -65,10 +65,13 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) ->
     if !fs.caps().read_bytes {
         // A provider that reads text only: its text is shown as it comes.
         let content = fs.read_file(&path).await?;
+        o.note_read(ctx, &path, &[content.as_bytes()]);
         return Ok(Value::String(format_lines(&path, &content, offset, limit, o.max_output_chars, None)));
     }
     let bytes = fs.read_file_bytes(&path).await?;
     check_read_size(&path, bytes.len() as u64, "read", " Use grep to find the lines you need.")?;
+    // Any successful read counts, whole or in part.
+    o.note_read(ctx, &path, &[&bytes]);
     if let Some(kind) = image::sniff(&bytes) {
         if o.read_images {
             return Ok(image_result(&path, kind, bytes));

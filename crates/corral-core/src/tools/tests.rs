@@ -317,3 +317,68 @@ async fn list_dir_with_depth_lists_below_sorted_by_path_without_denied_names() {
         "README.md\nsrc/\n(Showing 2 of 7 entries.)"
     );
 }
+
+fn guarded() -> FsToolOptions {
+    FsToolOptions {
+        reads: Some(Default::default()),
+        include: vec!["apply_patch".into(), "read_files".into()],
+        ..Default::default()
+    }
+}
+
+async fn in_session(fs: &dyn FsProvider, o: &FsToolOptions, session: &str, name: &str, args: Value) -> Result<String> {
+    let ctx = Ctx { session_id: session.into(), ..Ctx::default() };
+    call(fs, o, name, &args, &ctx).await.map(|v| v.as_str().unwrap_or_default().to_string())
+}
+
+#[tokio::test]
+async fn require_read_refuses_edits_of_unread_files_and_of_files_changed_since() {
+    let fs = mem(&[("a.txt", "one\ntwo\n"), ("b.txt", "b\n")]);
+    let o = guarded();
+    let edit = json!({ "path": "a.txt", "old_string": "one", "new_string": "1" });
+    let e = in_session(&fs, &o, "s", "edit_file", edit.clone()).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (Code::NotRead, "Read a.txt first: it has not been read in this session.")
+    );
+    // A read of part of the file counts; another session's does not.
+    in_session(&fs, &o, "s", "read_file", json!({ "path": "a.txt", "limit": 1 })).await.unwrap();
+    assert_eq!(in_session(&fs, &o, "t", "edit_file", edit.clone()).await.unwrap_err().code, Code::NotRead);
+    in_session(&fs, &o, "s", "edit_file", edit).await.unwrap();
+    // The session's own edit counts as a read.
+    in_session(&fs, &o, "s", "edit_file", json!({ "path": "a.txt", "old_string": "two", "new_string": "2" }))
+        .await
+        .unwrap();
+    // Someone else changes the file: stale until read again.
+    fs.write_file("a.txt", "changed\n").await.unwrap();
+    let e = in_session(&fs, &o, "s", "write_file", json!({ "path": "a.txt", "content": "x" })).await.unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (Code::Stale, "a.txt changed since it was last read. Read it again before editing it.")
+    );
+    // The same content written again is not a change.
+    in_session(&fs, &o, "s", "read_files", json!({ "paths": ["a.txt"] })).await.unwrap();
+    fs.write_file("a.txt", "changed\n").await.unwrap();
+    in_session(&fs, &o, "s", "write_file", json!({ "path": "a.txt", "content": "x" })).await.unwrap();
+    // A new file needs no read.
+    in_session(&fs, &o, "s", "write_file", json!({ "path": "new.txt", "content": "n" })).await.unwrap();
+    assert_eq!(fs.read_file("a.txt").await.unwrap(), "x");
+}
+
+#[tokio::test]
+async fn require_read_guards_apply_patch_updates_and_replacements_before_any_write() {
+    let fs = mem(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let o = guarded();
+    in_session(&fs, &o, "s", "read_file", json!({ "path": "a.txt" })).await.unwrap();
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Add File: b.txt\n+B\n*** End Patch";
+    let e = in_session(&fs, &o, "s", "apply_patch", json!({ "input": patch })).await.unwrap_err();
+    assert_eq!(e.code, Code::NotRead);
+    assert!(e.message.contains("b.txt"), "{}", e.message);
+    assert_eq!(fs.read_file("a.txt").await.unwrap(), "a\n");
+    in_session(&fs, &o, "s", "read_file", json!({ "path": "b.txt" })).await.unwrap();
+    in_session(&fs, &o, "s", "apply_patch", json!({ "input": patch })).await.unwrap();
+    // What the patch wrote counts as read: a second patch needs no new read.
+    let again = "*** Begin Patch\n*** Update File: a.txt\n-A\n+AA\n*** End Patch";
+    in_session(&fs, &o, "s", "apply_patch", json!({ "input": again })).await.unwrap();
+    assert_eq!(fs.read_file("a.txt").await.unwrap(), "AA\n");
+}

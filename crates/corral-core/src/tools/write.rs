@@ -53,11 +53,13 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         if old == content.as_bytes() {
             return Ok(format!("{path} already has this content; nothing was written."));
         }
+        o.check_read(ctx, &path, &[&old])?;
         if o.on_edit.is_some() {
             before = String::from_utf8_lossy(&old).into_owned();
         }
     }
     hooked_write(fs, o, ctx, &path, content.as_bytes()).await?;
+    o.note_read(ctx, &path, &[content.as_bytes()]);
     notify_edit(o, ctx, &path, &before, content).await;
     let size = format!("{}, {}", plural(content.len(), "byte"), plural(content.lines().count(), "line"));
     Ok(if existed { format!("Overwrote {path} ({size}).") } else { format!("Created {path} ({size}).") })

@@ -143,6 +143,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     // The whole patch, worked out before the first write.
     let mut overlay = Overlay { state: BTreeMap::new(), before: BTreeMap::new() };
     let (mut added, mut modified, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
+    let mut guarded = std::collections::BTreeSet::new();
     for (h, path, to) in &steps {
         ctx.check_cancel()?;
         match h {
@@ -150,6 +151,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
                 check_write_size(path, contents.len() as u64, "the new file")?;
                 overlay.original(fs, path, Code::IsADirectory).await?;
                 overlay.state.insert(path.clone(), Some(contents.clone()));
+                guarded.insert(path.clone());
                 added.push(path.clone());
             }
             Hunk::Delete { .. } => {
@@ -170,11 +172,13 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
                     return Err(Error::new(Code::NotFound, format!("File not found: {path} (the patch updates it)")));
                 };
                 let new = apply::updated(path, &text, chunks)?;
+                guarded.insert(path.clone());
                 check_write_size(path, new.len() as u64, "the patched file")?;
                 match to {
                     Some(t) => {
                         check_undoable(o, path, text.len())?;
                         overlay.original(fs, t, Code::IsADirectory).await?;
+                        guarded.insert(t.clone());
                         overlay.state.insert(t.clone(), Some(new));
                         overlay.state.insert(path.clone(), None);
                         modified.push(t.clone());
@@ -185,6 +189,14 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
                     }
                 }
             }
+        }
+    }
+
+    // requireRead: a file the patch updates, or replaces by an Add or a Move, that existed before
+    // it must have been read by this session, as it is now.
+    for path in &guarded {
+        if let Some(Some(bytes)) = overlay.before.get(path) {
+            o.check_read(ctx, path, &[bytes])?;
         }
     }
 
@@ -204,6 +216,9 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         if let Err(e) = result {
             undo(fs, &overlay, &done).await;
             return Err(e);
+        }
+        if let Some(text) = state {
+            o.note_read(ctx, path, &[text.as_bytes()]);
         }
         done.push(path);
     }
