@@ -93,3 +93,19 @@ describe('the stale-file guard (requireRead)', () => {
     });
   }
 });
+
+describe('grep modes, pages and multiline', () => {
+  for (const [label, make] of Object.entries(providers)) {
+    it(`over ${label}: files, counts, pages that add up, and matches across lines`, async () => {
+      const { fs } = make({ 'b.txt': 'x1\nno\nx2\n', 'a.txt': 'x\n', 'c/d.ts': 'call(\n  x,\n)\n' });
+      const { grep } = toolsOf(fs);
+      expect(await grep.execute({ pattern: 'x', output_mode: 'files_with_matches' })).toBe('a.txt\nb.txt\nc/d.ts');
+      expect(await grep.execute({ pattern: 'x', output_mode: 'count' })).toBe('a.txt:1\nb.txt:2\nc/d.ts:1\n(4 matches in 3 files)');
+      const first = await grep.execute({ pattern: 'x', limit: 3 });
+      expect(first.split('\n').at(-1)).toBe('(Showing the first 3 of 4 matches. Narrow the pattern, path or glob, or continue with offset=3.)');
+      const rest = await grep.execute({ pattern: 'x', limit: 3, offset: 3 });
+      expect([...first.split('\n').slice(0, -1), ...rest.split('\n')]).toEqual((await grep.execute({ pattern: 'x' })).split('\n'));
+      expect(await grep.execute({ pattern: 'call\\(\\s*x,\\s*\\)', multiline: true })).toBe('c/d.ts:1: call(');
+    });
+  }
+});

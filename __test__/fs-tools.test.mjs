@@ -129,7 +129,7 @@ for (const [label, make] of Object.entries(providers)) {
       expect(await t.glob.execute({ pattern: '**/*' })).toBe('README.md\n(Showing the first 1 of 5 matching files. Narrow the pattern or path.)');
       expect((await t.grep.execute({ pattern: 'add' })).split('\n')).toEqual([
         'docs/guide.md:1: Use add() to add.',
-        '(Showing the first 1 of 4 matches. Narrow the pattern, path or glob to see the rest.)',
+        '(Showing the first 1 of 4 matches. Narrow the pattern, path or glob, or continue with offset=1.)',
       ]);
     });
 

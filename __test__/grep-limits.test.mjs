@@ -55,7 +55,7 @@ for (const [label, make] of Object.entries(providers)) {
     it('the same search within its budget finds every match', async () => {
       const grep = createFsTools(make(manyFiles()), { maxResults: 1 }).find((t) => t.name === 'grep');
       const out = await grep.execute({ pattern: 'fox (jumps|leaps) over' });
-      expect(out.split('\n').at(-1)).toBe('(Showing the first 1 of 400,000 matches. Narrow the pattern, path or glob to see the rest.)');
+      expect(out.split('\n').at(-1)).toBe('(Showing the first 1 of 400,000 matches. Narrow the pattern, path or glob, or continue with offset=1.)');
     });
 
     it('an aborted signal stops grep with an Aborted tool error', async () => {

@@ -144,6 +144,6 @@ describe('grep memory follows the output', () => {
     const files = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`f${String(i).padStart(3, '0')}.txt`, 'x\n'.repeat(500)]));
     const t = tree(files);
     const out = await byName(createFsTools(new NodeWorkspace({ root: t.root }), { maxResults: 3 })).grep.execute({ pattern: 'x' });
-    expect(out.split('\n')).toEqual(['f000.txt:1: x', 'f000.txt:2: x', 'f000.txt:3: x', '(Showing the first 3 of 150,000 matches. Narrow the pattern, path or glob to see the rest.)']);
+    expect(out.split('\n')).toEqual(['f000.txt:1: x', 'f000.txt:2: x', 'f000.txt:3: x', '(Showing the first 3 of 150,000 matches. Narrow the pattern, path or glob, or continue with offset=3.)']);
   });
 });

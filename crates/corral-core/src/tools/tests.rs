@@ -244,7 +244,7 @@ async fn grep_literal_and_limit() {
     let fs = mem(&[("a.txt", "a.b(c)\naxb(c)\n[x]\n[x]\n[x]\n")]);
     assert_eq!(run(&fs, "grep", json!({"pattern": "a.b(c)", "literal": true})).await.unwrap(), "a.txt:1: a.b(c)");
     let out = run(&fs, "grep", json!({"pattern": "[x]", "literal": true, "limit": 2})).await.unwrap();
-    assert_eq!(out, "a.txt:3: [x]\na.txt:4: [x]\n(Showing the first 2 of 3 matches. Narrow the pattern, path or glob to see the rest.)");
+    assert_eq!(out, "a.txt:3: [x]\na.txt:4: [x]\n(Showing the first 2 of 3 matches. Narrow the pattern, path or glob, or continue with offset=2.)");
     let e = run(&fs, "grep", json!({"pattern": "x", "limit": 0})).await.unwrap_err();
     assert_eq!(e.code, Code::InvalidArguments);
 }

@@ -106,6 +106,17 @@ impl JsRegex {
     /// `y` anchors at the start of the text). An invalid pattern, or one with nested
     /// repetition, is a [`Code::InvalidPattern`] error whose message says what to change.
     pub fn new(pattern: &str, flags: &str) -> Result<JsRegex> {
+        Self::build(pattern, flags, false)
+    }
+
+    /// As `new`, for a regex whose match positions matter (`for_each_start`), not only whether it
+    /// matches: with `m`, `^` and `$` are then zero-width lookarounds (the backtracking engine)
+    /// rather than a terminator the match consumes.
+    pub fn for_positions(pattern: &str, flags: &str) -> Result<JsRegex> {
+        Self::build(pattern, flags, true)
+    }
+
+    fn build(pattern: &str, flags: &str, positional: bool) -> Result<JsRegex> {
         let f = Flags::parse(pattern, flags)?;
         let ast = Parser::parse(pattern, flags, f)?;
         check_nested_repetition(&ast.root).map_err(|()| {
@@ -121,7 +132,7 @@ impl JsRegex {
         })?;
         let utf16 = !f.unicode() && ast.can_match_surrogate;
         // With `y` the match starts at 0, so a leading `^` cannot consume a terminator before it.
-        let backtracking = needs_backtracking(&ast.root, !f.y, true, f);
+        let backtracking = needs_backtracking(&ast.root, !f.y, true, f) || (positional && f.m);
 
         let mut em = Emitter { f, utf16, backtracking, prefilter: false, out: String::new() };
         if f.y {
@@ -199,6 +210,40 @@ impl JsRegex {
         } else {
             self.run(text)
         }
+    }
+
+    /// Calls `each` with the byte offset (in `text`) where each successive match starts, until it
+    /// returns false or the matches end (compile with `for_positions` when `m` is set). Only the
+    /// backtracking engine can return [`Slow`].
+    pub fn for_each_start(&self, text: &str, mut each: impl FnMut(usize) -> bool) -> std::result::Result<(), Slow> {
+        if self.utf16 && has_astral(text) {
+            // Matched on the text as UTF-16 units; each start is mapped back to `text`.
+            let mut units = String::new();
+            to_units(text, &mut units);
+            let mut back = utf16::OffsetsBack::new(text);
+            return self.starts(&units, |at| each(back.original(at)));
+        }
+        self.starts(text, each)
+    }
+
+    fn starts(&self, text: &str, mut each: impl FnMut(usize) -> bool) -> std::result::Result<(), Slow> {
+        match &self.engine {
+            Engine::Linear(re) => {
+                for m in re.find_iter(text) {
+                    if !each(m.start()) {
+                        break;
+                    }
+                }
+            }
+            Engine::Backtracking(re) => {
+                for m in re.find_iter(text) {
+                    if !each(m.map_err(|_| Slow)?.start()) {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn run(&self, text: &str) -> std::result::Result<bool, Slow> {

@@ -683,3 +683,22 @@ fn differential_from_file() {
     eprintln!("{n} cases, {skipped} refused, unsupported or slow");
     assert!(wrong.is_empty(), "{} of {n} differ:\n{}", wrong.len(), wrong.join("\n"));
 }
+
+#[test]
+fn match_starts_are_offsets_in_the_text_also_after_astral_characters_read_as_units() {
+    let starts = |pattern: &str, flags: &str, text: &str| {
+        let re = JsRegex::new(pattern, flags).unwrap();
+        let mut v = Vec::new();
+        re.for_each_start(text, |i| {
+            v.push(i);
+            true
+        })
+        .unwrap();
+        v
+    };
+    assert_eq!(starts("b.c", "s", "abc\nb\nc b\u{e9}c"), vec![4, 8]);
+    // Without `u` the pattern sees UTF-16 units; the starts are still offsets in the text.
+    let text = "\u{1F600}x\u{1F600}x";
+    assert_eq!(starts("x", "", text), vec![4, 9]);
+    assert_eq!(starts("[\\uD800-\\uDBFF]", "", text), vec![0, 5]);
+}

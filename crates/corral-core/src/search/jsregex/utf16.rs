@@ -36,3 +36,34 @@ pub(super) fn to_units(text: &str, out: &mut String) {
         }
     }
 }
+
+/// Maps offsets in the text `to_units` made back to the original, for offsets asked in order.
+pub(super) struct OffsetsBack<'a> {
+    chars: std::str::CharIndices<'a>,
+    /// The next original character and its offsets (original, converted).
+    next: Option<(usize, char)>,
+    converted: usize,
+    end: usize,
+}
+
+impl<'a> OffsetsBack<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        let mut chars = text.char_indices();
+        let next = chars.next();
+        OffsetsBack { chars, next, converted: 0, end: text.len() }
+    }
+
+    /// The original offset of the character that covers converted offset `at` (the start of an
+    /// astral character for either of its units). Offsets must not decrease between calls.
+    pub(super) fn original(&mut self, at: usize) -> usize {
+        while let Some((i, c)) = self.next {
+            let width = if c as u32 <= MAX_UNIT { c.len_utf8() } else { 8 };
+            if at < self.converted + width {
+                return i;
+            }
+            self.converted += width;
+            self.next = self.chars.next();
+        }
+        self.end
+    }
+}

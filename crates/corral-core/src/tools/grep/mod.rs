@@ -2,10 +2,12 @@
 //! matching runs on the blocking pool under a time budget checked before every line; results are
 //! kept as the output can show them and sorted by path once at the end.
 
+mod output;
+
 use super::{
-    fmt_count, fmt_num, format_bytes, path_prop, plural, push_line, skipped_names, str_arg, Ctx, FsToolOptions,
-    GREP_LINE_CHARS,
+    fmt_count, fmt_num, format_bytes, path_prop, plural, skipped_names, str_arg, Ctx, FsToolOptions, GREP_LINE_CHARS,
 };
+use output::{Page, Skipped};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,7 +32,10 @@ pub(super) fn parameters() -> Value {
             "ignore_case": { "type": "boolean", "description": "Match case-insensitively." },
             "literal": { "type": "boolean", "description": "The pattern is plain text, not a regular expression." },
             "context": { "type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (shown as `path-12- text`, groups separated by `--`)." },
-            "limit": { "type": "integer", "minimum": 1, "description": "Most matching lines to show (at most the tool's own limit)." }
+            "limit": { "type": "integer", "minimum": 1, "description": "Most matching lines to show (at most the tool's own limit)." },
+            "output_mode": { "type": "string", "enum": ["content", "files_with_matches", "count"], "description": "content (default): the matching lines; files_with_matches: one path a line; count: path:N matching lines per file, then the total." },
+            "offset": { "type": "integer", "minimum": 0, "description": "Skip this many results of the mode (lines, files or counts): the cut line names the offset that continues." },
+            "multiline": { "type": "boolean", "description": "Let a match span lines (. also matches a newline); the line where each match starts is reported." }
         },
         "required": ["pattern"],
         "additionalProperties": false
@@ -46,6 +51,14 @@ pub(super) fn description(o: &FsToolOptions) -> String {
         )
 }
 
+/// What grep returns (`output_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    Content,
+    Files,
+    Count,
+}
+
 /// The matching side of grep: the regex, the time budget and the counters, shared by threads.
 struct Grep {
     re: JsRegex,
@@ -59,6 +72,8 @@ struct Grep {
     cancel: Option<Cancel>,
     keep: usize,
     context: usize,
+    /// A match may span lines; the line where it starts is the one reported.
+    multiline: bool,
     /// Once `keep` matches are held, the last path holding one: a file sorting after it cannot
     /// be shown, so it is only counted (no lines built).
     bound: std::sync::RwLock<Option<String>>,
@@ -127,17 +142,23 @@ struct Collected {
     total: usize,
     keep: usize,
     context: usize,
+    /// For `files_with_matches` and `count`: each file with matches and how many.
+    counts: Vec<(String, usize)>,
+    want_counts: bool,
 }
 
 impl Collected {
-    fn new(keep: usize, context: usize) -> Self {
-        Collected { files: Vec::new(), kept: 0, total: 0, keep, context }
+    fn new(keep: usize, context: usize, want_counts: bool) -> Self {
+        Collected { files: Vec::new(), kept: 0, total: 0, keep, context, counts: Vec::new(), want_counts }
     }
 
     /// Adds one file's hits; after a prune that leaves `keep` matches, returns the last path
     /// holding one (the bound past which files are only counted).
     fn add(&mut self, h: FileHits) -> Option<String> {
         self.total += h.count;
+        if self.want_counts && h.count > 0 {
+            self.counts.push((h.path.clone(), h.count));
+        }
         if h.lines.is_empty() {
             return None;
         }
@@ -306,6 +327,8 @@ impl Grep {
             self.keep
         };
         match self.re.prefilter() {
+            // The prefilter finds lines; a match that spans lines is not in any one of them.
+            _ if self.multiline => self.search_multiline(path, bytes, started, keep),
             Some(pf) if self.context == 0 => self.search_candidates(pf, path, bytes, started, keep),
             Some(pf) if !pf.is_match(bytes) => None,
             _ => self.search_each_line(path, bytes, started, keep),
@@ -374,6 +397,56 @@ impl Grep {
         (hits.count > 0).then_some(hits)
     }
 
+    /// Over the whole file, for `multiline`: each line where a match starts is a matching line
+    /// (counted once), shown with its context.
+    fn search_multiline(&self, path: &str, bytes: &[u8], started: Instant, keep: usize) -> Option<FileHits> {
+        let text = String::from_utf8_lossy(bytes);
+        let raw = text.as_bytes();
+        let already = self.spent_nanos.load(Ordering::Relaxed);
+        let every = self.check_every();
+        let (mut line_no, mut counted_to, mut last_line, mut seen) = (1usize, 0usize, 0usize, 0u32);
+        let (mut count, mut kept, mut out_of_time) = (0usize, Vec::new(), false);
+        let found = self.re.for_each_start(&text, |start| {
+            seen += 1;
+            if seen.is_multiple_of(every) && (self.stopped() || self.out_of_time(already, started)) {
+                out_of_time = true;
+                return false;
+            }
+            line_no += memchr::memchr_iter(b'\n', &raw[counted_to..start]).count();
+            counted_to = start;
+            if line_no != last_line {
+                last_line = line_no;
+                count += 1;
+                if count <= keep {
+                    kept.push(line_no);
+                }
+            }
+            true
+        });
+        if found.is_err() {
+            self.step_limit.store(true, Ordering::Relaxed);
+            self.stop.store(true, Ordering::Relaxed);
+            return None;
+        }
+        if out_of_time || count == 0 {
+            return None;
+        }
+        let mut hits = FileHits { path: path.to_string(), lines: Vec::new(), count };
+        if !kept.is_empty() {
+            let body = text.strip_suffix('\n').unwrap_or(&text);
+            let all: Vec<&str> = body.split('\n').map(|l| cut_line(l.strip_suffix('\r').unwrap_or(l))).collect();
+            let c = self.context;
+            for (i, line) in all.iter().enumerate() {
+                let n = i + 1;
+                let matched = kept.binary_search(&n).is_ok();
+                if matched || kept.iter().any(|&m| n + c >= m && n <= m + c) {
+                    hits.lines.push(Line { n, text: line.to_string(), matched });
+                }
+            }
+        }
+        Some(hits)
+    }
+
     /// Line by line, for context and for patterns without a prefilter (they can match an
     /// empty line).
     fn search_each_line(&self, path: &str, bytes: &[u8], started: Instant, keep: usize) -> Option<FileHits> {
@@ -427,13 +500,33 @@ impl Grep {
 
 pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let pattern = str_arg(args, "pattern").unwrap_or_default();
-    let flags = if args.get("ignore_case").and_then(Value::as_bool).unwrap_or(false) { "i" } else { "" };
-    let re = if args.get("literal").and_then(Value::as_bool).unwrap_or(false) {
-        JsRegex::new(&escape_literal(pattern), flags)?
-    } else {
-        JsRegex::new(pattern, flags)?
+    let multiline = args.get("multiline").and_then(Value::as_bool).unwrap_or(false);
+    let mut flags = String::new();
+    if args.get("ignore_case").and_then(Value::as_bool).unwrap_or(false) {
+        flags.push('i');
+    }
+    if multiline {
+        // `.` matches a newline, and `^`/`$` still match at each line's ends.
+        flags.push_str("ms");
+    }
+    let flags = flags.as_str();
+    let mode = match str_arg(args, "output_mode") {
+        Some("files_with_matches") => Mode::Files,
+        Some("count") => Mode::Count,
+        _ => Mode::Content,
     };
-    let keep = args.get("limit").and_then(Value::as_u64).map_or(o.max_results, |l| (l as usize).min(o.max_results));
+    let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let literal;
+    let source = if args.get("literal").and_then(Value::as_bool).unwrap_or(false) {
+        literal = escape_literal(pattern);
+        &literal
+    } else {
+        pattern
+    };
+    let re = if multiline { JsRegex::for_positions(source, flags)? } else { JsRegex::new(source, flags)? };
+    let shown = args.get("limit").and_then(Value::as_u64).map_or(o.max_results, |l| (l as usize).min(o.max_results));
+    // The lines kept while matching: the page's and those before it; none when only counting.
+    let keep = if mode == Mode::Content { offset.saturating_add(shown) } else { 0 };
     let context = args.get("context").and_then(Value::as_u64).unwrap_or(0) as usize;
     let file_glob = match str_arg(args, "glob") {
         Some(g) if !g.is_empty() => Some((compile_glob(g)?, g.replace('\\', "/").contains('/'))),
@@ -457,13 +550,14 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         cancel: ctx.cancel.clone(),
         keep,
         context,
+        multiline,
         bound: Default::default(),
         began: Instant::now(),
         busy: std::array::from_fn(|_| AtomicU64::new(0)),
     });
     let work = async {
         let too_large = Arc::new(Mutex::new(Skipped::default()));
-        let found = Arc::new(Mutex::new(Collected::new(keep, context)));
+        let found = Arc::new(Mutex::new(Collected::new(keep, context, mode != Mode::Content)));
         let mut notes = Vec::new();
         if kind == EntryType::File {
             let size = fs.stat(&base).await?.map(|s| s.size).unwrap_or(0);
@@ -573,9 +667,9 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         if grep.slow.load(Ordering::Relaxed) {
             return Err(grep.slow_error(o));
         }
-        let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0, 0));
+        let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0, 0, false));
         let skipped = std::mem::take(&mut *too_large.lock().unwrap());
-        Ok(format_hits(results, o, keep, &notes, skipped))
+        Ok(output::format(results, o, mode, Page { offset, keep: shown }, &notes, skipped))
     };
     grep.race(work, o).await
 }
@@ -624,98 +718,5 @@ fn escape_literal(text: &str) -> String {
     out
 }
 
-/// Matches as `path:12: text`; with context, context lines as `path-12- text` and `--` between
-/// groups that do not touch (ripgrep's convention).
-/// The files grep skipped for their size: a few names (sorted) and how many in all.
-#[derive(Default)]
-struct Skipped {
-    names: Vec<String>,
-    count: usize,
-}
-
-/// How many names `Skipped` keeps before it only counts (the note shows 5).
-const SKIPPED_KEPT: usize = 1000;
-
-impl Skipped {
-    fn add(&mut self, path: &str) {
-        self.count += 1;
-        if self.names.len() < SKIPPED_KEPT {
-            self.names.push(path.to_string());
-        }
-    }
-
-    /// `(Skipped 7 files over 2 MB (maxGrepFileBytes): a, b, c, d, e and 2 more.)`
-    fn note(mut self, limit: u64) -> Option<String> {
-        if self.count == 0 {
-            return None;
-        }
-        self.names.sort();
-        let shown: Vec<&str> = self.names.iter().take(5).map(String::as_str).collect();
-        let more = self.count - shown.len();
-        let files = if self.count == 1 { "1 file".to_string() } else { format!("{} files", fmt_count(self.count)) };
-        let tail = if more > 0 { format!(" and {} more", fmt_count(more)) } else { String::new() };
-        Some(format!("(Skipped {files} over {} (maxGrepFileBytes): {}{tail}.)", format_bytes(limit), shown.join(", ")))
-    }
-}
-
-fn format_hits(mut results: Collected, o: &FsToolOptions, keep: usize, notes: &[String], skipped: Skipped) -> String {
-    results.prune();
-    let total = results.total;
-    let context = results.context > 0;
-    let results = results.files;
-    let mut out = String::new();
-    let mut shown = 0usize;
-    let mut chars = 0usize;
-    let mut last: Option<(usize, usize)> = None; // (file index, line) of the last line shown
-    'files: for (fi, file) in results.iter().enumerate() {
-        for l in &file.lines {
-            if l.matched && shown >= keep {
-                break 'files;
-            }
-            if context
-                && last.is_some_and(|(f, n)| f != fi || l.n > n + 1)
-                && !push_line(&mut out, &mut chars, "--", o.max_output_chars)
-            {
-                break 'files;
-            }
-            let sep = if l.matched { ':' } else { '-' };
-            if !push_line(
-                &mut out,
-                &mut chars,
-                &format!("{}{sep}{}{sep} {}", file.path, l.n, l.text),
-                o.max_output_chars,
-            ) {
-                break 'files;
-            }
-            last = Some((fi, l.n));
-            if l.matched {
-                shown += 1;
-            }
-        }
-    }
-    if total == 0 {
-        out.push_str("No matches found.\n");
-    }
-    // Notes come before the cut line, which stays the last line.
-    if let Some(n) = skipped.note(o.max_grep_file_bytes) {
-        out.push_str(&n);
-        out.push('\n');
-    }
-    for n in notes {
-        out.push_str(n);
-        out.push('\n');
-    }
-    if total > 0 && shown < total {
-        out.push_str(&format!(
-            "(Showing the first {} of {} matches. Narrow the pattern, path or glob to see the rest.)\n",
-            fmt_count(shown),
-            fmt_count(total)
-        ));
-    }
-    out.pop();
-    out
-}
-
 #[cfg(test)]
-#[path = "grep_tests.rs"]
 mod tests;

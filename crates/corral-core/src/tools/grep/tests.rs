@@ -126,10 +126,116 @@ async fn past_the_limit_matches_are_counted_and_the_first_by_path_are_shown() {
             assert_eq!(shown, want);
             assert!(
                 out.ends_with(
-                    "(Showing the first 200 of 1,200 matches. Narrow the pattern, path or glob to see the rest.)"
+                    "(Showing the first 200 of 1,200 matches. Narrow the pattern, path or glob, or continue with offset=200.)"
                 ),
                 "{out}"
             );
         }
     }
+}
+
+async fn grep_text(fs: &dyn crate::fs::FsProvider, o: &FsToolOptions, args: serde_json::Value) -> String {
+    call(fs, o, "grep", &args, &Ctx::default()).await.unwrap().as_str().unwrap().to_string()
+}
+
+fn modes_fs() -> MemoryFs {
+    MemoryFs::new([
+        ("b.txt".to_string(), b"x1\nno\nx2\nx3\n".to_vec()),
+        ("a.txt".to_string(), b"x\n".to_vec()),
+        ("c/d.txt".to_string(), b"nothing\n".to_vec()),
+        ("c/e.txt".to_string(), b"x x x\nx\n".to_vec()),
+    ])
+    .unwrap()
+}
+
+#[tokio::test]
+async fn files_with_matches_and_count_list_files_by_path_and_count_matching_lines() {
+    let fs = modes_fs();
+    let o = FsToolOptions::default();
+    let files = grep_text(&fs, &o, json!({ "pattern": "x", "output_mode": "files_with_matches" })).await;
+    assert_eq!(files, "a.txt\nb.txt\nc/e.txt");
+    let count = grep_text(&fs, &o, json!({ "pattern": "x", "output_mode": "count" })).await;
+    assert_eq!(count, "a.txt:1\nb.txt:3\nc/e.txt:2\n(6 matches in 3 files)");
+    let none = grep_text(&fs, &o, json!({ "pattern": "zzz", "output_mode": "count" })).await;
+    assert_eq!(none, "No matches found.");
+}
+
+#[tokio::test]
+async fn every_cut_line_names_the_offset_that_continues_and_pages_add_up_to_the_whole() {
+    let fs = modes_fs();
+    let o = FsToolOptions::default();
+    for (mode, context) in [("content", 0), ("content", 1), ("files_with_matches", 0), ("count", 0)] {
+        let whole = grep_text(&fs, &o, json!({ "pattern": "x", "output_mode": mode, "context": context })).await;
+        let (mut offset, mut pages) = (0u64, Vec::new());
+        loop {
+            let page = grep_text(
+                &fs,
+                &o,
+                json!({ "pattern": "x", "output_mode": mode, "context": context, "offset": offset, "limit": 2 }),
+            )
+            .await;
+            let mut lines: Vec<&str> = page.lines().collect();
+            let next = lines
+                .last()
+                .and_then(|l| l.split("offset=").nth(1))
+                .map(|n| n.trim_end_matches(".)").parse::<u64>().unwrap());
+            if next.is_some() {
+                lines.pop();
+            }
+            if mode == "count" {
+                lines.retain(|l| !l.starts_with('('));
+            }
+            pages.extend(lines.iter().map(|s| s.to_string()));
+            match next {
+                Some(n) => {
+                    assert_eq!(n, offset + 2, "{mode}: {page}");
+                    offset = n;
+                }
+                None => break,
+            }
+        }
+        let mut expected: Vec<String> = whole.lines().map(String::from).collect();
+        if mode == "count" {
+            expected.retain(|l| !l.starts_with('('));
+        }
+        if context > 0 {
+            // Pages are cut between matches: a `--` may stand between two pages' groups.
+            pages.retain(|l| l != "--");
+            expected.retain(|l| l != "--");
+            pages.dedup();
+        }
+        assert_eq!(pages, expected, "{mode} with context {context}");
+    }
+    let cut = grep_text(&fs, &o, json!({ "pattern": "x", "limit": 2 })).await;
+    assert_eq!(
+        cut.lines().last().unwrap(),
+        "(Showing the first 2 of 6 matches. Narrow the pattern, path or glob, or continue with offset=2.)"
+    );
+    let cut =
+        grep_text(&fs, &o, json!({ "pattern": "x", "limit": 2, "offset": 2, "output_mode": "files_with_matches" }))
+            .await;
+    assert_eq!(cut, "c/e.txt");
+    let cut = grep_text(&fs, &o, json!({ "pattern": "x", "limit": 1, "offset": 1, "output_mode": "count" })).await;
+    assert_eq!(cut, "b.txt:3\n(6 matches in 3 files)\n(Showing files 2-2 of 3. Continue with offset=2.)");
+    let past = grep_text(&fs, &o, json!({ "pattern": "x", "offset": 50 })).await;
+    assert_eq!(past, "(offset=50 is past the last of 6 matches.)");
+}
+
+#[tokio::test]
+async fn multiline_matches_span_lines_and_report_the_line_they_start_on() {
+    let fs = MemoryFs::new([(
+        "m.rs".to_string(),
+        b"fn a() {\n    call(\n        x,\n    );\n}\nfn b() { call(y); }\n".to_vec(),
+    )])
+    .unwrap();
+    let o = FsToolOptions::default();
+    let out = grep_text(&fs, &o, json!({ "pattern": "call\\(\\s*x,\\s*\\)", "multiline": true })).await;
+    assert_eq!(out, "m.rs:2:     call(");
+    let out = grep_text(&fs, &o, json!({ "pattern": "call\\(\\s*x,\\s*\\)" })).await;
+    assert_eq!(out, "No matches found.");
+    let out =
+        grep_text(&fs, &o, json!({ "pattern": "fn a.*b\\(\\)", "multiline": true, "output_mode": "count" })).await;
+    assert_eq!(out, "m.rs:1\n(1 match in 1 file)");
+    let out = grep_text(&fs, &o, json!({ "pattern": "^fn", "multiline": true, "context": 1 })).await;
+    assert_eq!(out, "m.rs:1: fn a() {\nm.rs-2-     call(\n--\nm.rs-5- }\nm.rs:6: fn b() { call(y); }");
 }
