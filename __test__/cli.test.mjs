@@ -105,6 +105,6 @@ describe('the corral CLI', () => {
     const mcp = corral('mcp', '--help');
     expect(mcp.status).toBe(0);
     expect(mcp.stderr).toMatch(/^usage: corral mcp --root DIR/);
-    for (const flag of ['--allow', '--deny', '--client-approves', '--read-only', '--sandbox', '--image', '--help', '--version']) expect(mcp.stderr).toContain(flag);
+    for (const flag of ['--allow', '--deny', '--client-approves', '--read-only', '--tools', '--sandbox', '--image', '--help', '--version']) expect(mcp.stderr).toContain(flag);
   });
 });

@@ -1,7 +1,7 @@
 // move_file, delete_file, make_dir, file_info and read_files, read_file's negative offset and
 // list_dir's depth, through the public API over every kind of provider.
 import { describe, it, expect, afterAll } from 'vitest';
-import { MemoryWorkspace, NodeWorkspace, WorkspaceCheckpoints, createFsTools } from 'corral';
+import { MemoryWorkspace, NodeWorkspace, WorkspaceCheckpoints, createFsTools, workspacePrompt } from 'corral';
 import { filesOnDisk as onDisk, jsProvider, tempTree } from './helpers.mjs';
 
 const trees = [];
@@ -108,4 +108,9 @@ describe('grep modes, pages and multiline', () => {
       expect(await grep.execute({ pattern: 'call\\(\\s*x,\\s*\\)', multiline: true })).toBe('c/d.ts:1: call(');
     });
   }
+});
+
+it('workspacePrompt names the tools include added', () => {
+  const prompt = workspacePrompt(createFsTools(new MemoryWorkspace(), { include: ['apply_patch', ...ALL] }));
+  for (const name of ['read_file', 'apply_patch', 'move_file', 'delete_file', 'make_dir', 'file_info', 'read_files']) expect(prompt).toContain(name);
 });

@@ -81,6 +81,29 @@ describe('corral mcp', () => {
     expect(again.content[0].text).toContain('src/');
   });
 
+  it('--tools all adds the agent tools with hints, and --read-only still serves only reading tools', async () => {
+    const all = await connect(['--root', t.root, '--tools', 'all']);
+    try {
+      const { tools } = await all.client.listTools();
+      const names = tools.map((x) => x.name);
+      expect(names).toEqual(['read_file', 'write_file', 'edit_file', 'list_dir', 'glob', 'grep', 'apply_patch', 'move_file', 'delete_file', 'make_dir', 'file_info', 'read_files', 'shell']);
+      const hints = Object.fromEntries(tools.map((x) => [x.name, x.annotations]));
+      expect(hints.file_info).toEqual({ readOnlyHint: true });
+      expect(hints.delete_file).toEqual({ readOnlyHint: false, destructiveHint: true });
+      const r = await all.client.callTool({ name: 'read_files', arguments: { paths: ['nope.txt'] } });
+      expect(r.content[0].text).toBe('==> nope.txt <==\n(File not found: nope.txt)');
+    } finally {
+      await all.close();
+    }
+    const ro = await connect(['--root', t.root, '--read-only', '--tools', 'all']);
+    try {
+      const { tools } = await ro.client.listTools();
+      expect(tools.map((x) => x.name)).toEqual(['read_file', 'list_dir', 'glob', 'grep', 'file_info', 'read_files']);
+    } finally {
+      await ro.close();
+    }
+  });
+
   it('--read-only offers only the read tools', async () => {
     const ro = await connect(['--root', t.root, '--read-only']);
     try {

@@ -13,14 +13,17 @@ const { parseFlags } = require('../bin/flags.js');
 const { version } = require('../package.json');
 
 const usage = `usage: corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--client-approves] [--read-only]
-                  [--sandbox none|linux|docker] [--image IMAGE] [--help] [--version]
+                  [--tools default|all] [--sandbox none|linux|docker] [--image IMAGE] [--help] [--version]
 An MCP server on stdio with corral's file tools over DIR and a shell tool.
   --allow CMD         a command that runs without asking (a string pattern; repeatable)
   --deny CMD          a command that is refused without asking (repeatable)
                       Any other command is put to the client's user (MCP elicitation) and runs
                       only if they approve; a client that cannot ask gets it refused.
   --client-approves   every command not denied runs: the client asks its user before each call
-  --read-only         only read_file, list_dir, glob and grep: no write_file, edit_file or shell
+  --read-only         only the tools that do not write (read_file, list_dir, glob, grep, and with
+                      --tools all file_info and read_files): no write_file, edit_file or shell
+  --tools all         also the tools agents are trained on: apply_patch, move_file, delete_file,
+                      make_dir, file_info, read_files (default: the six file tools and the shell)
   --sandbox           where commands run: none (on this machine, the default), linux (LinuxSandbox:
                       namespaces, the host read-only but DIR, no network, no daemon) or docker (a
                       container per command, needs --image and a Docker Engine)
@@ -30,18 +33,22 @@ An MCP server on stdio with corral's file tools over DIR and a shell tool.
 
 const FLAGS = {
   '--root': 'value', '--allow': 'list', '--deny': 'list', '--client-approves': 'switch', '--read-only': 'switch',
-  '--sandbox': 'value', '--image': 'value', '--help': 'switch', '-h': 'switch', '--version': 'switch',
+  '--tools': 'value', '--sandbox': 'value', '--image': 'value', '--help': 'switch', '-h': 'switch', '--version': 'switch',
 };
 
 function parse(argv) {
   const { flags: f, positional } = parseFlags(argv, FLAGS);
   if (positional.length) throw new Error(`unexpected argument '${positional[0]}'`);
+  if (f['--tools'] !== undefined && f['--tools'] !== 'default' && f['--tools'] !== 'all') {
+    throw new Error(`--tools must be default or all, not '${f['--tools']}'`);
+  }
   return {
     root: f['--root'],
     allow: f['--allow'] ?? [],
     deny: f['--deny'] ?? [],
     clientApproves: f['--client-approves'] === true,
     readOnly: f['--read-only'] === true,
+    tools: f['--tools'] ?? 'default',
     sandbox: f['--sandbox'] ?? 'none',
     image: f['--image'],
     help: f['--help'] === true || f['-h'] === true,
@@ -52,7 +59,8 @@ function parse(argv) {
 /** The tools a server with these options offers. */
 function toolsFor(o) {
   const workspace = new corral.NodeWorkspace({ root: o.root });
-  const fsTools = corral.createFsTools(workspace, { readOnly: o.readOnly, readImages: true });
+  const include = o.tools === 'all' ? addon.extraFsTools() : [];
+  const fsTools = corral.createFsTools(workspace, { readOnly: o.readOnly, readImages: true, include });
   if (o.readOnly) return fsTools;
   let shell = workspace;
   if (o.sandbox === 'linux') {

@@ -87,6 +87,12 @@ impl NativeReadOnlyCommands {
     }
 }
 
+/// The tools `createFsTools`'s `include` can add, in the core's order.
+#[napi(catch_unwind)]
+pub fn extra_fs_tools() -> Vec<&'static str> {
+    tools::EXTRA_TOOLS.to_vec()
+}
+
 /// The MCP `annotations` of a tool, by its name.
 #[napi(catch_unwind)]
 pub fn tool_annotations(name: String) -> Value {
