@@ -280,6 +280,10 @@ export interface ShellToolOptions {
   onProgress?: (event: ProgressEvent) => void | Promise<void>;
   /** Default 250. */
   progressMs?: number;
+  /** run_in_background and the process tools: createShellTool then returns an array. Default false. */
+  background?: boolean;
+  /** How long a background process may run. Default 1,800,000 (30 minutes). */
+  backgroundTimeoutMs?: number;
 }
 
 export interface ProgressEvent {
@@ -292,7 +296,32 @@ export interface ShellToolArgs {
   command: string;
   timeout_ms?: number;
   stdin?: string;
+  /** With background: true. */
+  run_in_background?: boolean;
 }
+
+/** What process_output and process_stop give, and a background start. */
+export interface BackgroundProcessResult {
+  id: string;
+  running: boolean;
+  stdout: string;
+  stderr: string;
+  exitCode?: number | null;
+  signal?: string;
+  note?: string;
+}
+
+/** createShellTool with background: true: the shell tool, then process_output, process_input, process_stop and process_list. */
+export type BackgroundShellTools = [
+  Tool<ShellToolArgs, ShellToolResult | BackgroundProcessResult>,
+  Tool<{ id: string; wait_ms?: number }, BackgroundProcessResult>,
+  Tool<{ id: string; text: string; close?: boolean }, { id: string; written: number; closed: boolean }>,
+  Tool<{ id: string }, BackgroundProcessResult>,
+  Tool<Record<string, never>, Array<{ id: string; command: string; running: boolean; exitCode?: number | null }>>,
+] & {
+  /** Stops every background process of the tool set. */
+  close(): Promise<void>;
+};
 
 export interface ShellToolResult {
   exitCode: number | null;
@@ -307,6 +336,7 @@ export interface ShellToolResult {
   errorFile?: string;
 }
 
+export declare function createShellTool(shell: ShellProvider, options: ShellToolOptions & { background: true }): BackgroundShellTools;
 export declare function createShellTool(shell: ShellProvider, options?: ShellToolOptions): Tool<ShellToolArgs, ShellToolResult>;
 
 export interface CheckpointData { [key: string]: unknown }

@@ -367,12 +367,20 @@ function createShellTool(shell, options) {
   const spillFs = options?.spillFs != null ? nativeFs(options.spillFs) : nativeOf.get(shell);
   const given = typeof options?.onProgress === 'function' ? { ...options, onProgress: notifier(options.onProgress) } : options ?? null;
   const tool = keep(new native.NativeShellTool(handle, optionData(given, fns), functionsCallback(fns), spillFs), handle, fns, spillFs);
-  return describedBy(defineTool({
+  const shellTool = describedBy(defineTool({
     ...tool.spec(),
     // A command allow/deny refuse is never offered to a human: execute() throws CommandRefused.
     needsApproval: (args) => tool.needsApproval(args ?? null),
     execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.call(args === undefined ? null : args, ctxData(ctx), token)),
   }), tool);
+  if (options?.background !== true) return shellTool;
+  // With background: the shell tool, then the process tools, and close() to stop every process.
+  const tools = [shellTool, ...tool.processSpecs().map((spec) => defineTool({
+    ...spec,
+    execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.callProcessTool(spec.name, args === undefined ? null : args, ctxData(ctx), token)),
+  }))];
+  Object.defineProperty(tools, 'close', { value: () => tool.close(), enumerable: false });
+  return tools;
 }
 
 /**

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 
 use corral_core::remote::{RemoteShell, RemoteStub};
 use corral_core::shell::exec::LocalShell;
+use corral_core::shell::process::tools::{self as process_tools, PROCESS_TOOLS};
+use corral_core::shell::process::Processes;
 use corral_core::shell::tool::{self, ShellToolOptions};
 use corral_core::shell::{ExecOptions, ExecStub, ShellProvider, StubShell};
 
@@ -110,6 +112,8 @@ impl NativeShell {
 pub struct NativeShellTool {
     shell: Arc<dyn ShellProvider>,
     opts: Arc<ShellToolOptions>,
+    /// With `background: true`: the tool set's background processes.
+    processes: Option<Arc<Processes>>,
 }
 
 #[napi]
@@ -123,7 +127,8 @@ impl NativeShellTool {
     ) -> Result<Self> {
         let spill_fs = spill_fs.map(|f| f.inner.clone());
         let opts = ShellToolOptions::from_options(&options, &crate::functions(functions), spill_fs).napi()?;
-        Ok(NativeShellTool { shell: shell.inner.clone(), opts: Arc::new(opts) })
+        let processes = opts.background.then(|| Arc::new(Processes::new(opts.background_timeout_ms)));
+        Ok(NativeShellTool { shell: shell.inner.clone(), opts: Arc::new(opts), processes })
     }
 
     #[napi(catch_unwind)]
@@ -131,7 +136,50 @@ impl NativeShellTool {
         json!({
             "name": self.opts.name,
             "description": tool::description(&self.opts, self.shell.shell().as_deref()),
-            "parameters": tool::parameters_schema(),
+            "parameters": tool::parameters_for(&self.opts),
+        })
+    }
+
+    /// With `background: true`, the process tools after the shell tool.
+    #[napi(catch_unwind)]
+    pub fn process_specs(&self) -> Vec<Value> {
+        if self.processes.is_none() {
+            return Vec::new();
+        }
+        PROCESS_TOOLS
+            .iter()
+            .map(|n| json!({ "name": n, "description": process_tools::description(n), "parameters": process_tools::parameters(n) }))
+            .collect()
+    }
+
+    /// A call of one of the process tools.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn call_process_tool<'e>(
+        &self,
+        env: &'e Env,
+        name: String,
+        args: Value,
+        ctx: Value,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'e, Value>> {
+        let procs = self.processes.clone();
+        let cancel = cancel.map(|c| c.inner.clone());
+        let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
+        crate::spawn(env, async move {
+            let procs = procs.ok_or_else(|| corral_core::Error::config("The process tools need background: true."))?;
+            process_tools::call(&procs, &name, &args, &ctx.session_id, cancel.as_ref()).await
+        })
+    }
+
+    /// Stops every background process of the tool set.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ()>> {
+        let procs = self.processes.clone();
+        crate::spawn(env, async move {
+            if let Some(p) = procs {
+                p.close().await;
+            }
+            Ok(())
         })
     }
 
@@ -156,9 +204,16 @@ impl NativeShellTool {
         ctx: Value,
         cancel: Option<&CancelToken>,
     ) -> Result<PromiseRaw<'e, Value>> {
-        let (shell, opts) = (self.shell.clone(), self.opts.clone());
+        let (shell, opts, procs) = (self.shell.clone(), self.opts.clone(), self.processes.clone());
         let cancel = cancel.map(|c| c.inner.clone());
         let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
-        crate::spawn(env, async move { tool::call(shell.as_ref(), &opts, &args, ctx.tool_call_id, cancel).await })
+        crate::spawn(env, async move {
+            match procs {
+                Some(p) if args.get("run_in_background").and_then(Value::as_bool) == Some(true) => {
+                    process_tools::start_background(shell, &opts, &p, &args, &ctx.session_id).await
+                }
+                _ => tool::call(shell.as_ref(), &opts, &args, ctx.tool_call_id, cancel).await,
+            }
+        })
     }
 }

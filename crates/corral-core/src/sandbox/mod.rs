@@ -65,6 +65,9 @@ pub struct SandboxRequest {
     /// The most bytes of each stream an adapter holds (`ExecOptions::capture_bytes`). Not part
     /// of the request a JS adapter receives.
     pub capture_bytes: Option<usize>,
+    /// Input while the command runs, for an adapter that `takes_input`. Not part of the request
+    /// a JS adapter receives.
+    pub input: Option<crate::shell::Input>,
 }
 
 /// Runs one command in some sandbox (API.md `SandboxAdapter`). Like a `ShellProvider`, `run`
@@ -79,6 +82,15 @@ pub trait SandboxAdapter: Send + Sync {
     /// Whether commands run on the host itself (only [`NoopSandbox`]): SandboxShell then gives
     /// them NodeWorkspace's base environment, and `inheritEnv: true` the whole host environment.
     fn runs_on_host(&self) -> bool {
+        false
+    }
+    /// Whether `SandboxRequest::input` reaches the command while it runs.
+    fn takes_input(&self) -> bool {
+        false
+    }
+    /// Whether the output streams to `on_output` while the command runs and a cancel stops all
+    /// of it: what a background process needs.
+    fn runs_in_background(&self) -> bool {
         false
     }
 }
@@ -223,6 +235,14 @@ impl ShellProvider for SandboxShell {
         }
     }
 
+    fn takes_input(&self) -> bool {
+        self.adapter.takes_input()
+    }
+
+    fn runs_in_background(&self) -> bool {
+        self.adapter.runs_in_background()
+    }
+
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
         let cwd = self.resolve_cwd(options.cwd.as_deref())?;
         let cwd = cwd
@@ -239,6 +259,7 @@ impl ShellProvider for SandboxShell {
             mount: self.cwd().to_str().map(str::to_string),
             on_output: options.on_output,
             capture_bytes: options.capture_bytes,
+            input: options.input,
         };
         let cancel = options.cancel;
         if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::{SandboxAdapter, SandboxRequest};
 use crate::error::Result;
-use crate::shell::exec::run_shell_command;
+use crate::shell::exec::{run_shell_command_with, Isolation};
 use crate::shell::{Cancel, ExecResult};
 
 /// Runs each command on the host with the platform shell (`run_shell_command`), in the request's
@@ -24,7 +24,8 @@ impl NoopSandbox {
 impl SandboxAdapter for NoopSandbox {
     async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
         let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);
-        run_shell_command(
+        let isolation = Isolation { capture_bytes: req.capture_bytes, input: req.input, ..Isolation::default() };
+        run_shell_command_with(
             &req.command,
             Path::new(&req.cwd),
             &req.env,
@@ -32,9 +33,17 @@ impl SandboxAdapter for NoopSandbox {
             timeout,
             cancel,
             req.on_output,
-            req.capture_bytes,
+            isolation,
         )
         .await
+    }
+
+    fn takes_input(&self) -> bool {
+        true
+    }
+
+    fn runs_in_background(&self) -> bool {
+        true
     }
 
     fn runs_on_host(&self) -> bool {

@@ -32,6 +32,7 @@ impl SandboxRequest {
             on_output: None,
             mount: None,
             capture_bytes: None,
+            input: None,
         })
     }
 

@@ -1,6 +1,7 @@
 //! The shell provider interface (API.md `ShellProvider`).
 
 pub mod exec;
+pub mod process;
 pub mod progress;
 pub mod rules;
 pub mod spill;
@@ -61,6 +62,38 @@ impl PartialEq for Sink {
 
 impl Eq for Sink {}
 
+/// Standard input that comes while a command runs (a background process's `process_input`):
+/// chunks through a channel, taken once by the runner; the channel's end closes the input.
+#[derive(Clone, Default)]
+pub struct Input(std::sync::Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>>>);
+
+impl Input {
+    /// A new input and the sender that feeds it (dropping the sender closes it).
+    pub fn channel() -> (Input, tokio::sync::mpsc::UnboundedSender<Vec<u8>>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Input(std::sync::Arc::new(std::sync::Mutex::new(Some(rx)))), tx)
+    }
+
+    /// The receiving end, for the one runner that feeds the command.
+    pub fn take(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Input(..)")
+    }
+}
+
+impl PartialEq for Input {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Input {}
+
 #[derive(Debug, Clone, Default)]
 pub struct ExecOptions {
     /// Workspace-relative working directory; the root when `None`.
@@ -76,6 +109,11 @@ pub struct ExecOptions {
     /// The most bytes of each stream held in memory (its start and its end); the provider's
     /// own cap when `None`. The tools set it from what they can return (`capture_for`).
     pub capture_bytes: Option<usize>,
+    /// Input while the command runs, for a provider that `takes_input` (instead of `stdin`).
+    pub input: Option<Input>,
+    /// Kill the command's process group when this process dies, however it dies (background
+    /// processes: a guard process holds a pipe from this one and acts when it closes).
+    pub die_with_parent: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,6 +146,15 @@ pub trait ShellProvider: Send + Sync {
     /// shell rules expand globs against it); `None` for a remote or programmed shell.
     fn host_dir(&self, _cwd: Option<&str>) -> Option<std::path::PathBuf> {
         None
+    }
+    /// Whether `ExecOptions::input` reaches the command while it runs.
+    fn takes_input(&self) -> bool {
+        false
+    }
+    /// Whether a command can run in the background: its output streams to `on_output` while it
+    /// runs and its cancel stops all of it (`run_in_background` is refused otherwise).
+    fn runs_in_background(&self) -> bool {
+        false
     }
 }
 

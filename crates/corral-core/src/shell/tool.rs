@@ -41,6 +41,10 @@ pub struct ShellToolOptions {
     /// Told of the output while a command runs (`onProgress`).
     pub on_progress: Option<std::sync::Arc<dyn crate::options::Callable>>,
     pub progress_ms: u64,
+    /// `background`: `run_in_background` and the process tools.
+    pub background: bool,
+    /// `backgroundTimeoutMs`: a background process's lifetime.
+    pub background_timeout_ms: u64,
 }
 
 /// The shell tool's `needsApproval` option.
@@ -75,6 +79,8 @@ impl Default for ShellToolOptions {
             spill: None,
             on_progress: None,
             progress_ms: super::progress::PROGRESS_MS,
+            background: false,
+            background_timeout_ms: super::process::BACKGROUND_TIMEOUT_MS,
         }
     }
 }
@@ -107,6 +113,8 @@ impl ShellToolOptions {
                 "spillFs",
                 "onProgress",
                 "progressMs",
+                "background",
+                "backgroundTimeoutMs",
             ],
         )?;
         let spill = match r.string("spillDir")? {
@@ -176,6 +184,8 @@ impl ShellToolOptions {
             spill,
             on_progress,
             progress_ms: r.int("progressMs", super::progress::PROGRESS_MS, 1..=600_000)?,
+            background: r.bool("background", false)?,
+            background_timeout_ms: r.int("backgroundTimeoutMs", d.background_timeout_ms, 1..=7 * 86_400_000)?,
         })
     }
 
@@ -226,6 +236,18 @@ pub fn description(opts: &ShellToolOptions, shell: Option<&str>) -> String {
 }
 
 /// The JSON Schema of the arguments.
+/// The shell tool's arguments with these options (`run_in_background` with `background`).
+pub fn parameters_for(opts: &ShellToolOptions) -> Value {
+    let mut schema = parameters_schema();
+    if opts.background {
+        schema["properties"]["run_in_background"] = json!({
+            "type": "boolean",
+            "description": "Start the command and return at once with its id (for servers and watchers); read its output with process_output, stop it with process_stop."
+        });
+    }
+    schema
+}
+
 pub fn parameters_schema() -> Value {
     json!({
         "type": "object",
@@ -408,6 +430,7 @@ async fn run_with_grace(
             cancel: cancel.clone(),
             on_output: progress.as_ref().and_then(|p| p.sink()),
             capture_bytes: Some(capture_for(opts.max_output_chars, opts.spill.is_some())),
+            ..ExecOptions::default()
         },
     );
     // A provider that ignores its timeout or the cancel is not waited on forever.
@@ -500,6 +523,16 @@ pub fn info(opts: &ShellToolOptions, shell: Option<&str>) -> Value {
     })
 }
 
+/// The model's arguments against the tool's JSON Schema (`parameters_for`).
+pub fn check_call_args(opts: &ShellToolOptions, args: &Value) -> Result<()> {
+    static SCHEMA: std::sync::OnceLock<[jsonschema::Validator; 2]> = std::sync::OnceLock::new();
+    let [plain, background] = SCHEMA.get_or_init(|| {
+        let with = ShellToolOptions { background: true, ..ShellToolOptions::default() };
+        [parameters_schema(), parameters_for(&with)].map(|s| jsonschema::validator_for(&s).expect("valid schemas"))
+    });
+    crate::tools::check_args(&opts.name, if opts.background { background } else { plain }, args)
+}
+
 /// Runs one call from the model's arguments: checked against the tool's JSON Schema first.
 pub async fn call(
     shell: &dyn ShellProvider,
@@ -508,9 +541,7 @@ pub async fn call(
     tool_call_id: Option<String>,
     cancel: Option<Cancel>,
 ) -> Result<Value> {
-    static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
-    let v = SCHEMA.get_or_init(|| jsonschema::validator_for(&parameters_schema()).expect("the shell schema is valid"));
-    crate::tools::check_args(&opts.name, v, args)?;
+    check_call_args(opts, args)?;
     let call = Call {
         command: args.get("command").and_then(Value::as_str).unwrap_or_default(),
         timeout_ms: args.get("timeout_ms").and_then(Value::as_f64).map(|t| t as u64),

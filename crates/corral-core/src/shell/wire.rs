@@ -33,8 +33,7 @@ impl ExecOptions {
             env: r.string_map("env").map_err(|_| bad("env"))?,
             stdin: text("stdin")?,
             cancel,
-            on_output: None,
-            capture_bytes: None,
+            ..ExecOptions::default()
         })
     }
 

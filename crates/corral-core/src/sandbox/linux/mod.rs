@@ -519,6 +519,14 @@ fn cgroup_writable() -> bool {
 
 #[async_trait]
 impl SandboxAdapter for LinuxSandbox {
+    fn takes_input(&self) -> bool {
+        true
+    }
+
+    fn runs_in_background(&self) -> bool {
+        true
+    }
+
     /// Stops the broker listener this sandbox made; a later run makes a new one.
     async fn close(&self) -> Result<()> {
         let taken = self.egress.lock().await.take();
@@ -551,6 +559,9 @@ impl SandboxAdapter for LinuxSandbox {
             pids_unlimited: Some(Arc::new(AtomicBool::new(false))),
             pids_refused: Some(pids_refused.clone()),
             capture_bytes: req.capture_bytes,
+            input: req.input,
+            // The namespace's init carries a parent-death signal, and every process goes with it.
+            die_with_parent: false,
         };
         let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);
         let mut r = run_shell_command_with(

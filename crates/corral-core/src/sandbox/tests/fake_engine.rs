@@ -275,6 +275,7 @@ fn request(cwd: &str, command: &str) -> SandboxRequest {
         mount: None,
         on_output: None,
         capture_bytes: None,
+        input: None,
     }
 }
 

@@ -106,7 +106,13 @@ impl ShellProvider for LocalShell {
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecResult> {
         let cwd = self.resolve_cwd(options.cwd.as_deref())?;
         let env = self.command_env(&options.env);
-        run_shell_command(
+        let isolation = Isolation {
+            capture_bytes: options.capture_bytes,
+            input: options.input,
+            die_with_parent: options.die_with_parent,
+            ..Isolation::default()
+        };
+        run_shell_command_with(
             command,
             &cwd,
             &env,
@@ -114,9 +120,17 @@ impl ShellProvider for LocalShell {
             options.timeout_ms,
             options.cancel,
             options.on_output,
-            options.capture_bytes,
+            isolation,
         )
         .await
+    }
+
+    fn takes_input(&self) -> bool {
+        true
+    }
+
+    fn runs_in_background(&self) -> bool {
+        true
     }
 }
 

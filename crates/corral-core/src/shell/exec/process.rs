@@ -176,6 +176,10 @@ pub struct Isolation {
     pub pids_refused: Option<Arc<std::sync::atomic::AtomicU64>>,
     /// The most bytes of each stream held (`MAX_CAPTURE_BYTES` when `None`).
     pub capture_bytes: Option<usize>,
+    /// Input while the command runs (used when there is no `stdin` text).
+    pub input: Option<crate::shell::Input>,
+    /// Kill the command's process group when this process dies (`ExecOptions::die_with_parent`).
+    pub die_with_parent: bool,
 }
 
 /// `run_shell_command` with a sandbox's set-up in the child.
@@ -193,11 +197,12 @@ pub async fn run_shell_command_with(
     if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
         return Ok(ExecResult { aborted: true, ..Default::default() });
     }
+    let input = if stdin.is_none() { isolation.input.as_ref().and_then(|i| i.take()) } else { None };
     let mut cmd = shell_command(command);
     cmd.current_dir(plain_dir(cwd))
         .env_clear()
         .envs(env)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() || input.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -243,9 +248,28 @@ pub async fn run_shell_command_with(
     let pid = child.id();
     let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new() };
 
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+    // Killed with this process, however it dies: a guard process that kills the group when the
+    // pipe this process holds closes. Killed first (kill_on_drop) when the command ends normally.
+    let _parent_guard = match (isolation.die_with_parent, pid) {
+        (true, Some(pid)) => Some(parent_guard(pid)?),
+        _ => None,
+    };
+    // (The pipe is taken only where it is used: a pipe taken and dropped closes the input.)
+    if let Some(text) = stdin {
+        if let Some(mut pipe) = child.stdin.take() {
+            let task = tokio::spawn(async move {
+                let _ = pipe.write_all(text.as_bytes()).await;
+                let _ = pipe.shutdown().await;
+            });
+            guard.tasks.push(task.abort_handle());
+        }
+    } else if let (Some(mut rx), Some(mut pipe)) = (input, child.stdin.take()) {
         let task = tokio::spawn(async move {
-            let _ = pipe.write_all(text.as_bytes()).await;
+            while let Some(chunk) = rx.recv().await {
+                if pipe.write_all(&chunk).await.is_err() || pipe.flush().await.is_err() {
+                    break;
+                }
+            }
             let _ = pipe.shutdown().await;
         });
         guard.tasks.push(task.abort_handle());
@@ -338,4 +362,45 @@ pub async fn run_shell_command_with(
     result.stdout = out.lock().unwrap().text();
     result.stderr = err.lock().unwrap().text();
     Ok(result)
+}
+
+/// A guard process for `die_with_parent`: it reads its standard input, a pipe only this process
+/// writes, and kills the process group `pgid` when the pipe closes — when this process exits or
+/// dies by any signal. Dropped (killed) before its pipe closes when the command ends normally.
+#[cfg(unix)]
+struct ParentGuard {
+    child: std::process::Child,
+}
+
+#[cfg(unix)]
+impl Drop for ParentGuard {
+    fn drop(&mut self) {
+        // Killed while its input is still open, so it never acts on a group that ended.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(unix)]
+fn parent_guard(pgid: u32) -> Result<ParentGuard> {
+    use std::os::unix::process::CommandExt;
+    // (`kill -KILL -PGID`: dash, the usual /bin/sh, takes no `--`.)
+    let script = format!("read _ ; kill -KILL -{pgid} 2>/dev/null");
+    let child = std::process::Command::new("/bin/sh")
+        // Its own group: killing the command's group does not take the guard with it.
+        .process_group(0)
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| Error::new(Code::Io, format!("Could not start the guard of a background process: {e}")))?;
+    Ok(ParentGuard { child })
+}
+
+#[cfg(not(unix))]
+fn parent_guard(_pgid: u32) -> Result<()> {
+    // Windows: a job object would do this; not built yet, so the process outlives a crash.
+    Ok(())
 }

@@ -1,0 +1,85 @@
+//! A background process's output not read yet: bounded, keeping its head and its tail, with the
+//! number of bytes cut between them.
+
+/// The most unread bytes of one stream kept: half from its start, half from its end.
+pub const STREAM_BYTES: usize = 512 * 1024;
+
+#[derive(Debug, Default)]
+pub struct Unread {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    cut: u64,
+}
+
+impl Unread {
+    pub fn push(&mut self, mut chunk: &[u8]) {
+        let half = STREAM_BYTES / 2;
+        if self.head.len() < half {
+            let n = (half - self.head.len()).min(chunk.len());
+            self.head.extend_from_slice(&chunk[..n]);
+            chunk = &chunk[n..];
+        }
+        if chunk.len() >= half {
+            self.cut += (self.tail.len() + chunk.len() - half) as u64;
+            self.tail.clear();
+            self.tail.extend(&chunk[chunk.len() - half..]);
+            return;
+        }
+        let over = (self.tail.len() + chunk.len()).saturating_sub(half);
+        self.cut += over as u64;
+        self.tail.drain(..over);
+        self.tail.extend(chunk);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.tail.is_empty() && self.cut == 0
+    }
+
+    /// What was not read yet, as text, and empties the buffer. A cut middle is a line that says
+    /// how many bytes were left out.
+    pub fn take(&mut self) -> String {
+        let head = String::from_utf8_lossy(&self.head).into_owned();
+        let tail: Vec<u8> = self.tail.drain(..).collect();
+        let tail = String::from_utf8_lossy(&tail);
+        let out = if self.cut > 0 {
+            format!(
+                "{head}\n[... {} bytes of output cut: more than {} KiB came between reads ...]\n{tail}",
+                self.cut,
+                STREAM_BYTES / 1024
+            )
+        } else {
+            format!("{head}{tail}")
+        };
+        self.head.clear();
+        self.cut = 0;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_past_the_bound_keeps_head_and_tail_and_says_how_much_was_cut() {
+        let mut u = Unread::default();
+        u.push(b"hello ");
+        u.push(b"world");
+        assert_eq!(u.take(), "hello world");
+        assert!(u.is_empty());
+        let big = vec![b'x'; STREAM_BYTES * 3];
+        u.push(b"START");
+        u.push(&big);
+        u.push(b"END");
+        let text = u.take();
+        assert!(text.starts_with("STARTxxx"), "{}", &text[..20]);
+        assert!(text.ends_with("xxxEND"));
+        let cut = 5 + STREAM_BYTES * 3 + 3 - STREAM_BYTES;
+        assert!(
+            text.contains(&format!("[... {cut} bytes of output cut")),
+            "{}",
+            &text[STREAM_BYTES / 2 - 10..STREAM_BYTES / 2 + 120]
+        );
+        assert!(text.len() < STREAM_BYTES + 200);
+    }
+}

@@ -1,0 +1,308 @@
+//! Background processes (`createShellTool(shell, { background: true })`): a command started with
+//! `run_in_background` keeps running while the agent works; its output is read later, its input
+//! written, and it is stopped by id. One implementation over every shell provider that streams
+//! its output: the run is the provider's own `exec`, on a task of its own, with a cancel token
+//! that stops it, a lifetime for its timeout, and (on the host) a guard that kills its process
+//! group when this process dies. Bounded: 1 MiB of unread output per process (head and tail),
+//! 16 running processes per session.
+
+mod buffer;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc::UnboundedSender, Notify};
+
+use super::{Cancel, ExecOptions, ExecResult, Input, OutputSink, ShellProvider, Sink, Stream};
+use crate::error::{Code, Error, Result};
+use buffer::Unread;
+
+/// The most processes one session runs at once in one tool set.
+pub const MAX_RUNNING_PER_SESSION: usize = 16;
+/// `backgroundTimeoutMs`: how long a background process may run (30 minutes).
+pub const BACKGROUND_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+/// The longest `process_output` waits for something new.
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// How long `process_stop` and `close` wait for a killed process to be reaped.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// One background process.
+struct Proc {
+    id: String,
+    session: String,
+    command: String,
+    out: Mutex<(Unread, Unread)>,
+    changed: Notify,
+    done: Mutex<Option<ExecResult>>,
+    cancel: Cancel,
+    input: Mutex<Option<UnboundedSender<Vec<u8>>>>,
+}
+
+impl Proc {
+    fn running(&self) -> bool {
+        self.done.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+
+    fn has_news(&self) -> bool {
+        let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        !out.0.is_empty() || !out.1.is_empty()
+    }
+
+    /// `{ id, running, stdout, stderr, exitCode? }` with the output not read before.
+    fn report(&self) -> Value {
+        let (stdout, stderr) = {
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            (out.0.take(), out.1.take())
+        };
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.id));
+        let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        m.insert("running".into(), json!(done.is_none()));
+        m.insert("stdout".into(), json!(stdout));
+        m.insert("stderr".into(), json!(stderr));
+        if let Some(r) = done {
+            m.insert("exitCode".into(), r.exit_code.map_or(Value::Null, Value::from));
+            if let Some(s) = &r.signal {
+                m.insert("signal".into(), json!(s));
+            }
+            if r.timed_out {
+                m.insert(
+                    "note".into(),
+                    json!("The process reached its lifetime (backgroundTimeoutMs) and was stopped."),
+                );
+            }
+            if let Some(n) = &r.note {
+                m.insert("note".into(), json!(n));
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// The output of a background run, into its process's unread buffers.
+struct ToProc(std::sync::Weak<Proc>);
+
+impl OutputSink for ToProc {
+    fn output(&self, stream: Stream, chunk: &[u8]) {
+        if let Some(p) = self.0.upgrade() {
+            {
+                let mut out = p.out.lock().unwrap_or_else(|e| e.into_inner());
+                match stream {
+                    Stream::Stdout => out.0.push(chunk),
+                    Stream::Stderr => out.1.push(chunk),
+                }
+            }
+            p.changed.notify_waiters();
+        }
+    }
+}
+
+/// The background processes of one tool set; ids `p1`, `p2`, … in it.
+pub struct Processes {
+    next: AtomicU64,
+    procs: Mutex<BTreeMap<u64, Arc<Proc>>>,
+    /// Cancelled by `close`: every process stops.
+    closed: Cancel,
+    lifetime_ms: u64,
+}
+
+impl Processes {
+    pub fn new(lifetime_ms: u64) -> Self {
+        Processes { next: AtomicU64::new(1), procs: Mutex::new(BTreeMap::new()), closed: Cancel::new(), lifetime_ms }
+    }
+
+    fn find(&self, session: &str, id: &str) -> Result<Arc<Proc>> {
+        let n = id.strip_prefix('p').and_then(|n| n.parse::<u64>().ok());
+        let p = n.and_then(|n| self.procs.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned());
+        match p {
+            Some(p) if p.session == session => Ok(p),
+            _ => Err(Error::new(
+                Code::NotFound,
+                format!("No background process {id} in this session; process_list shows them."),
+            )),
+        }
+    }
+
+    /// Starts `command` (already checked against the tool's rules) and answers at once with
+    /// `{ id, running: true, stdout, stderr }`.
+    pub fn start(
+        &self,
+        shell: Arc<dyn ShellProvider>,
+        command: &str,
+        base: ExecOptions,
+        session: &str,
+    ) -> Result<Value> {
+        if self.closed.is_cancelled() {
+            return Err(Error::new(Code::CommandRefused, "The tool set was closed: no background process can start."));
+        }
+        if !shell.runs_in_background() {
+            return Err(Error::new(
+                Code::CommandRefused,
+                "This shell provider cannot run commands in the background (NodeWorkspace and SandboxShell over LinuxSandbox or NoopSandbox can): run the command without run_in_background.",
+            ));
+        }
+        let running = {
+            let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+            procs.values().filter(|p| p.session == session && p.running()).count()
+        };
+        if running >= MAX_RUNNING_PER_SESSION {
+            return Err(Error::new(
+                Code::CommandRefused,
+                format!("{MAX_RUNNING_PER_SESSION} background processes already run in this session: stop one with process_stop first."),
+            ));
+        }
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let (input, tx) = if shell.takes_input() {
+            let (i, tx) = Input::channel();
+            (Some(i), Some(tx))
+        } else {
+            (None, None)
+        };
+        let proc = Arc::new(Proc {
+            id: format!("p{n}"),
+            session: session.to_string(),
+            command: command.to_string(),
+            out: Mutex::new((Unread::default(), Unread::default())),
+            changed: Notify::new(),
+            done: Mutex::new(None),
+            cancel: self.closed.child_token(),
+            input: Mutex::new(tx),
+        });
+        let options = ExecOptions {
+            timeout_ms: Some(self.lifetime_ms),
+            cancel: Some(proc.cancel.clone()),
+            on_output: Some(Sink(Arc::new(ToProc(Arc::downgrade(&proc))))),
+            input,
+            die_with_parent: true,
+            capture_bytes: Some(0),
+            stdin: None,
+            ..base
+        };
+        self.procs.lock().unwrap_or_else(|e| e.into_inner()).insert(n, proc.clone());
+        let (p, command) = (proc.clone(), command.to_string());
+        tokio::spawn(async move {
+            let r = match shell.exec(&command, options).await {
+                Ok(r) => r,
+                Err(e) => ExecResult { stderr: e.message, ..ExecResult::default() },
+            };
+            if !r.stderr.is_empty() && r.exit_code.is_none() && !r.aborted && !r.timed_out && r.signal.is_none() {
+                // Could not start: the error is its output.
+                p.out.lock().unwrap_or_else(|e| e.into_inner()).1.push(r.stderr.as_bytes());
+            }
+            *p.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            p.input.lock().unwrap_or_else(|e| e.into_inner()).take();
+            p.changed.notify_waiters();
+        });
+        Ok(json!({ "id": proc.id, "running": true, "stdout": "", "stderr": "" }))
+    }
+
+    /// `process_output`: the output not read before; waits up to `wait_ms` for something new
+    /// (output or the exit) when there is nothing yet.
+    pub async fn output(&self, session: &str, id: &str, wait_ms: u64, cancel: Option<&Cancel>) -> Result<Value> {
+        let p = self.find(session, id)?;
+        if wait_ms > 0 && !p.has_news() && p.running() {
+            let changed = p.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !p.has_news() && p.running() {
+                let aborted = async {
+                    match cancel {
+                        Some(c) => c.cancelled().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = changed => {}
+                    _ = tokio::time::sleep(Duration::from_millis(wait_ms.min(MAX_WAIT_MS))) => {}
+                    _ = aborted => {}
+                }
+            }
+        }
+        Ok(p.report())
+    }
+
+    /// `process_input`: writes `text`, and with `close` ends the process's input.
+    pub fn input(&self, session: &str, id: &str, text: &str, close: bool) -> Result<Value> {
+        let p = self.find(session, id)?;
+        let mut tx = p.input.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(sender) = tx.as_ref() else {
+            let why = if p.running() {
+                "its input was closed, or this shell cannot pass input to a running command"
+            } else {
+                "it has ended"
+            };
+            return Err(Error::new(Code::InvalidArguments, format!("Cannot write to {id}: {why}.")));
+        };
+        if !text.is_empty() && sender.send(text.as_bytes().to_vec()).is_err() {
+            return Err(Error::new(Code::InvalidArguments, format!("Cannot write to {id}: it has ended.")));
+        }
+        if close {
+            tx.take();
+        }
+        Ok(json!({ "id": id, "written": text.len(), "closed": close }))
+    }
+
+    /// `process_stop`: kills the process (its whole group, or everything its sandbox holds) and
+    /// returns its final output.
+    pub async fn stop(&self, session: &str, id: &str) -> Result<Value> {
+        let p = self.find(session, id)?;
+        p.cancel.cancel();
+        wait_done(&p).await;
+        Ok(p.report())
+    }
+
+    /// `process_list`: this session's processes, running or ended.
+    pub fn list(&self, session: &str) -> Value {
+        let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        let items: Vec<Value> = procs
+            .values()
+            .filter(|p| p.session == session)
+            .map(|p| {
+                let done = p.done.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let mut v = json!({ "id": p.id, "command": p.command, "running": done.is_none() });
+                if let Some(r) = done {
+                    v["exitCode"] = r.exit_code.map_or(Value::Null, Value::from);
+                }
+                v
+            })
+            .collect();
+        Value::Array(items)
+    }
+
+    /// Stops every process of the tool set and waits (bounded) for them to end.
+    pub async fn close(&self) {
+        self.closed.cancel();
+        let all: Vec<Arc<Proc>> = self.procs.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        for p in all {
+            wait_done(&p).await;
+        }
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
+}
+
+async fn wait_done(p: &Proc) {
+    let _ = tokio::time::timeout(STOP_WAIT, async {
+        loop {
+            let changed = p.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !p.running() {
+                return;
+            }
+            changed.await;
+        }
+    })
+    .await;
+}
+
+#[cfg(all(test, unix))]
+mod tests;

@@ -1,0 +1,124 @@
+//! The tools over background processes: `process_output`, `process_input`, `process_stop` and
+//! `process_list`, and the `run_in_background` argument of the shell tool.
+
+use serde_json::{json, Value};
+
+use super::{Processes, MAX_RUNNING_PER_SESSION, MAX_WAIT_MS};
+use crate::error::{Code, Error, Result};
+use crate::shell::Cancel;
+
+/// The tools `background: true` adds after the shell tool, in this order.
+pub const PROCESS_TOOLS: [&str; 4] = ["process_output", "process_input", "process_stop", "process_list"];
+
+fn id_prop() -> Value {
+    json!({ "type": "string", "description": "The process id run_in_background gave (p1, p2, …)." })
+}
+
+pub fn parameters(name: &str) -> Value {
+    match name {
+        "process_output" => json!({
+            "type": "object",
+            "properties": {
+                "id": id_prop(),
+                "wait_ms": { "type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "Wait up to this long for new output or the exit when there is none yet (default 0)." }
+            },
+            "required": ["id"],
+            "additionalProperties": false
+        }),
+        "process_input" => json!({
+            "type": "object",
+            "properties": {
+                "id": id_prop(),
+                "text": { "type": "string", "description": "Text written to the process's standard input (add \\n to end a line)." },
+                "close": { "type": "boolean", "description": "Close its standard input after the text (default false)." }
+            },
+            "required": ["id", "text"],
+            "additionalProperties": false
+        }),
+        "process_stop" => json!({
+            "type": "object",
+            "properties": { "id": id_prop() },
+            "required": ["id"],
+            "additionalProperties": false
+        }),
+        _ => json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+    }
+}
+
+pub fn description(name: &str) -> String {
+    match name {
+        "process_output" => "Read what a background process wrote since the last read: { id, running, stdout, stderr, exitCode? }. With wait_ms, waits for new output or the exit when there is none yet.".into(),
+        "process_input" => "Write text to a background process's standard input; close: true ends its input.".into(),
+        "process_stop" => "Stop a background process (it and every process it started) and return its last output.".into(),
+        "process_list" => format!("List this session's background processes: id, command, running, exitCode. At most {MAX_RUNNING_PER_SESSION} run at once."),
+        _ => String::new(),
+    }
+}
+
+fn validator(name: &str) -> Option<&'static jsonschema::Validator> {
+    static CELLS: std::sync::OnceLock<Vec<(&'static str, jsonschema::Validator)>> = std::sync::OnceLock::new();
+    let all = CELLS.get_or_init(|| {
+        PROCESS_TOOLS.iter().map(|n| (*n, jsonschema::validator_for(&parameters(n)).expect("valid schemas"))).collect()
+    });
+    all.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+}
+
+/// One call of a process tool.
+pub async fn call(
+    procs: &Processes,
+    name: &str,
+    args: &Value,
+    session: &str,
+    cancel: Option<&Cancel>,
+) -> Result<Value> {
+    let v = validator(name).ok_or_else(|| Error::new(Code::InvalidArguments, format!("Unknown tool: {name}")))?;
+    crate::tools::check_args(name, v, args)?;
+    let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+    match name {
+        "process_output" => {
+            procs.output(session, id, args.get("wait_ms").and_then(Value::as_u64).unwrap_or(0), cancel).await
+        }
+        "process_input" => procs.input(
+            session,
+            id,
+            args.get("text").and_then(Value::as_str).unwrap_or_default(),
+            args.get("close").and_then(Value::as_bool).unwrap_or(false),
+        ),
+        "process_stop" => procs.stop(session, id).await,
+        _ => Ok(procs.list(session)),
+    }
+}
+
+/// The shell tool's call with `run_in_background: true`: the same checks as any command (the
+/// caller asked for approval the same way), then started in the background.
+pub async fn start_background(
+    shell: std::sync::Arc<dyn crate::shell::ShellProvider>,
+    opts: &crate::shell::tool::ShellToolOptions,
+    procs: &Processes,
+    args: &Value,
+    session: &str,
+) -> Result<Value> {
+    crate::shell::tool::check_call_args(opts, args)?;
+    let command = args.get("command").and_then(Value::as_str).unwrap_or_default();
+    if command.trim().is_empty() {
+        return Err(Error::new(Code::InvalidArguments, "command must be a non-empty string."));
+    }
+    crate::shell::tool::check(shell.as_ref(), opts, command).await?;
+    let base = crate::shell::ExecOptions { cwd: opts.cwd.clone(), env: opts.env.clone(), ..Default::default() };
+    let takes_input = shell.takes_input();
+    let started = procs.start(shell, command, base, session)?;
+    // `stdin` is the process's first input.
+    if let Some(text) = args.get("stdin").and_then(Value::as_str) {
+        let id = started["id"].as_str().unwrap_or_default();
+        if takes_input {
+            procs.input(session, id, text, false)?;
+        } else {
+            let _ = procs.stop(session, id).await;
+            return Err(Error::new(
+                Code::InvalidArguments,
+                "This shell cannot pass input to a background command: start it without stdin.",
+            ));
+        }
+    }
+    Ok(started)
+}
