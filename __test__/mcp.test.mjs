@@ -86,10 +86,13 @@ describe('corral mcp', () => {
     try {
       const { tools } = await all.client.listTools();
       const names = tools.map((x) => x.name);
-      expect(names).toEqual(['read_file', 'write_file', 'edit_file', 'list_dir', 'glob', 'grep', 'apply_patch', 'move_file', 'delete_file', 'make_dir', 'file_info', 'read_files', 'shell']);
+      expect(names).toEqual(['read_file', 'write_file', 'edit_file', 'list_dir', 'glob', 'grep', 'apply_patch', 'move_file', 'delete_file', 'make_dir', 'file_info', 'read_files',
+        'shell', 'process_output', 'process_input', 'process_stop', 'process_list']);
       const hints = Object.fromEntries(tools.map((x) => [x.name, x.annotations]));
       expect(hints.file_info).toEqual({ readOnlyHint: true });
       expect(hints.delete_file).toEqual({ readOnlyHint: false, destructiveHint: true });
+      expect(hints.process_output).toEqual({ readOnlyHint: true });
+      expect(tools.find((x) => x.name === 'shell').inputSchema.properties.run_in_background.type).toBe('boolean');
       const r = await all.client.callTool({ name: 'read_files', arguments: { paths: ['nope.txt'] } });
       expect(r.content[0].text).toBe('==> nope.txt <==\n(File not found: nope.txt)');
     } finally {

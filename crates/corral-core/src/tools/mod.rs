@@ -365,7 +365,9 @@ pub fn info(o: &FsToolOptions, root: Option<&str>) -> Value {
 /// What an MCP client is told of a tool (`annotations`): the reading tools only read; every other
 /// tool (the writing file tools, the shell, a workspace's own) may change or destroy.
 pub fn mcp_annotations(name: &str) -> Value {
-    if READ_TOOLS.contains(&name) || (EXTRA_TOOLS.contains(&name) && !EXTRA_WRITING_TOOLS.contains(&name)) {
+    // Reading a background process's output or listing them changes nothing either.
+    let reads = ["process_output", "process_list"].contains(&name);
+    if reads || READ_TOOLS.contains(&name) || (EXTRA_TOOLS.contains(&name) && !EXTRA_WRITING_TOOLS.contains(&name)) {
         serde_json::json!({ "readOnlyHint": true })
     } else {
         serde_json::json!({ "readOnlyHint": false, "destructiveHint": true })
