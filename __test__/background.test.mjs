@@ -4,8 +4,9 @@
 import { describe, it, expect, afterAll } from 'vitest';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { MemoryWorkspace, NodeWorkspace, SandboxShell, LinuxSandbox, createShellTool } from 'corral';
+import { MemoryWorkspace, NodeWorkspace, SandboxShell, LinuxSandbox, SubprocessSandbox, createShellTool } from 'corral';
 import { linuxSandboxUsable, tempTree } from './helpers.mjs';
+import { DOCKER_HOST, IMAGE, containersGone } from './docker-engine.mjs';
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
@@ -120,4 +121,44 @@ describe('background processes elsewhere', () => {
     expect(stopped.running).toBe(false);
     await t.close();
   });
+});
+
+describe.skipIf(!DOCKER_HOST)('background processes in Docker (a real engine)', () => {
+  for (const reuse of ['command', 'session']) {
+    it(`reuse '${reuse}': output, input and stop, and nothing left after close`, async () => {
+      const root = tree().root;
+      const sandbox = new SubprocessSandbox({ image: IMAGE, dockerHost: DOCKER_HOST, reuse });
+      const t = toolsOf(new SandboxShell(sandbox, { cwd: root }));
+      const { id } = await t.shell.execute({ command: 'echo ready; while read l; do echo "in docker: $l"; done', run_in_background: true });
+      expect((await readUntil(t, id, (o) => o.includes('ready'))).out).toBe('ready\n');
+      await t.process_input.execute({ id, text: 'hi\n' });
+      expect((await readUntil(t, id, (o) => o.includes('in docker'))).out).toBe('in docker: hi\n');
+      const stopped = await t.process_stop.execute({ id });
+      expect(stopped.running).toBe(false);
+      await t.close();
+      await sandbox.close();
+      expect(await containersGone(root)).toEqual([]);
+    }, 60_000);
+  }
+
+  it('a dev server in a kept container answers on its port while the agent keeps working', async () => {
+    const root = tree({ 'www/index.html': 'served from the container\n' }).root;
+    const sandbox = new SubprocessSandbox({ image: IMAGE, dockerHost: DOCKER_HOST, reuse: 'session' });
+    const t = toolsOf(new SandboxShell(sandbox, { cwd: root }));
+    const { id } = await t.shell.execute({ command: 'echo listening; exec busybox httpd -f -p 127.0.0.1:8080 -h www', run_in_background: true });
+    await readUntil(t, id, (o) => o.includes('listening'));
+    // Another command in the same container reaches it over loopback, while it keeps running.
+    let page = '';
+    for (let i = 0; i < 50 && !page.includes('served'); i++) {
+      page = (await t.shell.execute({ command: 'wget -qO- http://127.0.0.1:8080/index.html 2>&1; true' })).stdout;
+      if (!page.includes('served')) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(page).toBe('served from the container\n');
+    expect((await t.process_list.execute({}))[0]).toMatchObject({ id, running: true });
+    expect((await t.process_stop.execute({ id })).running).toBe(false);
+    expect((await t.shell.execute({ command: 'wget -qO- http://127.0.0.1:8080/index.html >/dev/null 2>&1; echo $?' })).stdout).not.toBe('0\n');
+    await t.close();
+    await sandbox.close();
+    expect(await containersGone(root)).toEqual([]);
+  }, 60_000);
 });

@@ -24,7 +24,7 @@ An MCP server on stdio with corral's file tools over DIR and a shell tool.
                       --tools all file_info and read_files): no write_file, edit_file or shell
   --tools all         also the tools agents are trained on: apply_patch, move_file, delete_file,
                       make_dir, file_info, read_files, and background processes (run_in_background,
-                      process_output, process_input, process_stop, process_list; not with docker)
+                      process_output, process_input, process_stop, process_list)
                       (default: the six file tools and the shell)
   --sandbox           where commands run: none (on this machine, the default), linux (LinuxSandbox:
                       namespaces, the host read-only but DIR, no network, no daemon) or docker (a
@@ -78,8 +78,8 @@ function toolsFor(o) {
   // `needsApproval: true` says a command needs approval exactly when `allow` lets it run.
   const allowed = o.allow.length ? corral.createShellTool(shell, { allow: o.allow, needsApproval: true }) : undefined;
   const runsUnasked = async (command) => o.clientApproves || (allowed !== undefined && (await allowed.needsApproval({ command })));
-  // With --tools all, the shell runs commands in the background too (where the sandbox can).
-  const background = o.tools === 'all' && o.sandbox !== 'docker';
+  // With --tools all, the shell runs commands in the background too.
+  const background = o.tools === 'all';
   const shellTools = corral.createShellTool(shell, { deny: o.deny, needsApproval: async (command) => !(await runsUnasked(command)), background });
   return [...fsTools, ...(background ? shellTools : [shellTools])];
 }

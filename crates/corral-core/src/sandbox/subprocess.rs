@@ -618,11 +618,13 @@ impl Streams {
         (digits(pid) && digits(start)).then(|| Some((pid.parse().ok()?, start.parse().ok()?))).flatten()
     }
 
-    /// Reads them (and writes the request's stdin) on a task of its own.
+    /// Reads them (and writes the request's stdin, or its input as it comes) on a task of its own.
     pub(super) fn read(&self, attached: Attached, req: &SandboxRequest) -> tokio::task::JoinHandle<()> {
+        let input = if req.stdin.is_none() { req.input.as_ref().and_then(|i| i.take()) } else { None };
         tokio::spawn(read_attached(
             attached,
             req.stdin.clone(),
+            input,
             self.out.clone(),
             self.err.clone(),
             self.done.clone(),
@@ -633,9 +635,11 @@ impl Streams {
 }
 
 /// Reads the attached streams into the captures; `done` when they end.
+#[allow(clippy::too_many_arguments)]
 async fn read_attached(
     attached: Attached,
     stdin: Option<String>,
+    input: Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>,
     out: Arc<Mutex<Capture>>,
     err: Arc<Mutex<Capture>>,
     done: CancellationToken,
@@ -667,6 +671,12 @@ async fn read_attached(
             let writer = tokio::spawn(async move {
                 if let Some(text) = stdin {
                     let _ = wr.write_all(text.as_bytes()).await;
+                } else if let Some(mut rx) = input {
+                    while let Some(chunk) = rx.recv().await {
+                        if wr.write_all(&chunk).await.is_err() || wr.flush().await.is_err() {
+                            break;
+                        }
+                    }
                 }
                 // Half-closes the connection: the container's stdin sees its end.
                 let _ = wr.shutdown().await;
@@ -700,6 +710,16 @@ async fn read_attached(
 
 #[async_trait]
 impl SandboxAdapter for SubprocessSandbox {
+    fn takes_input(&self) -> bool {
+        true
+    }
+
+    /// The output streams from the attached connection; a cancel kills the container (one per
+    /// command) or every process of the command in the kept one.
+    fn runs_in_background(&self) -> bool {
+        true
+    }
+
     async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
         let cancel = cancel.unwrap_or_default();
         if cancel.is_cancelled() {
@@ -713,7 +733,7 @@ impl SandboxAdapter for SubprocessSandbox {
         let prepared = self.prepare(&req).await?;
         let host_config = self.host_config(&prepared)?;
         let Prepared { client, env, .. } = prepared;
-        let with_stdin = req.stdin.is_some();
+        let with_stdin = req.stdin.is_some() || req.input.is_some();
         let body = json!({
             "Image": self.image,
             "Entrypoint": ["sh", "-c"],

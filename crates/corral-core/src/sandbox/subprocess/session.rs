@@ -171,7 +171,7 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     let deadline = (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
     let p = sb.prepare(&req).await?;
     let client = p.client.clone();
-    let with_stdin = req.stdin.is_some();
+    let with_stdin = req.stdin.is_some() || req.input.is_some();
     let body = json!({
         "AttachStdin": with_stdin,
         "AttachStdout": true,
