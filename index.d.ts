@@ -103,6 +103,20 @@ export interface ShellProvider {
   /** 'sh', 'bash', 'cmd.exe', … */
   readonly shell?: string;
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+  /**
+   * Optional: a command that keeps running (background processes). Its output goes to
+   * `options.onOutput` as it comes; `wait()` resolves when it ends; `kill()` stops all of it.
+   */
+  spawn?(command: string, options: ExecOptions & { onOutput(stream: 'stdout' | 'stderr', text: string): void }): SpawnedProcess | Promise<SpawnedProcess>;
+}
+
+/** What a ShellProvider's spawn() gives. */
+export interface SpawnedProcess {
+  pid?: number;
+  write(text: string): void | Promise<void>;
+  closeStdin(): void | Promise<void>;
+  kill(): void | Promise<void>;
+  wait(): Promise<ExecResult>;
 }
 
 export interface NodeWorkspaceOptions {

@@ -104,7 +104,47 @@ describe('background processes over NodeWorkspace', () => {
   }
 });
 
+/** A ShellProvider written in JavaScript with spawn(), over child_process, as a user would write one. */
+function jsShellWithSpawn(cwd) {
+  return {
+    shell: 'sh',
+    async exec(command) {
+      return new Promise((resolve) => {
+        const p = spawn('/bin/sh', ['-c', command], { cwd });
+        let stdout = '';
+        p.stdout.on('data', (d) => { stdout += d; });
+        p.on('close', (exitCode) => resolve({ stdout, stderr: '', exitCode }));
+      });
+    },
+    spawn(command, options) {
+      const p = spawn('/bin/sh', ['-c', command], { cwd, detached: true });
+      p.stdout.on('data', (d) => options.onOutput('stdout', String(d)));
+      p.stderr.on('data', (d) => options.onOutput('stderr', String(d)));
+      const exited = new Promise((resolve) => p.on('close', (exitCode, signal) => resolve({ stdout: '', stderr: '', exitCode, signal: signal ?? undefined })));
+      return {
+        pid: p.pid,
+        write: (text) => { p.stdin.write(text); },
+        closeStdin: () => { p.stdin.end(); },
+        kill: () => { try { process.kill(-p.pid, 'SIGKILL'); } catch {} },
+        wait: () => exited,
+      };
+    },
+  };
+}
+
 describe('background processes elsewhere', () => {
+  it("a shell written in JavaScript runs them through its spawn(): output, input and stop", async () => {
+    const t = toolsOf(jsShellWithSpawn(tree().root));
+    const { id } = await t.shell.execute({ command: 'echo ready; while read l; do echo "js: $l"; done', run_in_background: true });
+    expect((await readUntil(t, id, (o) => o.includes('ready'))).out).toBe('ready\n');
+    await t.process_input.execute({ id, text: 'x\n' });
+    expect((await readUntil(t, id, (o) => o.includes('js:'))).out).toBe('js: x\n');
+    const stopped = await t.process_stop.execute({ id });
+    expect(stopped).toMatchObject({ id, running: false, signal: 'SIGKILL' });
+    const plain = toolsOf({ exec: async () => ({ stdout: '', stderr: '', exitCode: 0 }) });
+    await expect(plain.shell.execute({ command: 'x', run_in_background: true })).rejects.toMatchObject({ code: 'CommandRefused' });
+  });
+
   it('a shell that cannot run in the background refuses run_in_background', async () => {
     const t = toolsOf(new MemoryWorkspace());
     await expect(t.shell.execute({ command: 'echo', run_in_background: true })).rejects.toMatchObject({ code: 'CommandRefused', message: expect.stringMatching(/cannot run commands in the background/) });

@@ -132,6 +132,24 @@ const functionsDispatch = (fns, { index, args }) => fns[index](...args);
 // hands it to the shell's native handle (`runs.handle`, held weakly) under the run's id.
 const shellDispatch = (runs) => (target, c) => {
   if (c.op === 'abort') return runs.abort(c.id);
+  // A background run through the provider's spawn(): input as it comes, abort as kill().
+  if (c.op === 'write') return runs.spawned.get(c.id)?.write(c.text) ?? null;
+  if (c.op === 'closeStdin') return runs.spawned.get(c.id)?.closeStdin() ?? null;
+  if (c.op === 'spawn') {
+    const onOutput = (stream, text) => runs.handle.deref()?.output(c.id, stream, String(text));
+    return runs.run(c.id, async (signal) => {
+      const h = await target.spawn(c.command, { ...c.options, onOutput });
+      runs.spawned.set(c.id, h);
+      const kill = () => h.kill();
+      if (signal.aborted) kill();
+      else signal.addEventListener('abort', kill, { once: true });
+      try {
+        return await h.wait();
+      } finally {
+        runs.spawned.delete(c.id);
+      }
+    });
+  }
   const onOutput = c.stream ? (stream, text) => runs.handle.deref()?.output(c.id, stream, String(text)) : undefined;
   return runs.run(c.id, (signal) => target.exec(c.command, onOutput ? { ...c.options, signal, onOutput } : { ...c.options, signal }));
 };
@@ -210,8 +228,9 @@ function nativeShell(shell) {
   if (!shell || typeof shell.exec !== 'function') throw new ConfigurationError('Expected a ShellProvider: an object with an exec(command, options) method.');
   const runs = abortableRuns();
   const dispatch = weakCallback(shell, shellDispatch(runs));
-  const handle = native.NativeShell.fromJs(dispatch, typeof shell.shell === 'string' ? shell.shell : undefined);
+  const handle = native.NativeShell.fromJs(dispatch, typeof shell.shell === 'string' ? shell.shell : undefined, typeof shell.spawn === 'function');
   runs.handle = new WeakRef(handle);
+  runs.spawned = new Map();
   shellOf.set(shell, keep(handle, shell));
   return handle;
 }

@@ -54,8 +54,9 @@ impl NativeShell {
 
     /// A `ShellProvider` written in JavaScript: the core's `RemoteShell` over `dispatch`.
     #[napi(factory, catch_unwind)]
-    pub fn from_js(dispatch: JsFn, shell: Option<String>) -> NativeShell {
-        let remote = Arc::new(RemoteShell::new(JsCallback::dispatch(dispatch), shell));
+    pub fn from_js(dispatch: JsFn, shell: Option<String>, can_spawn: Option<bool>) -> NativeShell {
+        let remote =
+            Arc::new(RemoteShell::new(JsCallback::dispatch(dispatch), shell).with_spawn(can_spawn == Some(true)));
         NativeShell { inner: remote.clone(), stub: None, remote: Some(remote) }
     }
 

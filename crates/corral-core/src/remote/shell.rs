@@ -13,16 +13,71 @@ use crate::shell::{Cancel, ExecOptions, ExecResult, ExecStub, ShellProvider, Sin
 
 /// `{ op: 'exec', id, command, options, stream }`, and `{ op: 'abort', id }` when the run is
 /// cancelled. While a run wants its output (`stream: true`), the caller reports it with
-/// [`RemoteShell::output`] under the run's id.
+/// [`RemoteShell::output`] under the run's id. A provider with `spawn` runs background commands:
+/// `{ op: 'spawn', id, command, options }` answered when the process ends, `{ op: 'write', id,
+/// text }` and `{ op: 'closeStdin', id }` for its input, `{ op: 'abort', id }` to kill it.
 pub struct RemoteShell {
     remote: Remote,
     shell: Option<String>,
     sinks: Mutex<HashMap<u64, Sink>>,
+    can_spawn: bool,
 }
 
 impl RemoteShell {
     pub fn new(dispatch: Arc<dyn Dispatch>, shell: Option<String>) -> Self {
-        RemoteShell { remote: Remote::new(dispatch), shell, sinks: Mutex::new(HashMap::new()) }
+        RemoteShell { remote: Remote::new(dispatch), shell, sinks: Mutex::new(HashMap::new()), can_spawn: false }
+    }
+
+    /// The provider has `spawn`: commands can run in the background, with input.
+    pub fn with_spawn(mut self, can_spawn: bool) -> Self {
+        self.can_spawn = can_spawn;
+        self
+    }
+
+    /// A background run through the provider's `spawn`: its input forwarded as it comes, its
+    /// lifetime kept here, a cancel passed on as `abort` (the provider's `kill()`).
+    async fn spawn(&self, id: u64, command: &str, mut o: ExecOptions) -> Result<ExecResult> {
+        let mut options = o.to_json();
+        options.as_object_mut().map(|m| m.remove("timeoutMs"));
+        let fields = json!({ "command": command, "options": options });
+        let forward = o.input.take().and_then(|i| i.take()).map(|mut rx| {
+            let remote = self.remote.clone();
+            tokio::spawn(async move {
+                while let Some(chunk) = rx.recv().await {
+                    let text = String::from_utf8_lossy(&chunk).into_owned();
+                    if remote.op("write", json!({ "id": id, "text": text })).await.is_err() {
+                        return;
+                    }
+                }
+                let _ = remote.op("closeStdin", json!({ "id": id })).await;
+            })
+        });
+        // The lifetime: past it, the run is cancelled like a stop.
+        let cancel = o.cancel.clone().unwrap_or_default();
+        let lifetime = o.timeout_ms.map(|ms| {
+            let c = cancel.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                c.cancel();
+                true
+            })
+        });
+        let v = self.remote.op_cancellable("spawn", id, fields, Some(&cancel)).await;
+        if let Some(f) = forward {
+            f.abort();
+        }
+        let timed_out = match lifetime {
+            Some(t) if t.is_finished() => t.await.unwrap_or(false),
+            Some(t) => {
+                t.abort();
+                false
+            }
+            None => false,
+        };
+        let mut r = ExecResult::from_json(&v?)?;
+        r.timed_out |= timed_out;
+        r.aborted |= cancel.is_cancelled() && !timed_out;
+        Ok(r)
     }
 
     /// Output the caller's run `id` produced while it runs; ignored once the run has ended, and
@@ -49,6 +104,12 @@ impl ShellProvider for RemoteShell {
     fn shell(&self) -> Option<String> {
         self.shell.clone()
     }
+    fn takes_input(&self) -> bool {
+        self.can_spawn
+    }
+    fn runs_in_background(&self) -> bool {
+        self.can_spawn
+    }
     async fn exec(&self, command: &str, o: ExecOptions) -> Result<ExecResult> {
         let id = self.remote.next_id();
         let stream = o.on_output.is_some();
@@ -56,6 +117,9 @@ impl ShellProvider for RemoteShell {
             self.sinks.lock().unwrap_or_else(|e| e.into_inner()).insert(id, sink);
             SinkGuard(self, id)
         });
+        if self.can_spawn && o.input.is_some() {
+            return self.spawn(id, command, o).await;
+        }
         let fields = json!({ "command": command, "options": o.to_json(), "stream": stream });
         let v = self.remote.op_cancellable("exec", id, fields, o.cancel.as_ref()).await?;
         ExecResult::from_json(&v)
@@ -163,6 +227,55 @@ mod tests {
         let r = d.requests();
         assert_eq!(r[0]["request"]["command"], "false");
         assert_eq!(r[1], json!({ "op": "close" }));
+    }
+
+    /// A provider with `spawn`: the run goes on until it is aborted; writes are recorded.
+    #[derive(Default)]
+    struct Spawning {
+        aborted: tokio::sync::Notify,
+        requests: Mutex<Vec<Value>>,
+    }
+
+    #[async_trait]
+    impl Dispatch for Spawning {
+        async fn call(&self, r: Value) -> Result<Reply> {
+            self.requests.lock().unwrap().push(r.clone());
+            match r["op"].as_str() {
+                Some("spawn") => {
+                    self.aborted.notified().await;
+                    ok(json!({ "exitCode": null, "signal": "SIGKILL" }))
+                }
+                Some("abort") => {
+                    self.aborted.notify_one();
+                    ok(Value::Null)
+                }
+                _ => ok(Value::Null),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_background_run_spawns_forwards_its_input_and_a_stop_kills_it() {
+        let d = Arc::new(Spawning::default());
+        let shell = RemoteShell::new(d.clone(), None).with_spawn(true);
+        assert!(shell.runs_in_background() && shell.takes_input());
+        let (input, tx) = crate::shell::Input::channel();
+        let cancel = Cancel::new();
+        let o = ExecOptions { input: Some(input), cancel: Some(cancel.clone()), ..Default::default() };
+        tx.send(b"line\n".to_vec()).unwrap();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            c.cancel();
+        });
+        let r = shell.exec("serve", o).await.unwrap();
+        assert!(r.aborted && !r.timed_out);
+        let ops: Vec<Value> = d.requests.lock().unwrap().iter().map(|r| json!([r["op"], r.get("text")])).collect();
+        assert_eq!(ops[0], json!(["spawn", null]));
+        assert!(ops.contains(&json!(["write", "line\n"])), "{ops:?}");
+        assert!(ops.contains(&json!(["abort", null])), "{ops:?}");
+        // A provider without spawn cannot.
+        assert!(!RemoteShell::new(d, None).runs_in_background());
     }
 
     #[tokio::test]

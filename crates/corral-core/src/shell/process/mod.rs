@@ -142,7 +142,7 @@ impl Processes {
         if !shell.runs_in_background() {
             return Err(Error::new(
                 Code::CommandRefused,
-                "This shell provider cannot run commands in the background (NodeWorkspace and SandboxShell can): run the command without run_in_background.",
+                "This shell provider cannot run commands in the background (NodeWorkspace, SandboxShell and a provider with spawn() can): run the command without run_in_background.",
             ));
         }
         let running = {
