@@ -25,6 +25,9 @@ use buffer::Unread;
 pub const MAX_RUNNING_PER_SESSION: usize = 16;
 /// `backgroundTimeoutMs`: how long a background process may run (30 minutes).
 pub const BACKGROUND_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+/// How many ended processes a tool set remembers (with their unread output) for process_output
+/// and process_list; the oldest go first.
+pub const MAX_ENDED: usize = 64;
 /// The longest `process_output` waits for something new.
 pub const MAX_WAIT_MS: u64 = 30_000;
 /// How long `process_stop` and `close` wait for a killed process to be reaped.
@@ -182,7 +185,16 @@ impl Processes {
             stdin: None,
             ..base
         };
-        self.procs.lock().unwrap_or_else(|e| e.into_inner()).insert(n, proc.clone());
+        {
+            let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+            // Ended processes are kept for a while (their last output may not be read yet), but
+            // not without bound.
+            let ended: Vec<u64> = procs.iter().filter(|(_, p)| !p.running()).map(|(k, _)| *k).collect();
+            for k in ended.iter().take(ended.len().saturating_sub(MAX_ENDED - 1)) {
+                procs.remove(k);
+            }
+            procs.insert(n, proc.clone());
+        }
         let (p, command) = (proc.clone(), command.to_string());
         tokio::spawn(async move {
             let r = match shell.exec(&command, options).await {

@@ -149,3 +149,18 @@ async fn the_rules_apply_to_a_background_start() {
     assert_eq!(e.code, Code::CommandRefused);
     assert_eq!(procs.list("s"), json!([]));
 }
+
+#[tokio::test]
+async fn ended_processes_are_remembered_up_to_a_bound_the_oldest_forgotten_first() {
+    let (_d, shell) = local();
+    let procs = Processes::new(60_000);
+    for _ in 0..MAX_ENDED + 10 {
+        let id = start(&shell, &procs, "true").await;
+        read_until(&procs, &id, |_, v| v["running"] == false).await;
+    }
+    let list = procs.list("s");
+    let ids: Vec<&str> = list.as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), MAX_ENDED);
+    assert_eq!(ids.last().copied(), Some(format!("p{}", MAX_ENDED + 10).as_str()));
+    assert!(!ids.contains(&"p1"));
+}
