@@ -249,7 +249,8 @@ pub async fn run_shell_command_with(
     let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new() };
 
     // Killed with this process, however it dies: a guard process that kills the group when the
-    // pipe this process holds closes. Killed first (kill_on_drop) when the command ends normally.
+    // pipe this process holds closes. The guard itself is killed first (its Drop) when the
+    // command ends while this process lives.
     let _parent_guard = match (isolation.die_with_parent, pid) {
         (true, Some(pid)) => Some(parent_guard(pid)?),
         _ => None,
@@ -401,6 +402,7 @@ fn parent_guard(pgid: u32) -> Result<ParentGuard> {
 
 #[cfg(not(unix))]
 fn parent_guard(_pgid: u32) -> Result<()> {
-    // Windows: a job object would do this; not built yet, so the process outlives a crash.
+    // On Windows a job object with kill-on-close would do this; until then a background process
+    // outlives a Node that crashes (the README says so).
     Ok(())
 }
