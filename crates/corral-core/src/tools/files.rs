@@ -121,6 +121,14 @@ async fn tree(fs: &dyn FsProvider, o: &FsToolOptions, dir: &str, what: &str) -> 
                     dirs.push(path.clone());
                     stack.push(path);
                 }
+                // A link is moved as what it leads to by no copy: refused, so nothing is changed.
+                EntryType::Symlink if what == "moved" => {
+                    return Err(Error::new(
+                        Code::NotAFile,
+                        format!("{dir} holds {path}, a symbolic link; it cannot be moved, and nothing was changed."),
+                    ));
+                }
+                // Deleted as itself, never what it leads to.
                 _ => files.push(path),
             }
         }
@@ -155,6 +163,44 @@ async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
     }
 }
 
+/// What `path` itself is, a link not followed (from its parent's listing); `None` when absent.
+async fn own_kind(fs: &dyn FsProvider, path: &str) -> Result<Option<EntryType>> {
+    let (parent, name) = path.rsplit_once('/').unwrap_or((".", path));
+    match fs.readdir(parent).await {
+        Ok(entries) => match entries.into_iter().find(|e| e.name == name) {
+            Some(e) => Ok(Some(e.kind)),
+            None => kind_of(fs, path).await,
+        },
+        Err(e) if e.code == Code::Foreign => Err(e),
+        Err(_) => kind_of(fs, path).await,
+    }
+}
+
+/// Refuses a path that really is the workspace root (a link to `.`, say).
+async fn not_the_root(fs: &dyn FsProvider, path: &str, what: &str) -> Result<()> {
+    if path == "." || (fs.caps().real_path && fs.real_path(path).await? == ".") {
+        return Err(Error::new(
+            Code::InvalidArguments,
+            format!("The workspace root cannot be {what} ({path} leads to it)."),
+        ));
+    }
+    Ok(())
+}
+
+/// Removes the directories a tree operation emptied, deepest first, each only if it is empty:
+/// anything that appeared meanwhile stays, and the operation says so.
+async fn remove_emptied(fs: &dyn FsProvider, top: &str, dirs: &[String]) -> Result<()> {
+    let mut all: Vec<&str> = dirs.iter().map(String::as_str).collect();
+    all.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+    all.push(top);
+    for d in all {
+        fs.rm(d, false).await.map_err(|e| {
+            Error::new(e.code, format!("{d} was not removed: something appeared in it meanwhile ({})", e.message))
+        })?;
+    }
+    Ok(())
+}
+
 fn under(path: &str, dir: &str) -> bool {
     dir == "." || path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
 }
@@ -163,17 +209,22 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
     let from = checked_path(fs, o, str_arg(args, "from").unwrap_or_default()).await?;
     let to = checked_path(fs, o, str_arg(args, "to").unwrap_or_default()).await?;
     let overwrite = args.get("overwrite").and_then(Value::as_bool).unwrap_or(false);
-    if from == "." || to == "." {
-        return Err(Error::new(Code::InvalidArguments, "The workspace root cannot be moved or replaced."));
-    }
+    not_the_root(fs, &from, "moved").await?;
+    not_the_root(fs, &to, "replaced").await?;
     if from == to {
         return Ok(format!("{from} is already at {to}; nothing was moved."));
     }
     if under(&to, &from) {
         return Err(Error::new(Code::InvalidArguments, format!("Cannot move {from} into itself ({to}).")));
     }
-    let kind = kind_of(fs, &from).await?.ok_or_else(|| Error::not_found(&from))?;
-    match kind_of(fs, &to).await? {
+    let kind = own_kind(fs, &from).await?.ok_or_else(|| Error::not_found(&from))?;
+    if kind == EntryType::Symlink {
+        return Err(Error::new(
+            Code::NotAFile,
+            format!("{from} is a symbolic link; move_file moves files and directories."),
+        ));
+    }
+    match own_kind(fs, &to).await? {
         Some(EntryType::Directory) => {
             return Err(exists(format!(
                 "{to} already exists and is a directory; delete it first or choose another path."
@@ -213,7 +264,12 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
     let replaced = match kind {
         EntryType::Directory => None,
         _ => match kind_of(fs, &to).await? {
-            Some(_) => Some(read_bytes(fs, &to).await?),
+            Some(_) => {
+                // Replacing a file is an overwrite: the stale-file guard holds as for write_file.
+                let bytes = read_bytes(fs, &to).await?;
+                o.check_read(ctx, &to, &[&bytes])?;
+                Some(bytes)
+            }
             None => None,
         },
     };
@@ -223,6 +279,8 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
         let copied = async {
             let bytes = read_bytes(fs, f).await?;
             hooked_write(fs, o, ctx, t, &bytes).await?;
+            // Written, so taken back if anything after fails.
+            written.push(t);
             if fs.caps().mode {
                 fs.chmod(t, fs.get_mode(f).await? & 0o777).await?;
             }
@@ -231,13 +289,13 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
         if let Err(e) = copied.await {
             for w in written.iter().rev() {
                 let _ = match &replaced {
+                    Some(bytes) if *w == to && fs.caps().write_bytes => fs.write_file_bytes(w, bytes).await,
                     Some(bytes) if *w == to => fs.write_file(w, &String::from_utf8_lossy(bytes)).await,
                     _ => fs.rm(w, false).await,
                 };
             }
             return Err(e);
         }
-        written.push(t);
     }
     for d in &dirs {
         fs.mkdir(&dest(d)).await?;
@@ -246,7 +304,7 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
         hooked_delete(fs, o, ctx, f).await?;
     }
     if kind == EntryType::Directory {
-        fs.rm(&from, true).await?;
+        remove_emptied(fs, &from, &dirs).await?;
     }
     Ok(format!("Moved {from} to {to}."))
 }
@@ -254,10 +312,8 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
 async fn delete_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
     let recursive = args.get("recursive").and_then(Value::as_bool).unwrap_or(false);
-    if path == "." {
-        return Err(Error::new(Code::InvalidArguments, "The workspace root cannot be deleted."));
-    }
-    match kind_of(fs, &path).await?.ok_or_else(|| Error::not_found(&path))? {
+    not_the_root(fs, &path, "deleted").await?;
+    match own_kind(fs, &path).await?.ok_or_else(|| Error::not_found(&path))? {
         EntryType::Directory => {
             if !recursive {
                 return Err(Error::new(
@@ -265,7 +321,7 @@ async fn delete_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: 
                     format!("{path} is a directory; pass recursive: true to delete it and everything in it."),
                 ));
             }
-            let (files, _) = tree(fs, o, &path, "deleted").await?;
+            let (files, dirs) = tree(fs, o, &path, "deleted").await?;
             for f in &files {
                 check_protected(fs, o, f).await?;
                 check_undoable(fs, o, f, "deleting").await?;
@@ -275,7 +331,7 @@ async fn delete_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: 
                 let _lock = lock_path(fs, f).await;
                 hooked_delete(fs, o, ctx, f).await?;
             }
-            fs.rm(&path, true).await?;
+            remove_emptied(fs, &path, &dirs).await?;
         }
         _ => {
             check_protected(fs, o, &path).await?;

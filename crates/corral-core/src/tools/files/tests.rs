@@ -164,3 +164,62 @@ fn read_only_creates_only_the_reading_ones() {
     let names: Vec<&str> = specs(&opts()).iter().map(|s| s.name).collect();
     assert_eq!(names[6..], ["move_file", "delete_file", "make_dir", "file_info", "read_files"]);
 }
+
+/// A workspace on disk with `src/a.txt`, `keep.txt`, a link `root_link` to `.` and a link
+/// `src_link` to `src`.
+#[cfg(unix)]
+fn linked() -> (tempfile::TempDir, crate::fs::local::LocalFs) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.txt"), "a").unwrap();
+    std::fs::write(dir.path().join("keep.txt"), "k").unwrap();
+    std::os::unix::fs::symlink(".", dir.path().join("root_link")).unwrap();
+    std::os::unix::fs::symlink("src", dir.path().join("src_link")).unwrap();
+    let fs = crate::fs::local::LocalFs::new(dir.path().to_str().unwrap()).unwrap();
+    (dir, fs)
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_link_to_the_root_never_deletes_or_moves_the_workspace() {
+    // The attack: `ln -s . zz`, then a recursive delete of zz.
+    let (dir, fs) = linked();
+    let e = run(&fs, &opts(), "delete_file", json!({ "path": "root_link", "recursive": true })).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments, "{}", e.message);
+    let e = run(&fs, &opts(), "move_file", json!({ "from": "root_link", "to": "elsewhere" })).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments, "{}", e.message);
+    assert!(dir.path().join("keep.txt").exists() && dir.path().join("src/a.txt").exists());
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn deleting_a_link_to_a_directory_removes_the_link_not_what_it_leads_to() {
+    let (dir, fs) = linked();
+    run(&fs, &opts(), "delete_file", json!({ "path": "src_link", "recursive": true })).await.unwrap();
+    assert!(!dir.path().join("src_link").exists());
+    assert_eq!(std::fs::read_to_string(dir.path().join("src/a.txt")).unwrap(), "a");
+    let e = run(&fs, &opts(), "move_file", json!({ "from": "src", "to": "lib" })).await;
+    assert!(e.is_ok(), "{e:?}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("lib/a.txt")).unwrap(), "a");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_tree_holding_a_link_is_not_moved_and_a_link_itself_is_not_moved() {
+    let (dir, fs) = linked();
+    std::os::unix::fs::symlink("../keep.txt", dir.path().join("src/to_keep")).unwrap();
+    let e = run(&fs, &opts(), "move_file", json!({ "from": "src", "to": "lib" })).await.unwrap_err();
+    assert_eq!(e.code, Code::NotAFile);
+    let e = run(&fs, &opts(), "move_file", json!({ "from": "src_link", "to": "lib" })).await.unwrap_err();
+    assert_eq!(e.code, Code::NotAFile);
+    assert!(dir.path().join("src/a.txt").exists() && !dir.path().join("lib").exists());
+}
+
+#[tokio::test]
+async fn move_file_over_an_unread_file_is_refused_by_the_stale_file_guard() {
+    let fs = mem(&[("a.txt", "a"), ("b.txt", "b")]);
+    let o = FsToolOptions { reads: Some(Default::default()), ..opts() };
+    let e = run(&fs, &o, "move_file", json!({ "from": "a.txt", "to": "b.txt", "overwrite": true })).await.unwrap_err();
+    assert_eq!(e.code, Code::NotRead);
+    assert_eq!(fs.snapshot(), tree(&[("a.txt", "a"), ("b.txt", "b")]));
+}

@@ -60,6 +60,11 @@ pub fn updated(path: &str, original: &str, chunks: &[Chunk]) -> Result<String> {
         }
     }
     replacements.sort_by_key(|r| r.0);
+    // Each chunk is found after the one before it, so they cannot overlap; checked all the same,
+    // since splicing overlapping ranges would go past the end.
+    if replacements.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+        return Err(mismatch(format!("The chunks of the patch for {path} overlap; give each part of the file once.")));
+    }
     for (start, len, new) in replacements.into_iter().rev() {
         lines.splice(start..start + len, new);
     }

@@ -15,7 +15,8 @@ pub fn seek(lines: &[String], pattern: &[String], start: usize, eof: bool) -> Op
         return None;
     }
     let last = lines.len() - pattern.len();
-    let from = if eof { last } else { start };
+    // Never before `start`: a chunk cannot land inside the one before it.
+    let from = if eof { last.max(start) } else { start };
     let passes: [fn(&str, &str) -> bool; 4] = [
         |a, b| a == b,
         |a, b| a.trim_end() == b.trim_end(),
@@ -69,6 +70,8 @@ mod tests {
         assert_eq!(seek(&lines, &v(&["x"]), 1, false), Some(2));
         assert_eq!(seek(&lines, &v(&["x", "y"]), 0, true), Some(2));
         assert_eq!(seek(&lines, &v(&["y", "x"]), 0, true), None);
+        // The end of the file, but not before where the search starts.
+        assert_eq!(seek(&lines, &v(&["y"]), 4, true), None);
         assert_eq!(seek(&lines, &v(&["a", "b", "c", "d", "e"]), 0, false), None);
         assert_eq!(seek(&lines, &[], 3, false), Some(3));
     }

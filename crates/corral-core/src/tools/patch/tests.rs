@@ -278,3 +278,15 @@ async fn a_write_that_fails_half_way_puts_back_the_files_already_written() {
     assert_eq!((e.code, e.message.as_str()), (Code::Io, "disk full"));
     assert_eq!(fs.inner.snapshot(), tree(&[("a.txt", "a\n"), ("b.txt", "b\n")]));
 }
+
+#[tokio::test]
+async fn an_end_of_file_chunk_cannot_land_inside_the_chunk_before_it() {
+    // The attack: a second chunk whose lines were already replaced by the first.
+    refused(
+        &[("f.txt", "a\nb\nc\n")],
+        "*** Begin Patch\n*** Update File: f.txt\n@@\n a\n-b\n-c\n+X\n@@\n-c\n*** End of File\n*** End Patch",
+        Code::PatchMismatch,
+        "f.txt",
+    )
+    .await;
+}
