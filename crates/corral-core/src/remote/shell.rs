@@ -262,7 +262,7 @@ mod tests {
         let (input, tx) = crate::shell::Input::channel();
         let cancel = Cancel::new();
         let o = ExecOptions { input: Some(input), cancel: Some(cancel.clone()), ..Default::default() };
-        tx.send(b"line\n".to_vec()).unwrap();
+        tx.try_send(b"line\n".to_vec()).unwrap();
         let c = cancel.clone();
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;

@@ -639,7 +639,7 @@ impl Streams {
 async fn read_attached(
     attached: Attached,
     stdin: Option<String>,
-    input: Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>,
+    input: Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
     out: Arc<Mutex<Capture>>,
     err: Arc<Mutex<Capture>>,
     done: CancellationToken,

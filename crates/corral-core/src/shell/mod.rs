@@ -65,17 +65,21 @@ impl Eq for Sink {}
 /// Standard input that comes while a command runs (a background process's `process_input`):
 /// chunks through a channel, taken once by the runner; the channel's end closes the input.
 #[derive(Clone, Default)]
-pub struct Input(std::sync::Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>>>);
+pub struct Input(std::sync::Arc<std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<Vec<u8>>>>>);
+
+/// How many writes may wait for a command that does not read its input.
+pub const INPUT_QUEUE: usize = 64;
 
 impl Input {
-    /// A new input and the sender that feeds it (dropping the sender closes it).
-    pub fn channel() -> (Input, tokio::sync::mpsc::UnboundedSender<Vec<u8>>) {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    /// A new input and the sender that feeds it (dropping the sender closes it). Bounded: a
+    /// command that does not read makes further writes fail instead of growing a queue.
+    pub fn channel() -> (Input, tokio::sync::mpsc::Sender<Vec<u8>>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(INPUT_QUEUE);
         (Input(std::sync::Arc::new(std::sync::Mutex::new(Some(rx)))), tx)
     }
 
     /// The receiving end, for the one runner that feeds the command.
-    pub fn take(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>> {
+    pub fn take(&self) -> Option<tokio::sync::mpsc::Receiver<Vec<u8>>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }

@@ -194,9 +194,17 @@ async fn remove_emptied(fs: &dyn FsProvider, top: &str, dirs: &[String]) -> Resu
     all.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
     all.push(top);
     for d in all {
-        fs.rm(d, false).await.map_err(|e| {
-            Error::new(e.code, format!("{d} was not removed: something appeared in it meanwhile ({})", e.message))
-        })?;
+        if let Err(e) = fs.rm(d, false).await {
+            // A provider whose rm takes a directory only with `recursive` (as node's fs.rm does):
+            // removed so when it is still empty.
+            if !fs.readdir(d).await?.is_empty() {
+                return Err(Error::new(
+                    e.code,
+                    format!("{d} was not removed: something appeared in it meanwhile ({})", e.message),
+                ));
+            }
+            fs.rm(d, true).await?;
+        }
     }
     Ok(())
 }

@@ -323,7 +323,21 @@ pub async fn run_shell_command_with(
 
     let mut result = ExecResult::default();
     let status = match outcome {
-        Outcome::Exited(status) => Some(status.map_err(|e| Error::new(Code::Io, format!("The command failed: {e}")))?),
+        Outcome::Exited(status) => {
+            let status = status.map_err(|e| Error::new(Code::Io, format!("The command failed: {e}")))?;
+            // A background command ends with everything it started: a child left running (`cmd &`)
+            // would outlive its process and every stop.
+            if isolation.die_with_parent {
+                if let Some(pid) = pid {
+                    kill_tree_now(pid);
+                }
+                #[cfg(target_os = "linux")]
+                if let Some(group) = &cgroup {
+                    group.kill_all().await;
+                }
+            }
+            Some(status)
+        }
         Outcome::TimedOut | Outcome::Aborted => {
             result.timed_out = matches!(outcome, Outcome::TimedOut);
             result.aborted = matches!(outcome, Outcome::Aborted);

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::{mpsc::UnboundedSender, Notify};
+use tokio::sync::{mpsc::error::TrySendError, mpsc::Sender, Notify};
 
 use super::{Cancel, ExecOptions, ExecResult, Input, OutputSink, ShellProvider, Sink, Stream};
 use crate::error::{Code, Error, Result};
@@ -42,7 +42,7 @@ struct Proc {
     changed: Notify,
     done: Mutex<Option<ExecResult>>,
     cancel: Cancel,
-    input: Mutex<Option<UnboundedSender<Vec<u8>>>>,
+    input: Mutex<Option<Sender<Vec<u8>>>>,
 }
 
 impl Proc {
@@ -148,16 +148,6 @@ impl Processes {
                 "This shell provider cannot run commands in the background (NodeWorkspace, SandboxShell and a provider with spawn() can): run the command without run_in_background.",
             ));
         }
-        let running = {
-            let procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
-            procs.values().filter(|p| p.session == session && p.running()).count()
-        };
-        if running >= MAX_RUNNING_PER_SESSION {
-            return Err(Error::new(
-                Code::CommandRefused,
-                format!("{MAX_RUNNING_PER_SESSION} background processes already run in this session: stop one with process_stop first."),
-            ));
-        }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let (input, tx) = if shell.takes_input() {
             let (i, tx) = Input::channel();
@@ -187,6 +177,14 @@ impl Processes {
         };
         {
             let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+            // Counted and added under one lock: parallel starts cannot pass the limit together.
+            let running = procs.values().filter(|p| p.session == session && p.running()).count();
+            if running >= MAX_RUNNING_PER_SESSION {
+                return Err(Error::new(
+                    Code::CommandRefused,
+                    format!("{MAX_RUNNING_PER_SESSION} background processes already run in this session: stop one with process_stop first."),
+                ));
+            }
             // Ended processes are kept for a while (their last output may not be read yet), but
             // not without bound.
             let ended: Vec<u64> = procs.iter().filter(|(_, p)| !p.running()).map(|(k, _)| *k).collect();
@@ -249,8 +247,19 @@ impl Processes {
             };
             return Err(Error::new(Code::InvalidArguments, format!("Cannot write to {id}: {why}.")));
         };
-        if !text.is_empty() && sender.send(text.as_bytes().to_vec()).is_err() {
-            return Err(Error::new(Code::InvalidArguments, format!("Cannot write to {id}: it has ended.")));
+        if !text.is_empty() {
+            match sender.try_send(text.as_bytes().to_vec()) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    return Err(Error::new(
+                        Code::InvalidArguments,
+                        format!("Cannot write to {id}: it is not reading its input ({} writes wait). Read its output, or stop it.", super::INPUT_QUEUE),
+                    ))
+                }
+                Err(TrySendError::Closed(_)) => {
+                    return Err(Error::new(Code::InvalidArguments, format!("Cannot write to {id}: it has ended.")))
+                }
+            }
         }
         if close {
             tx.take();

@@ -164,3 +164,36 @@ async fn ended_processes_are_remembered_up_to_a_bound_the_oldest_forgotten_first
     assert_eq!(ids.last().copied(), Some(format!("p{}", MAX_ENDED + 10).as_str()));
     assert!(!ids.contains(&"p1"));
 }
+
+#[tokio::test]
+async fn a_child_left_running_when_the_command_ends_is_killed_with_it() {
+    let (_d, shell) = local();
+    let procs = Processes::new(60_000);
+    let id = start(&shell, &procs, "sleep 300 >/dev/null 2>&1 & echo $!").await;
+    let (out, last) = read_until(&procs, &id, |_, v| v["running"] == false).await;
+    assert_eq!(last["running"], false);
+    let pid: i32 = out.trim().parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(pid), "{pid} outlived its background command");
+}
+
+#[tokio::test]
+async fn input_to_a_process_that_does_not_read_is_bounded() {
+    let (_d, shell) = local();
+    let procs = Processes::new(60_000);
+    let id = start(&shell, &procs, "exec sleep 300").await;
+    let mut refused = None;
+    for i in 0..crate::shell::INPUT_QUEUE * 4 {
+        if let Err(e) = procs.input("s", &id, &"x".repeat(64 * 1024), false) {
+            refused = Some((i, e));
+            break;
+        }
+    }
+    let (i, e) = refused.expect("writes to a process that does not read are refused at some point");
+    assert!(i >= crate::shell::INPUT_QUEUE, "{i}");
+    assert!(e.message.contains("not reading its input"), "{}", e.message);
+    procs.close().await;
+}

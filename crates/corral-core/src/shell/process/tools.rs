@@ -104,21 +104,18 @@ pub async fn start_background(
         return Err(Error::new(Code::InvalidArguments, "command must be a non-empty string."));
     }
     crate::shell::tool::check(shell.as_ref(), opts, command).await?;
+    let stdin = args.get("stdin").and_then(Value::as_str);
+    if stdin.is_some() && !shell.takes_input() {
+        return Err(Error::new(
+            Code::InvalidArguments,
+            "This shell cannot pass input to a background command: start it without stdin.",
+        ));
+    }
     let base = crate::shell::ExecOptions { cwd: opts.cwd.clone(), env: opts.env.clone(), ..Default::default() };
-    let takes_input = shell.takes_input();
     let started = procs.start(shell, command, base, session)?;
     // `stdin` is the process's first input.
-    if let Some(text) = args.get("stdin").and_then(Value::as_str) {
-        let id = started["id"].as_str().unwrap_or_default();
-        if takes_input {
-            procs.input(session, id, text, false)?;
-        } else {
-            let _ = procs.stop(session, id).await;
-            return Err(Error::new(
-                Code::InvalidArguments,
-                "This shell cannot pass input to a background command: start it without stdin.",
-            ));
-        }
+    if let Some(text) = stdin {
+        procs.input(session, started["id"].as_str().unwrap_or_default(), text, false)?;
     }
     Ok(started)
 }

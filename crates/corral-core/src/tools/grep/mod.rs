@@ -34,7 +34,7 @@ pub(super) fn parameters() -> Value {
             "context": { "type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (shown as `path-12- text`, groups separated by `--`)." },
             "limit": { "type": "integer", "minimum": 1, "description": "Most matching lines to show (at most the tool's own limit)." },
             "output_mode": { "type": "string", "enum": ["content", "files_with_matches", "count"], "description": "content (default): the matching lines; files_with_matches: one path a line; count: path:N matching lines per file, then the total." },
-            "offset": { "type": "integer", "minimum": 0, "description": "Skip this many results of the mode (lines, files or counts): the cut line names the offset that continues." },
+            "offset": { "type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "description": "Skip this many results of the mode (lines, files or counts): the cut line names the offset that continues." },
             "multiline": { "type": "boolean", "description": "Let a match span lines (. also matches a newline); the line where each match starts is reported." }
         },
         "required": ["pattern"],
@@ -88,6 +88,10 @@ struct Grep {
 const BUSY_SLOTS: usize = 64;
 /// How often the watchdog reads the time spent: an abort or a spent budget is answered within it.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
+
+/// The furthest `offset` pages: the lines before a page are held while matching, so they are
+/// bounded (narrow the search to see past it).
+pub const MAX_OFFSET: u64 = 10_000;
 
 /// The most lines of context grep shows around a match.
 pub const MAX_CONTEXT: u64 = 10;
@@ -164,7 +168,7 @@ impl Collected {
         }
         self.kept += h.matches();
         self.files.push(h);
-        if self.kept > 2 * self.keep.max(64) {
+        if self.kept > self.keep.max(64).saturating_mul(2) {
             self.prune();
             if self.kept >= self.keep {
                 return self.files.last().map(|f| f.path.clone());
@@ -433,15 +437,20 @@ impl Grep {
         }
         let mut hits = FileHits { path: path.to_string(), lines: Vec::new(), count };
         if !kept.is_empty() {
+            // The kept lines and their context: each line once, in order (the ranges around the
+            // sorted matches, merged), never a pass over every line per match.
             let body = text.strip_suffix('\n').unwrap_or(&text);
             let all: Vec<&str> = body.split('\n').map(|l| cut_line(l.strip_suffix('\r').unwrap_or(l))).collect();
             let c = self.context;
-            for (i, line) in all.iter().enumerate() {
-                let n = i + 1;
-                let matched = kept.binary_search(&n).is_ok();
-                if matched || kept.iter().any(|&m| n + c >= m && n <= m + c) {
-                    hits.lines.push(Line { n, text: line.to_string(), matched });
+            let mut next = 1; // the first line not yet shown
+            for &m in &kept {
+                let from = m.saturating_sub(c).max(1).max(next);
+                let to = (m + c).min(all.len());
+                for n in from..=to {
+                    let matched = kept.binary_search(&n).is_ok();
+                    hits.lines.push(Line { n, text: all[n - 1].to_string(), matched });
                 }
+                next = next.max(to + 1);
             }
         }
         Some(hits)

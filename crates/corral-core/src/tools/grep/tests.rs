@@ -219,6 +219,10 @@ async fn every_cut_line_names_the_offset_that_continues_and_pages_add_up_to_the_
     assert_eq!(cut, "b.txt:3\n(6 matches in 3 files)\n(Showing files 2-2 of 3. Continue with offset=2.)");
     let past = grep_text(&fs, &o, json!({ "pattern": "x", "offset": 50 })).await;
     assert_eq!(past, "(offset=50 is past the last of 6 matches.)");
+    // The lines before a page are held while matching: the offset is bounded.
+    let e =
+        call(&fs, &o, "grep", &json!({ "pattern": "x", "offset": MAX_OFFSET + 1 }), &Ctx::default()).await.unwrap_err();
+    assert_eq!(e.code, crate::error::Code::InvalidArguments);
 }
 
 #[tokio::test]
