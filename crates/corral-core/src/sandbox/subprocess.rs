@@ -2,23 +2,22 @@
 //! bind-mounted at the same path, no network unless asked, spoken to over the Engine API.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use http::Method;
-use http_body_util::BodyExt;
 use ipnet::IpNet;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_util::sync::CancellationToken;
 
 mod session;
+mod streams;
 
-use super::docker::{engine_version, Attached, Demux, DockerClient, DockerHost};
+use streams::Streams;
+
+use super::docker::{engine_version, DockerClient, DockerHost};
 use super::{validate_host, EgressBroker, SandboxAdapter, SandboxRequest};
 use crate::error::{Code, Error, Result};
-use crate::shell::exec::{Capture, MAX_CAPTURE_BYTES};
 use crate::shell::{Cancel, ExecResult};
 
 /// The oldest Engine allowlisted egress runs on: 25.0.5 stopped forwarding DNS from internal
@@ -547,165 +546,6 @@ enum Outcome {
     Exited(Result<i64>),
     TimedOut,
     Aborted,
-}
-
-/// A command's output as it is read from its attached streams.
-pub(super) struct Streams {
-    pub out: Arc<Mutex<Capture>>,
-    pub err: Arc<Mutex<Capture>>,
-    /// Cancelled when the streams end.
-    pub done: CancellationToken,
-    /// In a kept container, the wrapper's first stdout line (its pid), taken off the output.
-    pub lead: Option<Arc<Mutex<Lead>>>,
-}
-
-/// The first line of an exec's stdout, written by corral's wrapper before the command runs.
-#[derive(Default)]
-pub(super) struct Lead {
-    line: Vec<u8>,
-    done: bool,
-}
-
-impl Lead {
-    /// Takes the line off the front of `data`; returns what is left for the capture.
-    fn take<'a>(&mut self, data: &'a [u8]) -> &'a [u8] {
-        if self.done {
-            return data;
-        }
-        match data.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                self.line.extend_from_slice(&data[..i]);
-                self.done = true;
-                &data[i + 1..]
-            }
-            None => {
-                self.line.extend_from_slice(data);
-                // A pid and a start time are a few digits: anything longer is not the wrapper's line.
-                self.done = self.line.len() > 48;
-                &[]
-            }
-        }
-    }
-}
-
-impl Streams {
-    /// Empty captures of at most `cap` bytes each (`MAX_CAPTURE_BYTES` when `None`).
-    pub(super) fn new(cap: Option<usize>) -> Self {
-        let cap = cap.unwrap_or(MAX_CAPTURE_BYTES);
-        Streams {
-            out: Arc::new(Mutex::new(Capture::new(cap))),
-            err: Arc::new(Mutex::new(Capture::new(cap))),
-            done: CancellationToken::new(),
-            lead: None,
-        }
-    }
-
-    /// Takes the first stdout line off as the wrapper's (`session.rs`).
-    pub(super) fn with_lead(mut self) -> Self {
-        self.lead = Some(Default::default());
-        self
-    }
-
-    /// The pid and start time the wrapper wrote, when it wrote them.
-    pub(super) fn lead_pid(&self) -> Option<(u32, u64)> {
-        let lead = self.lead.as_ref()?.lock().unwrap();
-        if !lead.done {
-            return None;
-        }
-        let text = std::str::from_utf8(&lead.line).ok()?;
-        let (pid, start) = text.split_once(' ')?;
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        (digits(pid) && digits(start)).then(|| Some((pid.parse().ok()?, start.parse().ok()?))).flatten()
-    }
-
-    /// Reads them (and writes the request's stdin, or its input as it comes) on a task of its own.
-    pub(super) fn read(&self, attached: Attached, req: &SandboxRequest) -> tokio::task::JoinHandle<()> {
-        let input = if req.stdin.is_none() { req.input.as_ref().and_then(|i| i.take()) } else { None };
-        tokio::spawn(read_attached(
-            attached,
-            req.stdin.clone(),
-            input,
-            self.out.clone(),
-            self.err.clone(),
-            self.done.clone(),
-            req.on_output.clone(),
-            self.lead.clone(),
-        ))
-    }
-}
-
-/// Reads the attached streams into the captures; `done` when they end.
-#[allow(clippy::too_many_arguments)]
-async fn read_attached(
-    attached: Attached,
-    stdin: Option<String>,
-    input: Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
-    out: Arc<Mutex<Capture>>,
-    err: Arc<Mutex<Capture>>,
-    done: CancellationToken,
-    on_output: Option<crate::shell::Sink>,
-    lead: Option<Arc<Mutex<Lead>>>,
-) {
-    use crate::shell::Stream;
-    let mut demux = Demux::default();
-    let mut sink = |stream: u8, data: &[u8]| {
-        let stream = if matches!(stream, 2 | 3) { Stream::Stderr } else { Stream::Stdout };
-        let data = match (&lead, stream) {
-            (Some(l), Stream::Stdout) => l.lock().unwrap().take(data),
-            _ => data,
-        };
-        if data.is_empty() {
-            return;
-        }
-        match stream {
-            Stream::Stderr => err.lock().unwrap().push(data),
-            Stream::Stdout => out.lock().unwrap().push(data),
-        }
-        if let Some(s) = &on_output {
-            s.0.output(stream, data);
-        }
-    };
-    match attached {
-        Attached::Raw(io) => {
-            let (mut rd, mut wr) = tokio::io::split(io);
-            let writer = tokio::spawn(async move {
-                if let Some(text) = stdin {
-                    let _ = wr.write_all(text.as_bytes()).await;
-                } else if let Some(mut rx) = input {
-                    while let Some(chunk) = rx.recv().await {
-                        if wr.write_all(&chunk).await.is_err() || wr.flush().await.is_err() {
-                            break;
-                        }
-                    }
-                }
-                // Half-closes the connection: the container's stdin sees its end.
-                let _ = wr.shutdown().await;
-                // Keeps the write half (and so the connection) alive until the read half ends.
-                std::future::pending::<()>().await;
-            });
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match rd.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => demux.push(&buf[..n], &mut sink),
-                }
-            }
-            writer.abort();
-        }
-        Attached::Body(mut body) => {
-            while let Some(frame) = body.frame().await {
-                match frame {
-                    Ok(f) => {
-                        if let Some(data) = f.data_ref() {
-                            demux.push(data, &mut sink);
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        }
-    }
-    done.cancel();
 }
 
 #[async_trait]

@@ -23,8 +23,6 @@ use buffer::Unread;
 
 /// The most processes one session runs at once in one tool set.
 pub const MAX_RUNNING_PER_SESSION: usize = 16;
-/// `backgroundTimeoutMs`: how long a background process may run (30 minutes).
-pub const BACKGROUND_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 /// How many ended processes a tool set remembers (with their unread output) for process_output
 /// and process_list; the oldest go first.
 pub const MAX_ENDED: usize = 64;
