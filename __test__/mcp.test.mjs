@@ -62,9 +62,32 @@ describe('corral mcp', () => {
     expect(unknown.isError).toBe(true);
     const shell = await conn.client.callTool({ name: 'shell', arguments: { command: 'cat src/a.js' } });
     expect(shell.structuredContent).toMatchObject({ exitCode: 0, stdout: 'const a = 1;\n' });
+    // Readable text, not escaped JSON: stdout, then [stderr] and its text, then the exit code.
+    expect(shell.content).toEqual([{ type: 'text', text: 'const a = 1;\n[exit code 0]' }]);
     const denied = await conn.client.callTool({ name: 'shell', arguments: { command: 'rm -rf src' } });
     expect(denied.isError).toBe(true);
     expect(existsSync(join(t.root, 'src/a.js'))).toBe(true);
+  });
+
+  it('the shell declares its structured result, and a long command reports progress to a client that asked', async () => {
+    const { tools } = await conn.client.listTools();
+    const shell = tools.find((x) => x.name === 'shell');
+    expect(shell.outputSchema).toMatchObject({ type: 'object', required: ['stdout', 'stderr'] });
+    expect(tools.find((x) => x.name === 'read_file').outputSchema).toBeUndefined();
+    const free = await connect(['--root', t.root, '--client-approves']);
+    try {
+      const both = await free.client.callTool({ name: 'shell', arguments: { command: 'printf out; echo err >&2; exit 3' } });
+      expect(both.content[0].text).toBe('out\n[stderr]\nerr\n[exit code 3]');
+      const seen = [];
+      const r = await free.client.callTool({ name: 'shell', arguments: { command: 'echo first; sleep 1; echo second' } }, undefined,
+        { onprogress: (p) => seen.push(p), timeout: 30_000 });
+      expect(r.structuredContent).toMatchObject({ exitCode: 0, stdout: 'first\nsecond\n' });
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen[0].message).toContain('first');
+      expect(seen.map((p) => p.progress)).toEqual(seen.map((_, i) => i + 1));
+    } finally {
+      await free.close();
+    }
   });
 
   it('a cancellation from the client aborts the running call, and the server keeps serving', async () => {

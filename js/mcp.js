@@ -58,8 +58,8 @@ function parse(argv) {
   };
 }
 
-/** The tools a server with these options offers. */
-function toolsFor(o) {
+/** The tools a server with these options offers; `onProgress` hears a running command's output. */
+function toolsFor(o, onProgress) {
   const workspace = new corral.NodeWorkspace({ root: o.root });
   const include = o.tools === 'all' ? addon.extraFsTools() : [];
   const fsTools = corral.createFsTools(workspace, { readOnly: o.readOnly, readImages: true, include });
@@ -80,7 +80,12 @@ function toolsFor(o) {
   const runsUnasked = async (command) => o.clientApproves || (allowed !== undefined && (await allowed.needsApproval({ command })));
   // With --tools all, the shell runs commands in the background too.
   const background = o.tools === 'all';
-  const shellTools = corral.createShellTool(shell, { deny: o.deny, needsApproval: async (command) => !(await runsUnasked(command)), background });
+  const shellTools = corral.createShellTool(shell, {
+    deny: o.deny,
+    needsApproval: async (command) => !(await runsUnasked(command)),
+    background,
+    ...(onProgress ? { onProgress } : {}),
+  });
   return [...fsTools, ...(background ? shellTools : [shellTools])];
 }
 
@@ -145,13 +150,47 @@ async function approval(server, tool, args, rootName, extra) {
   return notRun('Not run: the user declined to run this command.');
 }
 
+/** What the shell tool's structured result holds (its MCP `outputSchema`). */
+const SHELL_OUTPUT_SCHEMA = {
+  type: 'object',
+  properties: {
+    exitCode: { type: ['integer', 'null'] },
+    stdout: { type: 'string' },
+    stderr: { type: 'string' },
+    timedOut: { type: 'boolean' },
+    aborted: { type: 'boolean' },
+    note: { type: 'string' },
+    outputFile: { type: 'string' },
+    errorFile: { type: 'string' },
+    id: { type: 'string', description: 'A background process: its id.' },
+    running: { type: 'boolean', description: 'A background process: whether it still runs.' },
+  },
+  required: ['stdout', 'stderr'],
+};
+
+/** A command's result as a person reads it: stdout, then [stderr] and its text, then the exit code. */
+function commandText(r) {
+  let text = r.stdout;
+  const line = (s) => { text += `${text && !text.endsWith('\n') ? '\n' : ''}${s}`; };
+  if (r.stderr) line(`[stderr]\n${r.stderr}`);
+  if (r.running === true) line(`[running in the background as ${r.id}]`);
+  else line(`[exit code ${r.exitCode ?? 'none'}]`);
+  if (r.note) line(`[note] ${r.note}`);
+  return text;
+}
+
 /** An MCP tools/call result from a tool's result. */
 function content(result) {
   if (typeof result === 'string') return { content: [{ type: 'text', text: result }] };
   if (result?.type === 'image') {
     return { content: [{ type: 'text', text: `[Image ${result.path} (${result.mediaType}, ${result.bytes} bytes).]` }, { type: 'image', data: result.data, mimeType: result.mediaType }] };
   }
-  return { content: [{ type: 'text', text: JSON.stringify(result, null, 2) }], structuredContent: result };
+  if (typeof result?.stdout === 'string' && typeof result?.stderr === 'string') {
+    return { content: [{ type: 'text', text: commandText(result) }], structuredContent: result };
+  }
+  // Structured content is an object; a list goes as text.
+  const structured = result !== null && typeof result === 'object' && !Array.isArray(result) ? { structuredContent: result } : {};
+  return { content: [{ type: 'text', text: JSON.stringify(result, null, 2) }], ...structured };
 }
 
 /** Starts the server on stdio. */
@@ -171,7 +210,15 @@ async function serve(argv) {
     console.error(usage);
     return o.help ? 0 : 2;
   }
-  const tools = toolsFor(o);
+  // The progress tokens of the calls running now, by request id (the tools' toolCallId).
+  const progress = new Map();
+  const onProgress = ({ toolCallId, text }) => {
+    const p = progress.get(toolCallId);
+    if (!p) return;
+    p.count += 1;
+    p.send({ method: 'notifications/progress', params: { progressToken: p.token, progress: p.count, message: text.slice(0, 2000) } }).catch(() => {});
+  };
+  const tools = toolsFor(o, onProgress);
   const byName = new Map(tools.map((t) => [t.name, t]));
   // The user is told the root's name, never its host path.
   const rootName = basename(resolve(o.root)) || '/';
@@ -181,6 +228,7 @@ async function serve(argv) {
       name: t.name,
       description: t.name === 'shell' ? `${t.description} ${approvalNote(o, canAsk(server))}` : t.description,
       inputSchema: t.inputSchema,
+      ...(t.name === 'shell' ? { outputSchema: SHELL_OUTPUT_SCHEMA } : {}),
       annotations: addon.toolAnnotations(t.name),
     })),
   }));
@@ -188,14 +236,19 @@ async function serve(argv) {
     const { name, arguments: args = {} } = request.params;
     const tool = byName.get(name);
     if (!tool) return { content: [{ type: 'text', text: `Unknown tool: ${name}. Tools: ${[...byName.keys()].join(', ')}.` }], isError: true };
+    const toolCallId = String(extra.requestId);
+    const token = request.params._meta?.progressToken;
+    if (token !== undefined) progress.set(toolCallId, { token, count: 0, send: extra.sendNotification });
     try {
       const refused = await approval(server, tool, args, rootName, extra);
       if (refused) return refused;
-      return content(await tool.execute(args, { signal: extra.signal, toolCallId: String(extra.requestId) }));
+      return content(await tool.execute(args, { signal: extra.signal, toolCallId }));
     } catch (e) {
       if (e?.name === 'WorkspaceError') return { content: [{ type: 'text', text: `${e.code}: ${e.message}` }], isError: true };
       console.error(`corral mcp: ${name} failed: ${e?.stack ?? e}`);
       return { content: [{ type: 'text', text: `Internal error in ${name}: ${e?.message ?? e}` }], isError: true };
+    } finally {
+      progress.delete(toolCallId);
     }
   });
   await server.connect(new StdioServerTransport());
