@@ -7,8 +7,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    check_protected, checked_path, hooked_delete, hooked_write, kind_of, lock_path, path_prop, plural, read, str_arg,
-    Ctx, FsToolOptions, MAX_READ_BYTES,
+    check_protected, checked_path, file_bytes, hooked_delete, hooked_write, kind_of, lock_path, path_prop, plural,
+    read, str_arg, Ctx, FsToolOptions, MAX_READ_BYTES,
 };
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -155,14 +155,6 @@ async fn check_undoable(fs: &dyn FsProvider, o: &FsToolOptions, path: &str, what
     Ok(())
 }
 
-async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
-    if fs.caps().read_bytes {
-        fs.read_file_bytes(path).await
-    } else {
-        Ok(fs.read_file(path).await?.into_bytes())
-    }
-}
-
 /// What `path` itself is, a link not followed (from its parent's listing); `None` when absent.
 async fn own_kind(fs: &dyn FsProvider, path: &str) -> Result<Option<EntryType>> {
     let (parent, name) = path.rsplit_once('/').unwrap_or((".", path));
@@ -274,7 +266,7 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
         _ => match kind_of(fs, &to).await? {
             Some(_) => {
                 // Replacing a file is an overwrite: the stale-file guard holds as for write_file.
-                let bytes = read_bytes(fs, &to).await?;
+                let bytes = file_bytes(fs, &to).await?;
                 o.check_read(ctx, &to, &[&bytes])?;
                 Some(bytes)
             }
@@ -285,7 +277,7 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
     for (f, t) in &pairs {
         ctx.check_cancel()?;
         let copied = async {
-            let bytes = read_bytes(fs, f).await?;
+            let bytes = file_bytes(fs, f).await?;
             hooked_write(fs, o, ctx, t, &bytes).await?;
             // Written, so taken back if anything after fails.
             written.push(t);
@@ -384,7 +376,7 @@ async fn file_info(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Resu
     if let (Some(s), EntryType::File) = (&stat, kind) {
         lines.push(format!("size: {} bytes", s.size));
         if s.size <= MAX_READ_BYTES {
-            let bytes = read_bytes(fs, &path).await?;
+            let bytes = file_bytes(fs, &path).await?;
             if !super::image::is_binary(&bytes) && super::image::sniff(&bytes).is_none() {
                 if let Ok(text) = std::str::from_utf8(&bytes) {
                     lines.push(format!("lines: {}", text.lines().count()));

@@ -529,6 +529,15 @@ pub(crate) async fn hooked_write(
     Ok(())
 }
 
+/// A file's bytes: as they are where the provider reads bytes, else its text's.
+pub(crate) async fn file_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
+    if fs.caps().read_bytes {
+        fs.read_file_bytes(path).await
+    } else {
+        fs.read_file(path).await.map(String::into_bytes)
+    }
+}
+
 /// Deletes a file through the provider; with checkpoints, its content is stored first, so a
 /// rewind puts it back.
 pub(crate) async fn hooked_delete(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &Ctx, path: &str) -> Result<()> {

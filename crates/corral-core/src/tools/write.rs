@@ -1,8 +1,8 @@
 //! `write_file`: creates or overwrites a file, creating missing parent directories.
 
 use super::{
-    check_protected, check_write_size, checked_path, hooked_write, lock_path, notify_edit, path_prop, plural, str_arg,
-    Ctx, FsToolOptions,
+    check_protected, check_write_size, checked_path, file_bytes, hooked_write, lock_path, notify_edit, path_prop,
+    plural, str_arg, Ctx, FsToolOptions,
 };
 use serde_json::{json, Value};
 
@@ -45,11 +45,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     };
     let mut before = String::new();
     if existed {
-        let old = if fs.caps().read_bytes {
-            fs.read_file_bytes(&path).await?
-        } else {
-            fs.read_file(&path).await?.into_bytes()
-        };
+        let old = file_bytes(fs, &path).await?;
         if old == content.as_bytes() {
             return Ok(format!("{path} already has this content; nothing was written."));
         }

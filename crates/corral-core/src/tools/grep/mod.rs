@@ -5,7 +5,8 @@
 mod output;
 
 use super::{
-    fmt_count, fmt_num, format_bytes, path_prop, plural, skipped_names, str_arg, Ctx, FsToolOptions, GREP_LINE_CHARS,
+    file_bytes, fmt_count, fmt_num, format_bytes, path_prop, plural, skipped_names, str_arg, Ctx, FsToolOptions,
+    GREP_LINE_CHARS,
 };
 use output::{Page, Skipped};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -573,7 +574,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
             if size > o.max_grep_file_bytes {
                 too_large.lock().unwrap().add(&base);
             } else {
-                let bytes = read_bytes(fs, &base).await?;
+                let bytes = file_bytes(fs, &base).await?;
                 let (g, b) = (grep.clone(), base.clone());
                 let hit = tokio::task::spawn_blocking(move || g.search(&b, &bytes))
                     .await
@@ -638,7 +639,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 if grep.stopped() {
                     break;
                 }
-                let bytes = match read_bytes(fs, &path).await {
+                let bytes = match file_bytes(fs, &path).await {
                     Ok(bytes) => bytes,
                     Err(e) if e.code == Code::Foreign => return Err(e),
                     Err(_) => {
@@ -705,14 +706,6 @@ fn read_walked(local: &crate::fs::local::LocalFs, real: &str, buf: &mut Vec<u8>,
     buf.reserve(meta.len() as usize + 1);
     file.take(limit + 1).read_to_end(buf)?;
     Ok(buf.len() as u64 <= limit)
-}
-
-async fn read_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8>> {
-    if fs.caps().read_bytes {
-        fs.read_file_bytes(path).await
-    } else {
-        fs.read_file(path).await.map(String::into_bytes)
-    }
 }
 
 /// A JavaScript regex that matches `text` literally.

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{
-    check_protected, check_write_size, checked_path, hooked_delete, hooked_write, lock_path, notify_edit, str_arg, Ctx,
-    FsToolOptions,
+    check_protected, check_write_size, checked_path, file_bytes, hooked_delete, hooked_write, lock_path, notify_edit,
+    str_arg, Ctx, FsToolOptions,
 };
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -90,8 +90,7 @@ impl Overlay {
             Some(s) if s.kind != EntryType::File => {
                 return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file.")))
             }
-            Some(_) if fs.caps().read_bytes => Some(fs.read_file_bytes(path).await?),
-            Some(_) => Some(fs.read_file(path).await?.into_bytes()),
+            Some(_) => Some(file_bytes(fs, path).await?),
         };
         self.before.insert(path.to_string(), bytes.clone());
         Ok(bytes)
