@@ -69,6 +69,8 @@ export interface FsProvider {
   mkdir(path: string): Promise<void>;
   rm(path: string, options?: { recursive?: boolean }): Promise<void>;
   readFileBytes?(path: string): Promise<Uint8Array>;
+  /** Bytes as they are (content that is not UTF-8); creates parent directories like writeFile. */
+  writeFileBytes?(path: string, bytes: Uint8Array): Promise<void>;
   getMode?(path: string): Promise<number>;
   chmod?(path: string, mode: number): Promise<void>;
   /** Workspace-relative. */
@@ -140,6 +142,7 @@ export declare class NodeWorkspace implements FsProvider, ShellProvider {
   mkdir(path: string): Promise<void>;
   rm(path: string, options?: { recursive?: boolean }): Promise<void>;
   readFileBytes(path: string): Promise<Uint8Array>;
+  writeFileBytes(path: string, bytes: Uint8Array): Promise<void>;
   getMode(path: string): Promise<number>;
   chmod(path: string, mode: number): Promise<void>;
   realPath(path: string): Promise<string>;
@@ -167,6 +170,7 @@ export declare class MemoryWorkspace implements FsProvider, ShellProvider {
   mkdir(path: string): Promise<void>;
   rm(path: string, options?: { recursive?: boolean }): Promise<void>;
   readFileBytes(path: string): Promise<Uint8Array>;
+  writeFileBytes(path: string, bytes: Uint8Array): Promise<void>;
   getMode(path: string): Promise<number>;
   chmod(path: string, mode: number): Promise<void>;
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;

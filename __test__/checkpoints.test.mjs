@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import {
   NodeWorkspace, MemoryWorkspace, WorkspaceCheckpoints, FileWorkspaceCheckpointStore, createFsTools, WorkspaceError,
 } from 'corral';
-import { tempTree } from './helpers.mjs';
+import { tempTree, jsProvider } from './helpers.mjs';
 
 const INDEX = fileURLToPath(new URL('../js/index.js', import.meta.url));
 
@@ -355,6 +355,26 @@ describe('checkpoints over NodeWorkspace only', () => {
     expect(readFileSync(s.abs('blob.bin'), 'utf8')).toBe('now text\n');
     expect(await s.checkpoints.rewind(0, { sessionId: 's' })).toEqual({ dryRun: false, restored: ['blob.bin'], deleted: [], skipped: [] });
     expect(readFileSync(s.abs('blob.bin')).equals(bytes)).toBe(true);
+  });
+
+  it("a JS provider's writeFileBytes gets a file that was not UTF-8 back exactly; without it the rewind refuses", async () => {
+    const bytes = Buffer.from([0x00, 0xff, 0xfe, 0x80, 0x41, 0x0a, 0xc3]);
+    for (const withBytes of [true, false]) {
+      const t = tree({});
+      const fs = jsProvider(t.root);
+      if (withBytes) fs.writeFileBytes = async (p, b) => writeFileSync(join(t.root, p), b);
+      writeFileSync(join(t.root, 'blob.bin'), bytes);
+      const checkpoints = new WorkspaceCheckpoints(fs);
+      const write = createFsTools(fs, { checkpoints }).find((x) => x.name === 'write_file');
+      await write.execute({ path: 'blob.bin', content: 'now text\n' }, { sessionId: 's', turn: 0 });
+      if (withBytes) {
+        expect(await checkpoints.rewind(0, { sessionId: 's' })).toEqual({ dryRun: false, restored: ['blob.bin'], deleted: [], skipped: [] });
+        expect(readFileSync(join(t.root, 'blob.bin')).equals(bytes)).toBe(true);
+      } else {
+        await expect(checkpoints.rewind(0, { sessionId: 's' })).rejects.toMatchObject({ code: 'NotUtf8' });
+        expect(readFileSync(join(t.root, 'blob.bin'), 'utf8')).toBe('now text\n');
+      }
+    }
   });
 
   it('a write the provider refuses (a read-only file) changes nothing and is not listed as a change', async () => {

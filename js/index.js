@@ -105,8 +105,13 @@ function liftAll(addon) {
 
 const native = liftAll(binding);
 
+// A bundler or a test runner may load this file twice over one addon: the tables of native
+// handles live on the addon, so a workspace one copy made is a workspace to the other (not a JS
+// provider without the native one's abilities).
+const handles = (binding[Symbol.for('corral.handles')] ??= { fs: new WeakMap(), shell: new WeakMap() });
+
 /** The native handle of a provider; JS objects are wrapped once. */
-const nativeOf = new WeakMap();
+const nativeOf = handles.fs;
 
 // Errors thrown by user JavaScript (a provider, a stub, a callback) that are not WorkspaceErrors
 // are bugs or failures for the program, not tool errors for the model: the callback rejects with
@@ -163,6 +168,7 @@ const FS_OPS = {
   mkdir: (fs, c) => fs.mkdir(c.path),
   rm: (fs, c) => fs.rm(c.path, { recursive: c.recursive }),
   readFileBytes: async (fs, c) => asBuffer(await fs.readFileBytes(c.path)),
+  writeFileBytes: (fs, c) => fs.writeFileBytes(c.path, new Uint8Array(Buffer.from(c.base64, 'base64'))),
   getMode: (fs, c) => fs.getMode(c.path),
   chmod: (fs, c) => fs.chmod(c.path, c.mode),
   realPath: (fs, c) => fs.realPath(c.path),
@@ -177,6 +183,7 @@ function nativeFs(fs) {
   if (missing.length) throw new ConfigurationError(`Expected an FsProvider; this object has no ${missing.join(', ')}.`);
   const handle = native.NativeFs.fromJs(weakCallback(fs, fsDispatch), {
     readBytes: typeof fs.readFileBytes === 'function',
+    writeBytes: typeof fs.writeFileBytes === 'function',
     mode: typeof fs.getMode === 'function' && typeof fs.chmod === 'function',
     realPath: typeof fs.realPath === 'function',
   });
@@ -220,7 +227,7 @@ function weakCallback(target, fn) {
   });
 }
 
-const shellOf = new WeakMap();
+const shellOf = handles.shell;
 
 /** The native handle of a ShellProvider; JS objects are wrapped once. */
 function nativeShell(shell) {
@@ -535,6 +542,10 @@ function fsMethods(cls) {
     readFile(path) { return nativeOf.get(this).readFile(path); },
     readFileBytes(path) { return nativeOf.get(this).readFileBytes(path).then((b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength)); },
     writeFile(path, content) { return nativeOf.get(this).writeFile(path, content); },
+    writeFileBytes(path, bytes) {
+      if (!ArrayBuffer.isView(bytes)) return Promise.reject(new TypeError('writeFileBytes: bytes must be a Uint8Array (or another typed array or DataView).'));
+      return nativeOf.get(this).writeFileBytes(path, asBuffer(bytes));
+    },
     stat(path) { return nativeOf.get(this).stat(path).then((s) => s ?? undefined); },
     readdir(path) { return nativeOf.get(this).readdir(path); },
     mkdir(path) { return nativeOf.get(this).mkdir(path); },
@@ -621,4 +632,17 @@ module.exports = {
 };
 
 // For corral's own subpath modules (corral/ai-sdk, corral/openai-agents), not public API.
-Object.defineProperty(module.exports, Symbol.for('corral.internal'), { value: Object.freeze({ checkOptions }) });
+/**
+ * The background processes of one shell under the shell tool's rules (`allow`, `deny`, `cwd`,
+ * `env`): what the SDKs' sandbox sessions run commands with (the native shell tool's
+ * spawnProcess/readProcess/writeProcess/close).
+ */
+function processRunner(shell, options) {
+  const fns = [];
+  const handle = nativeShell(shell);
+  return keep(new native.NativeShellTool(handle, optionData({ ...options, background: true }, fns), functionsCallback(fns), undefined), handle, fns);
+}
+
+Object.defineProperty(module.exports, Symbol.for('corral.internal'), {
+  value: Object.freeze({ checkOptions, processRunner, sandboxPath: native.sandboxPath, imageMediaType: native.imageMediaType, normalize: native.normalizeWorkspacePath, withSignal, asBuffer }),
+});

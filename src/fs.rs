@@ -28,6 +28,7 @@ pub struct JsDirent {
 #[napi(object)]
 pub struct JsCaps {
     pub read_bytes: bool,
+    pub write_bytes: bool,
     pub mode: bool,
     pub real_path: bool,
 }
@@ -69,7 +70,12 @@ impl NativeFs {
     /// An `FsProvider` written in JavaScript: the core's `RemoteFs` over `dispatch`.
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn, caps: JsCaps) -> NativeFs {
-        let caps = Caps { read_bytes: caps.read_bytes, write_bytes: false, mode: caps.mode, real_path: caps.real_path };
+        let caps = Caps {
+            read_bytes: caps.read_bytes,
+            write_bytes: caps.write_bytes,
+            mode: caps.mode,
+            real_path: caps.real_path,
+        };
         let inner = Arc::new(corral_core::remote::RemoteFs::new(JsCallback::dispatch(dispatch), caps));
         NativeFs { inner, memory: None, root: None }
     }
@@ -96,6 +102,18 @@ impl NativeFs {
     pub fn read_file_bytes<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Buffer>> {
         let fs = self.inner.clone();
         crate::spawn(env, async move { fs.read_file_bytes(&path).await.map(Buffer::from) })
+    }
+
+    /// `writeFileBytes`: the bytes as they are, for content that is not UTF-8.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn write_file_bytes<'e>(&self, env: &'e Env, path: String, content: Buffer) -> Result<PromiseRaw<'e, ()>> {
+        let (fs, content) = (self.inner.clone(), content.to_vec());
+        crate::spawn(env, async move {
+            if !fs.caps().write_bytes {
+                return Err(corral_core::Error::new(corral_core::Code::Io, "This provider has no writeFileBytes."));
+            }
+            fs.write_file_bytes(&path, &content).await
+        })
     }
 
     #[napi(ts_return_type = "Promise<void>")]
@@ -145,6 +163,18 @@ impl NativeFs {
         let fs = self.inner.clone();
         crate::spawn(env, async move { fs.real_path(&path).await })
     }
+}
+
+/// The media type of an image recognised by its bytes (PNG, JPEG, GIF, WebP), else null.
+#[napi(catch_unwind)]
+pub fn image_media_type(bytes: Buffer) -> Option<String> {
+    corral_core::tools::image::sniff(&bytes).map(|k| k.media_type().to_string())
+}
+
+/// An SDK sandbox session's path as a workspace path (`root`: the workspace's name there).
+#[napi(catch_unwind)]
+pub fn sandbox_path(root: String, path: String) -> Result<String> {
+    corral_core::path::from_sandbox(&root, &path).napi()
 }
 
 /// `normalizeWorkspacePath(path, flavor?)`.

@@ -109,6 +109,19 @@ impl NativeShell {
     }
 }
 
+/// One read of a background process (`readProcess`).
+#[napi(object)]
+pub struct ProcessRead {
+    pub running: bool,
+    pub stdout: Buffer,
+    pub stderr: Buffer,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub note: Option<String>,
+    pub timed_out: bool,
+    pub aborted: bool,
+}
+
 #[napi]
 pub struct NativeShellTool {
     shell: Arc<dyn ShellProvider>,
@@ -170,6 +183,85 @@ impl NativeShellTool {
             let procs = procs.ok_or_else(|| corral_core::Error::config("The process tools need background: true."))?;
             process_tools::call(&procs, &name, &args, &ctx.session_id, cancel.as_ref()).await
         })
+    }
+
+    /// The SDKs' sandbox sessions: starts `command` in the background (the tool's rules first)
+    /// with `{ cwd?, env?, input? }`; its id.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn spawn_process<'e>(
+        &self,
+        env: &'e Env,
+        command: String,
+        request: Value,
+        session: String,
+    ) -> Result<PromiseRaw<'e, String>> {
+        let (shell, opts, procs) = (self.shell.clone(), self.opts.clone(), self.processes.clone());
+        let request = process_tools::Request::from_json(&request).napi()?;
+        crate::spawn(env, async move {
+            let procs = procs.ok_or_else(|| corral_core::Error::config("spawnProcess needs background: true."))?;
+            process_tools::spawn(shell, &opts, &procs, &command, &request, &session).await
+        })
+    }
+
+    /// A background process's output not read before, as bytes, waiting up to `waitMs` for
+    /// something new; `kill` stops it first. `{ running, stdout, stderr, exitCode?, signal?,
+    /// note?, timedOut, aborted }`.
+    #[napi(ts_return_type = "Promise<ProcessRead>")]
+    pub fn read_process<'e>(
+        &self,
+        env: &'e Env,
+        id: String,
+        wait_ms: u32,
+        kill: bool,
+        session: String,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'e, ProcessRead>> {
+        let procs = self.processes.clone();
+        let cancel = cancel.map(|c| c.inner.clone());
+        crate::spawn(env, async move {
+            let procs = procs.ok_or_else(|| corral_core::Error::config("readProcess needs background: true."))?;
+            let r = if kill {
+                procs.kill(&session, &id).await?
+            } else {
+                procs.read(&session, &id, u64::from(wait_ms), cancel.as_ref()).await?
+            };
+            let (note, running) = (r.note(), r.ended.is_none());
+            let ended = r.ended.unwrap_or_default();
+            Ok(ProcessRead {
+                running,
+                stdout: r.stdout.into(),
+                stderr: r.stderr.into(),
+                exit_code: ended.exit_code,
+                signal: ended.signal,
+                note,
+                timed_out: ended.timed_out,
+                aborted: ended.aborted,
+            })
+        })
+    }
+
+    /// Writes bytes to a background process's input (resolves once they are queued: a stream's
+    /// backpressure); `close` ends its input after them.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn write_process<'e>(
+        &self,
+        env: &'e Env,
+        id: String,
+        bytes: Buffer,
+        close: bool,
+        session: String,
+    ) -> Result<PromiseRaw<'e, ()>> {
+        let (procs, bytes) = (self.processes.clone(), bytes.to_vec());
+        crate::spawn(env, async move {
+            let procs = procs.ok_or_else(|| corral_core::Error::config("writeProcess needs background: true."))?;
+            procs.feed(&session, &id, bytes, close).await
+        })
+    }
+
+    /// Whether a background process's input can be written while it runs.
+    #[napi(getter)]
+    pub fn takes_input(&self) -> bool {
+        self.shell.runs_in_background() && self.shell.takes_input()
     }
 
     /// Stops every background process of the tool set.

@@ -54,10 +54,22 @@ type Spec = &'static [(&'static str, Kind, &'static str)];
 fn spec(what: &str) -> Option<(&'static str, Spec, &'static [&'static str])> {
     const SESSION: (&str, Kind, &str) = ("sessionId", Kind::String, "the session the tools' calls belong to");
     const TURN: (&str, Kind, &str) = ("turn", Kind::Number, "the turn the tools' calls belong to");
+    const SHELL: (&str, Kind, &str) = ("shell", Kind::Value, "a ShellProvider");
+    const ALLOW: (&str, Kind, &str) = ("allow", Kind::Array, "the commands that may run");
+    const DENY: (&str, Kind, &str) = ("deny", Kind::Array, "the commands that never run");
+    const ROOT: (&str, Kind, &str) = ("root", Kind::String, "the workspace's absolute path in the sandbox");
     Some(match what {
         "toAiSdkTools" => ("toAiSdkTools", &[("ai", Kind::Value, "the 'ai' package"), SESSION, TURN], &[]),
         "toOpenAIAgentsTools" => {
             ("toOpenAIAgentsTools", &[("agents", Kind::Value, "the '@openai/agents' package"), SESSION, TURN], &[])
+        }
+        "toAiSdkSandbox" => (
+            "toAiSdkSandbox",
+            &[SHELL, ALLOW, DENY, ROOT, ("description", Kind::String, "the text the model reads about the sandbox")],
+            &[],
+        ),
+        "corralSandboxClient" => {
+            ("corralSandboxClient", &[("fs", Kind::Value, "an FsProvider"), SHELL, ALLOW, DENY], &["fs"])
         }
         "toolsFor" => (
             "toolsFor",

@@ -152,6 +152,37 @@ pub fn normalize(path: &str, flavor: Flavor) -> Result<String> {
     Ok(out.join("/"))
 }
 
+/// A path an SDK's sandbox session was given (AI SDK, OpenAI Agents) as a workspace path. The
+/// session shows the workspace to the model as the absolute directory `root` (`/workspace`):
+/// a path under it is the workspace path after it; a relative path is the workspace's own; any
+/// other absolute path is outside. The provider confines the result like any path (`..`).
+pub fn from_sandbox(root: &str, path: &str) -> Result<String> {
+    if !root.starts_with('/') || root.contains(['\\', '\0']) || root.split('/').any(|s| s == "." || s == "..") {
+        return Err(Error::config(format!(
+            "root must be an absolute POSIX path such as /workspace (the workspace's name in the sandbox), not {root:?}."
+        )));
+    }
+    let root = root.trim_end_matches('/');
+    let unified = path.replace('\\', "/");
+    let absolute = unified.starts_with('/')
+        || (unified.len() >= 2 && unified.as_bytes()[0].is_ascii_alphabetic() && unified.as_bytes()[1] == b':');
+    if !absolute {
+        return Ok(path.to_string());
+    }
+    match unified.strip_prefix(root) {
+        Some("") | Some("/") => Ok(".".to_string()),
+        Some(rest) if rest.starts_with('/') => Ok(rest.trim_start_matches('/').to_string()),
+        _ => Err(Error::new(
+            Code::OutsideWorkspace,
+            format!(
+                "Path is outside the workspace: {} (only paths under {} name workspace files)",
+                shown(path),
+                if root.is_empty() { "/" } else { root }
+            ),
+        )),
+    }
+}
+
 /// The name as Windows compares it: trailing dots and spaces dropped, case folded.
 fn fold(name: &str) -> String {
     name.trim_end_matches(['.', ' ']).to_lowercase()
@@ -217,6 +248,27 @@ pub fn default_deny() -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sandbox_paths_under_the_root_are_workspace_paths_and_other_absolute_paths_are_outside() {
+        assert_eq!(from_sandbox("/workspace", "src/a.js").unwrap(), "src/a.js");
+        assert_eq!(from_sandbox("/workspace", "/workspace/src/a.js").unwrap(), "src/a.js");
+        assert_eq!(from_sandbox("/workspace/", "/workspace//a").unwrap(), "a");
+        assert_eq!(from_sandbox("/workspace", "/workspace").unwrap(), ".");
+        assert_eq!(from_sandbox("/workspace", "/workspace/").unwrap(), ".");
+        // The root's name is a whole segment: /workspace2 is not under /workspace.
+        for outside in ["/workspace2/a", "/etc/passwd", "C:/x", "\\\\server\\share", "/"] {
+            let e = from_sandbox("/workspace", outside).unwrap_err();
+            assert_eq!(e.code, Code::OutsideWorkspace, "{outside}");
+        }
+        // `..` after the root is left to the provider, which refuses it.
+        assert_eq!(from_sandbox("/workspace", "/workspace/../etc").unwrap(), "../etc");
+        assert!(normalize(&from_sandbox("/workspace", "/workspace/../etc").unwrap(), Flavor::Both).is_err());
+        assert_eq!(from_sandbox("/", "/a/b").unwrap(), "a/b");
+        for bad in ["workspace", "", "/a/../b", "C:\\w"] {
+            assert_eq!(from_sandbox(bad, "a").unwrap_err().code, Code::Configuration, "{bad}");
+        }
+    }
+
     use super::*;
 
     fn ok(p: &str, f: Flavor) -> String {

@@ -12,7 +12,8 @@ const IFACE: &str = "FsProvider";
 
 /// The requests: `readFile`, `writeFile { content }`, `stat`, `readdir`, `mkdir`,
 /// `rm { recursive }`, and, where `caps` says the provider has them, `readFileBytes` (answered
-/// with bytes), `getMode`, `chmod { mode }`, `realPath`.
+/// with bytes), `writeFileBytes { base64 }` (the bytes in base64: requests are JSON), `getMode`,
+/// `chmod { mode }`, `realPath`.
 pub struct RemoteFs {
     remote: Remote,
     caps: Caps,
@@ -85,6 +86,11 @@ impl FsProvider for RemoteFs {
     async fn read_file_bytes(&self, path: &str) -> Result<Vec<u8>> {
         self.remote.op_bytes(IFACE, "readFileBytes", json!({ "path": path })).await
     }
+    async fn write_file_bytes(&self, path: &str, content: &[u8]) -> Result<()> {
+        use base64::Engine as _;
+        let base64 = base64::engine::general_purpose::STANDARD.encode(content);
+        self.op("writeFileBytes", path, json!({ "base64": base64 })).await.map(|_| ())
+    }
     async fn get_mode(&self, path: &str) -> Result<u32> {
         let v = self.op("getMode", path, json!({})).await?;
         v.as_f64()
@@ -118,7 +124,7 @@ mod tests {
     use crate::error::Code;
 
     fn fs(answer: impl Fn(&Value) -> Result<Reply> + Send + Sync + 'static) -> RemoteFs {
-        RemoteFs::new(Scripted::new(answer), Caps { read_bytes: true, write_bytes: false, mode: true, real_path: true })
+        RemoteFs::new(Scripted::new(answer), Caps { read_bytes: true, write_bytes: true, mode: true, real_path: true })
     }
 
     #[tokio::test]
@@ -161,11 +167,14 @@ mod tests {
         let f = RemoteFs::new(d.clone(), Caps::default());
         f.write_file("a.txt", "hi").await.unwrap();
         f.rm("dir", true).await.unwrap();
+        f.write_file_bytes("b.bin", &[0xff, 0x00, 0xfe]).await.unwrap();
         assert_eq!(
             d.requests(),
             vec![
                 json!({ "op": "writeFile", "path": "a.txt", "content": "hi" }),
                 json!({ "op": "rm", "path": "dir", "recursive": true }),
+                // Bytes travel as base64: the requests are JSON.
+                json!({ "op": "writeFileBytes", "path": "b.bin", "base64": "/wD+" }),
             ]
         );
     }

@@ -300,8 +300,18 @@ pub fn truncate_middle(s: &str, max: usize) -> String {
 
 /// Checks `command` against the tool's allow and deny rules, for the provider's shell.
 pub async fn check(shell: &dyn ShellProvider, opts: &ShellToolOptions, command: &str) -> Result<()> {
+    check_in(shell, opts, command, opts.cwd.as_deref()).await
+}
+
+/// `check` for a command that runs in `cwd` (workspace-relative) instead of the tool's own.
+pub async fn check_in(
+    shell: &dyn ShellProvider,
+    opts: &ShellToolOptions,
+    command: &str,
+    cwd: Option<&str>,
+) -> Result<()> {
     let name = shell.shell();
-    let dir = shell.host_dir(opts.cwd.as_deref());
+    let dir = shell.host_dir(cwd);
     check_command(command, opts.allow.as_deref(), &opts.deny, name.as_deref(), dir.as_deref()).await
 }
 

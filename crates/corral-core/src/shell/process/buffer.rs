@@ -35,22 +35,21 @@ impl Unread {
         self.head.is_empty() && self.tail.is_empty() && self.cut == 0
     }
 
-    /// What was not read yet, as text, and empties the buffer. A cut middle is a line that says
-    /// how many bytes were left out.
-    pub fn take(&mut self) -> String {
-        let head = String::from_utf8_lossy(&self.head).into_owned();
-        let tail: Vec<u8> = self.tail.drain(..).collect();
-        let tail = String::from_utf8_lossy(&tail);
-        let out = if self.cut > 0 {
-            format!(
-                "{head}\n[... {} bytes of output cut: more than {} KiB came between reads ...]\n{tail}",
-                self.cut,
-                STREAM_BYTES / 1024
-            )
-        } else {
-            format!("{head}{tail}")
-        };
-        self.head.clear();
+    /// What was not read yet, and empties the buffer. A cut middle is a line that says how many
+    /// bytes were left out.
+    pub fn take(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.head);
+        if self.cut > 0 {
+            out.extend_from_slice(
+                format!(
+                    "\n[... {} bytes of output cut: more than {} KiB came between reads ...]\n",
+                    self.cut,
+                    STREAM_BYTES / 1024
+                )
+                .as_bytes(),
+            );
+        }
+        out.extend(self.tail.drain(..));
         self.cut = 0;
         out
     }
@@ -65,13 +64,13 @@ mod tests {
         let mut u = Unread::default();
         u.push(b"hello ");
         u.push(b"world");
-        assert_eq!(u.take(), "hello world");
+        assert_eq!(u.take(), b"hello world");
         assert!(u.is_empty());
         let big = vec![b'x'; STREAM_BYTES * 3];
         u.push(b"START");
         u.push(&big);
         u.push(b"END");
-        let text = u.take();
+        let text = String::from_utf8(u.take()).unwrap();
         assert!(text.starts_with("STARTxxx"), "{}", &text[..20]);
         assert!(text.ends_with("xxxEND"));
         let cut = 5 + STREAM_BYTES * 3 + 3 - STREAM_BYTES;

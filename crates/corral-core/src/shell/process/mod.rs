@@ -53,30 +53,51 @@ impl Proc {
         !out.0.is_empty() || !out.1.is_empty()
     }
 
-    /// `{ id, running, stdout, stderr, exitCode? }` with the output not read before.
-    fn report(&self) -> Value {
+    /// The output not read before, and how the process ended if it has.
+    fn take(&self) -> Read {
         let (stdout, stderr) = {
             let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
             (out.0.take(), out.1.take())
         };
+        // Read after the output: an ended process has nothing left to say after this read.
+        let ended = self.done.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Read { id: self.id.clone(), stdout, stderr, ended }
+    }
+}
+
+/// One read of a background process: the output not read before, as bytes, and its end once it
+/// has ended.
+#[derive(Debug, Clone)]
+pub struct Read {
+    pub id: String,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// `None` while it runs.
+    pub ended: Option<ExecResult>,
+}
+
+impl Read {
+    /// The note a reader gets with the end: the lifetime reached, or what the adapter said.
+    pub fn note(&self) -> Option<String> {
+        let r = self.ended.as_ref()?;
+        r.note.clone().or_else(|| {
+            r.timed_out.then(|| "The process reached its lifetime (backgroundTimeoutMs) and was stopped.".to_string())
+        })
+    }
+
+    /// `{ id, running, stdout, stderr, exitCode?, signal?, note? }`, the output as text.
+    pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("id".into(), json!(self.id));
-        let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        m.insert("running".into(), json!(done.is_none()));
-        m.insert("stdout".into(), json!(stdout));
-        m.insert("stderr".into(), json!(stderr));
-        if let Some(r) = done {
+        m.insert("running".into(), json!(self.ended.is_none()));
+        m.insert("stdout".into(), json!(String::from_utf8_lossy(&self.stdout)));
+        m.insert("stderr".into(), json!(String::from_utf8_lossy(&self.stderr)));
+        if let Some(r) = &self.ended {
             m.insert("exitCode".into(), r.exit_code.map_or(Value::Null, Value::from));
             if let Some(s) = &r.signal {
                 m.insert("signal".into(), json!(s));
             }
-            if r.timed_out {
-                m.insert(
-                    "note".into(),
-                    json!("The process reached its lifetime (backgroundTimeoutMs) and was stopped."),
-                );
-            }
-            if let Some(n) = &r.note {
+            if let Some(n) = self.note() {
                 m.insert("note".into(), json!(n));
             }
         }
@@ -128,15 +149,9 @@ impl Processes {
         }
     }
 
-    /// Starts `command` (already checked against the tool's rules) and answers at once with
-    /// `{ id, running: true, stdout, stderr }`.
-    pub fn start(
-        &self,
-        shell: Arc<dyn ShellProvider>,
-        command: &str,
-        base: ExecOptions,
-        session: &str,
-    ) -> Result<Value> {
+    /// Starts `command` (already checked against the tool's rules) and answers at once with its
+    /// id.
+    fn start(&self, shell: Arc<dyn ShellProvider>, command: &str, base: ExecOptions, session: &str) -> Result<String> {
         if self.closed.is_cancelled() {
             return Err(Error::new(Code::CommandRefused, "The tool set was closed: no background process can start."));
         }
@@ -205,12 +220,18 @@ impl Processes {
             p.input.lock().unwrap_or_else(|e| e.into_inner()).take();
             p.changed.notify_waiters();
         });
-        Ok(json!({ "id": proc.id, "running": true, "stdout": "", "stderr": "" }))
+        Ok(proc.id.clone())
     }
 
     /// `process_output`: the output not read before; waits up to `wait_ms` for something new
     /// (output or the exit) when there is nothing yet.
     pub async fn output(&self, session: &str, id: &str, wait_ms: u64, cancel: Option<&Cancel>) -> Result<Value> {
+        Ok(self.read(session, id, wait_ms, cancel).await?.to_json())
+    }
+
+    /// The output not read before, as bytes; waits up to `wait_ms` (at most `MAX_WAIT_MS`) for
+    /// something new (output or the exit) when there is nothing yet.
+    pub async fn read(&self, session: &str, id: &str, wait_ms: u64, cancel: Option<&Cancel>) -> Result<Read> {
         let p = self.find(session, id)?;
         if wait_ms > 0 && !p.has_news() && p.running() {
             let changed = p.changed.notified();
@@ -230,23 +251,16 @@ impl Processes {
                 }
             }
         }
-        Ok(p.report())
+        Ok(p.take())
     }
 
     /// `process_input`: writes `text`, and with `close` ends the process's input.
-    pub fn input(&self, session: &str, id: &str, text: &str, close: bool) -> Result<Value> {
+    pub fn input(&self, session: &str, id: &str, text: &[u8], close: bool) -> Result<Value> {
         let p = self.find(session, id)?;
         let mut tx = p.input.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(sender) = tx.as_ref() else {
-            let why = if p.running() {
-                "its input was closed, or this shell cannot pass input to a running command"
-            } else {
-                "it has ended"
-            };
-            return Err(Error::new(Code::InvalidArguments, format!("Cannot write to {id}: {why}.")));
-        };
+        let Some(sender) = tx.as_ref() else { return Err(no_input(&p)) };
         if !text.is_empty() {
-            match sender.try_send(text.as_bytes().to_vec()) {
+            match sender.try_send(text.to_vec()) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
                     return Err(Error::new(
@@ -265,13 +279,32 @@ impl Processes {
         Ok(json!({ "id": id, "written": text.len(), "closed": close }))
     }
 
+    /// Writes `bytes` to the process's input, waiting while its queue is full (a stream's
+    /// backpressure) or until it ends; `close` ends its input after them.
+    pub async fn feed(&self, session: &str, id: &str, bytes: Vec<u8>, close: bool) -> Result<()> {
+        let p = self.find(session, id)?;
+        let sender = p.input.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(|| no_input(&p))?;
+        if !bytes.is_empty() && sender.send(bytes).await.is_err() {
+            return Err(Error::new(Code::InvalidArguments, format!("Cannot write to {id}: it has ended.")));
+        }
+        if close {
+            p.input.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+        Ok(())
+    }
+
     /// `process_stop`: kills the process (its whole group, or everything its sandbox holds) and
     /// returns its final output.
     pub async fn stop(&self, session: &str, id: &str) -> Result<Value> {
+        Ok(self.kill(session, id).await?.to_json())
+    }
+
+    /// Kills the process and waits (bounded) for its end: its final output and how it ended.
+    pub async fn kill(&self, session: &str, id: &str) -> Result<Read> {
         let p = self.find(session, id)?;
         p.cancel.cancel();
         wait_done(&p).await;
-        Ok(p.report())
+        Ok(p.take())
     }
 
     /// `process_list`: this session's processes, running or ended.
@@ -306,6 +339,15 @@ impl Drop for Processes {
     fn drop(&mut self) {
         self.closed.cancel();
     }
+}
+
+fn no_input(p: &Proc) -> Error {
+    let why = if p.running() {
+        "its input was closed, or this shell cannot pass input to a running command"
+    } else {
+        "it has ended"
+    };
+    Error::new(Code::InvalidArguments, format!("Cannot write to {}: {why}.", p.id))
 }
 
 async fn wait_done(p: &Proc) {

@@ -187,7 +187,7 @@ async fn input_to_a_process_that_does_not_read_is_bounded() {
     let id = start(&shell, &procs, "exec sleep 300").await;
     let mut refused = None;
     for i in 0..crate::shell::INPUT_QUEUE * 4 {
-        if let Err(e) = procs.input("s", &id, &"x".repeat(64 * 1024), false) {
+        if let Err(e) = procs.input("s", &id, "x".repeat(64 * 1024).as_bytes(), false) {
             refused = Some((i, e));
             break;
         }
@@ -196,4 +196,63 @@ async fn input_to_a_process_that_does_not_read_is_bounded() {
     assert!(i >= crate::shell::INPUT_QUEUE, "{i}");
     assert!(e.message.contains("not reading its input"), "{}", e.message);
     procs.close().await;
+}
+
+/// Reads a process to its end through the bytes face: its stdout and how it ended.
+async fn read_to_end(procs: &Processes, id: &str) -> (Vec<u8>, ExecResult) {
+    let started = Instant::now();
+    let mut out = Vec::new();
+    loop {
+        let r = procs.read("s", id, 500, None).await.unwrap();
+        out.extend_from_slice(&r.stdout);
+        if let Some(end) = r.ended {
+            return (out, end);
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{id} did not end");
+    }
+}
+
+#[tokio::test]
+async fn a_spawn_request_runs_in_its_own_directory_with_its_variables_and_bytes_pass_unchanged() {
+    let (d, shell) = local();
+    std::fs::create_dir(d.path().join("sub")).unwrap();
+    let procs = Processes::new(60_000);
+    let opts = ShellToolOptions { env: [("A".to_string(), "tool".to_string())].into(), ..opts() };
+    let request =
+        tools::Request { cwd: Some("sub".into()), env: [("B".to_string(), "call".to_string())].into(), input: true };
+    let id = tools::spawn(shell.clone(), &opts, &procs, "pwd; echo \"$A $B\"; cat", &request, "s").await.unwrap();
+    procs.feed("s", &id, vec![0xff, 0x00, 0x80], false).await.unwrap();
+    procs.feed("s", &id, Vec::new(), true).await.unwrap();
+    let (out, end) = read_to_end(&procs, &id).await;
+    let want = format!("{}\ntool call\n", d.path().join("sub").display());
+    assert_eq!(&out[..want.len()], want.as_bytes());
+    assert_eq!(&out[want.len()..], &[0xff, 0x00, 0x80]);
+    assert_eq!(end.exit_code, Some(0));
+    // Its input is closed: another write is refused.
+    assert_eq!(procs.feed("s", &id, b"x".to_vec(), false).await.unwrap_err().code, Code::InvalidArguments);
+}
+
+#[tokio::test]
+async fn a_spawn_request_the_rules_refuse_never_runs() {
+    let (d, shell) = local();
+    let procs = Processes::new(60_000);
+    let deny = crate::shell::tool::ShellToolOptions::from_options(&json!({ "deny": ["touch"] }), &|_| None, None)
+        .unwrap()
+        .deny;
+    let opts = ShellToolOptions { deny, ..opts() };
+    let e = tools::spawn(shell, &opts, &procs, "touch made", &tools::Request::default(), "s").await.unwrap_err();
+    assert_eq!(e.code, Code::CommandRefused);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!d.path().join("made").exists());
+    assert_eq!(procs.list("s"), json!([]));
+}
+
+#[tokio::test]
+async fn a_spawn_request_for_input_is_refused_before_it_starts_where_the_shell_cannot_pass_it() {
+    let shell: Arc<dyn ShellProvider> = Arc::new(crate::shell::StubShell::new(None));
+    let procs = Processes::new(60_000);
+    let request = tools::Request { input: true, ..Default::default() };
+    let e = tools::spawn(shell, &opts(), &procs, "cat", &request, "s").await.unwrap_err();
+    assert!(matches!(e.code, Code::InvalidArguments | Code::CommandRefused), "{e:?}");
+    assert_eq!(procs.list("s"), json!([]));
 }

@@ -81,7 +81,7 @@ pub async fn call(
         "process_input" => procs.input(
             session,
             id,
-            args.get("text").and_then(Value::as_str).unwrap_or_default(),
+            args.get("text").and_then(Value::as_str).unwrap_or_default().as_bytes(),
             args.get("close").and_then(Value::as_bool).unwrap_or(false),
         ),
         "process_stop" => procs.stop(session, id).await,
@@ -100,22 +100,59 @@ pub async fn start_background(
 ) -> Result<Value> {
     crate::shell::tool::check_call_args(opts, args)?;
     let command = args.get("command").and_then(Value::as_str).unwrap_or_default();
+    let stdin = args.get("stdin").and_then(Value::as_str);
+    let request = Request { input: stdin.is_some(), ..Request::default() };
+    let id = spawn(shell, opts, procs, command, &request, session).await?;
+    // `stdin` is the process's first input.
+    if let Some(text) = stdin {
+        procs.input(session, &id, text.as_bytes(), false)?;
+    }
+    Ok(json!({ "id": id, "running": true, "stdout": "", "stderr": "" }))
+}
+
+/// What a caller other than the model's shell tool asks of one background command (the SDKs'
+/// sandbox sessions): its own working directory and variables, and whether it writes input.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Workspace-relative; the tool's `cwd` when `None`.
+    pub cwd: Option<String>,
+    /// Over the tool's `env`.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The caller will write to its input: refused before it starts when the shell cannot pass it.
+    pub input: bool,
+}
+
+impl Request {
+    /// `{ cwd?, env?, input? }`.
+    pub fn from_json(v: &Value) -> Result<Request> {
+        let r = crate::options::Reader::new("spawn", v, &["cwd", "env", "input"])?;
+        Ok(Request { cwd: r.string("cwd")?, env: r.string_map("env")?, input: r.bool("input", false)? })
+    }
+}
+
+/// Starts `command` in the background after the tool's checks (allow/deny, judged in the
+/// working directory it runs in): its id. Every face of background processes starts here.
+pub async fn spawn(
+    shell: std::sync::Arc<dyn crate::shell::ShellProvider>,
+    opts: &crate::shell::tool::ShellToolOptions,
+    procs: &Processes,
+    command: &str,
+    request: &Request,
+    session: &str,
+) -> Result<String> {
     if command.trim().is_empty() {
         return Err(Error::new(Code::InvalidArguments, "command must be a non-empty string."));
     }
-    crate::shell::tool::check(shell.as_ref(), opts, command).await?;
-    let stdin = args.get("stdin").and_then(Value::as_str);
-    if stdin.is_some() && !shell.takes_input() {
+    let cwd = request.cwd.clone().or_else(|| opts.cwd.clone());
+    crate::shell::tool::check_in(shell.as_ref(), opts, command, cwd.as_deref()).await?;
+    if request.input && !shell.takes_input() {
         return Err(Error::new(
             Code::InvalidArguments,
             "This shell cannot pass input to a background command: start it without stdin.",
         ));
     }
-    let base = crate::shell::ExecOptions { cwd: opts.cwd.clone(), env: opts.env.clone(), ..Default::default() };
-    let started = procs.start(shell, command, base, session)?;
-    // `stdin` is the process's first input.
-    if let Some(text) = stdin {
-        procs.input(session, started["id"].as_str().unwrap_or_default(), text, false)?;
-    }
-    Ok(started)
+    let mut env = opts.env.clone();
+    env.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let base = crate::shell::ExecOptions { cwd, env, ..Default::default() };
+    procs.start(shell, command, base, session)
 }
