@@ -10,31 +10,12 @@ import { MockLanguageModelV3 as Mock6 } from 'ai6/test';
 import { MockLanguageModelV3 as Mock7 } from 'ai/test';
 import { NodeWorkspace, createFsTools, createShellTool } from 'corral';
 import { toAiSdkTools } from 'corral/ai-sdk';
-import { tempTree } from './helpers.mjs';
+import { tempTree, scriptedAiModel } from './helpers.mjs';
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
 
-const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
-const finish = (unified) => ({ unified, raw: unified });
-
-/** A scripted model: each step answers with the given tool calls, the last with text. */
-function scripted(Mock, steps, seen) {
-  let i = 0;
-  return new Mock({
-    doGenerate: async (options) => {
-      seen.push(options.prompt);
-      const step = steps[i++];
-      if (!step) return { content: [{ type: 'text', text: 'done' }], finishReason: finish('stop'), usage, warnings: [] };
-      return {
-        content: step.map(([toolName, input], k) => ({ type: 'tool-call', toolCallId: `call_${i}_${k}`, toolName, input: JSON.stringify(input) })),
-        finishReason: finish('tool-calls'),
-        usage,
-        warnings: [],
-      };
-    },
-  });
-}
+const scripted = scriptedAiModel;
 
 const toolResults = (prompt) => prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content);
 

@@ -5,7 +5,7 @@ import { describe, it, expect, afterAll } from 'vitest';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { MemoryWorkspace, NodeWorkspace, SandboxShell, LinuxSandbox, SubprocessSandbox, createShellTool } from 'corral';
-import { linuxSandboxUsable, tempTree } from './helpers.mjs';
+import { linuxSandboxUsable, tempTree, alive, gone } from './helpers.mjs';
 import { DOCKER_HOST, IMAGE, containersGone } from './docker-engine.mjs';
 
 const trees = [];
@@ -29,11 +29,6 @@ async function readUntil(t, id, done, ctx) {
   return { out, last };
 }
 
-const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
-async function gone(pid) {
-  for (const started = Date.now(); Date.now() - started < 10_000 && alive(pid);) await new Promise((r) => setTimeout(r, 50));
-  return !alive(pid);
-}
 
 describe('background processes over NodeWorkspace', () => {
   it('createShellTool returns the shell tool and the process tools, with close() not enumerable', () => {

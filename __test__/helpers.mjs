@@ -1,5 +1,5 @@
 // Shared fixtures for the specs: temp directories and a provider written in plain JavaScript.
-import { afterEach } from 'vitest';
+import { afterEach, afterAll } from 'vitest';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync, rmSync, realpathSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -80,4 +80,48 @@ export function filesOnDisk(root, dir = root, out = {}) {
     else out[relative(root, p).split('\\').join('/')] = readFileSync(p, 'utf8');
   }
   return out;
+}
+
+/** Whether process `pid` is there (signal 0 reaches it). */
+export const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+
+/** Whether process `pid` is gone within 10 s (a killed process takes a moment to be reaped). */
+export async function gone(pid) {
+  for (const started = Date.now(); Date.now() - started < 10_000 && alive(pid);) await new Promise((r) => setTimeout(r, 50));
+  return !alive(pid);
+}
+
+/** For a test file: `tree(files)` is tempTree(files), removed after the file's tests. */
+export function treesForFile() {
+  const trees = [];
+  afterAll(() => trees.forEach((t) => t.cleanup()));
+  return (files) => {
+    const t = tempTree(files);
+    trees.push(t);
+    return t;
+  };
+}
+
+const aiUsage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
+const aiFinish = (unified) => ({ unified, raw: unified });
+
+/**
+ * An AI SDK model (`Mock`: the SDK's MockLanguageModelV3) scripted by `steps`: each step answers
+ * with its `[toolName, input]` tool calls, then 'done'; every prompt it got goes into `seen`.
+ */
+export function scriptedAiModel(Mock, steps, seen) {
+  let i = 0;
+  return new Mock({
+    doGenerate: async (options) => {
+      seen.push(options.prompt);
+      const step = steps[i++];
+      if (!step) return { content: [{ type: 'text', text: 'done' }], finishReason: aiFinish('stop'), usage: aiUsage, warnings: [] };
+      return {
+        content: step.map(([toolName, input], k) => ({ type: 'tool-call', toolCallId: `call_${i}_${k}`, toolName, input: JSON.stringify(input) })),
+        finishReason: aiFinish('tool-calls'),
+        usage: aiUsage,
+        warnings: [],
+      };
+    },
+  });
 }

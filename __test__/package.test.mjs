@@ -152,7 +152,7 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
       console.log(JSON.stringify(subpaths.map((p) => Object.keys(require(p)).sort())));
     `;
     const { stdout } = await run(process.execPath, ['-e', script], { cwd: project });
-    expect(JSON.parse(stdout)).toEqual([['toAiSdkTools'], ['toOpenAIAgentsTools'], ['ConformanceError', 'runConformance'], ['ToolRegistry', 'executeTool'], ['MemoryWorkspace']]);
+    expect(JSON.parse(stdout)).toEqual([['toAiSdkSandbox', 'toAiSdkTools'], ['corralSandboxClient', 'createEditor', 'toOpenAIAgentsTools'], ['ConformanceError', 'runConformance'], ['ToolRegistry', 'executeTool'], ['MemoryWorkspace']]);
   });
 
   it('npx corral mcp --help prints its usage on stderr from the installed bin', async () => {
@@ -212,6 +212,25 @@ describe('a platform package installed beside corral', { timeout: 180_000 }, () 
     expect(out.found).toBe('package.json:2:   "name": "project",');
     expect(out.addons).toEqual([join(split.project, 'node_modules', '@corral-rs', `binding-${TARGET}`, NODE_FILE)]);
     expect(existsSync(join(split.project, 'node_modules', 'corral', 'js', NODE_FILE))).toBe(false);
+  });
+
+  it('the SDK adapters type-check under tsc --strict where neither SDK is installed', async () => {
+    expect(existsSync(join(split.project, 'node_modules', 'ai'))).toBe(false);
+    expect(existsSync(join(split.project, 'node_modules', '@openai', 'agents'))).toBe(false);
+    writeFileSync(join(split.project, 'adapters.ts'), [
+      "import { NodeWorkspace, createFsTools } from 'corral';",
+      "import { toAiSdkTools, toAiSdkSandbox } from 'corral/ai-sdk';",
+      "import { toOpenAIAgentsTools, corralSandboxClient, createEditor } from 'corral/openai-agents';",
+      "const ws = new NodeWorkspace({ root: '.' });",
+      'export const all = [toAiSdkTools(createFsTools(ws)), toAiSdkSandbox(ws), toOpenAIAgentsTools(createFsTools(ws)), corralSandboxClient({ fs: ws }), createEditor(ws)];',
+    ].join('\n'));
+    writeFileSync(join(split.project, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: { strict: true, noEmit: true, skipLibCheck: false, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'], typeRoots: [join(PKG, 'node_modules', '@types')] },
+      files: ['adapters.ts'],
+    }));
+    const tsc = join(PKG, 'node_modules', 'typescript', 'bin', 'tsc');
+    const r = await run(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: split.project }).catch((e) => e);
+    expect(`${r.stdout ?? ''}${r.stderr ?? ''}`).toBe('');
   });
 });
 

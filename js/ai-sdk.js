@@ -2,10 +2,13 @@
 // corral/ai-sdk: corral's tools as the record the AI SDK's generateText/streamText take (ai 6 and 7,
 // an optional peer dependency). The schema goes through the SDK's jsonSchema, approval through its
 // needsApproval, the call's abortSignal and toolCallId reach the tool as ctx, a WorkspaceError
-// becomes a result the model reads, and images go through toModelOutput.
+// becomes a result the model reads, and images go through toModelOutput. And a workspace as the
+// SDK's own sandbox (toAiSdkSandbox): its paths confined, its commands under allow/deny.
 
 const { executeTool } = require('./executor.js');
-const { checkOptions } = require('./index.js')[Symbol.for('corral.internal')];
+const { WorkspaceError, ConfigurationError } = require('./index.js');
+const { checkOptions, normalize } = require('./index.js')[Symbol.for('corral.internal')];
+const { workspacePath, orNull, isMissing, Commands, READ_WAIT_MS } = require('./sandbox-session.js');
 
 /**
  * `toAiSdkTools(tools, { ai?, sessionId?, turn? })`: `ai` is the SDK module (default: require('ai')).
@@ -33,4 +36,234 @@ function toAiSdkTools(tools, options) {
   return out;
 }
 
-module.exports = { toAiSdkTools };
+/**
+ * `toAiSdkSandbox(fs, { shell?, allow?, deny?, description?, root? })`: a workspace as AI SDK 7's
+ * `Experimental_SandboxSession`, for `generateText({ experimental_sandbox })`.
+ */
+function toAiSdkSandbox(fs, options) {
+  checkOptions('toAiSdkSandbox', options);
+  options ??= {};
+  for (const m of ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm']) {
+    if (typeof fs?.[m] !== 'function') throw new ConfigurationError(`toAiSdkSandbox: fs must be an FsProvider (it has no ${m}).`);
+  }
+  const root = options.root ?? '/workspace';
+  workspacePath(root, '.'); // A bad root is a ConfigurationError now, not on the first call.
+  const shell = options.shell ?? (typeof fs.exec === 'function' ? fs : undefined);
+  const rules = { ...(options.allow === undefined ? {} : { allow: options.allow }), ...(options.deny === undefined ? {} : { deny: options.deny }) };
+  const commands = shell === undefined ? undefined : new Commands(shell, rules);
+  const at = (path) => workspacePath(root, path);
+
+  const readBytes = async (rel) => {
+    if (typeof fs.readFileBytes === 'function') return toBytes(await fs.readFileBytes(rel));
+    return new TextEncoder().encode(await fs.readFile(rel));
+  };
+  const writeBytes = async (path, bytes) => {
+    const rel = at(path);
+    if ((await orNull(fs.stat(rel)))?.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
+    const text = utf8(bytes);
+    if (text !== undefined) return fs.writeFile(rel, text);
+    if (typeof fs.writeFileBytes !== 'function') {
+      throw new WorkspaceError(`Cannot write ${path}: its bytes are not UTF-8 and this provider has no writeFileBytes.`, 'NotUtf8');
+    }
+    return fs.writeFileBytes(rel, bytes);
+  };
+  const start = async ({ command, workingDirectory, env, stdin }) => {
+    if (commands === undefined) {
+      throw new WorkspaceError('This sandbox has no shell: pass toAiSdkSandbox(fs, { shell }) to run commands.', 'CommandRefused');
+    }
+    let cwd;
+    if (workingDirectory !== undefined) {
+      cwd = at(workingDirectory);
+      const s = await orNull(fs.stat(cwd));
+      if (s === null || s === undefined) throw new WorkspaceError(`Working directory not found: ${workingDirectory}`, 'NotFound');
+      if (s.type !== 'directory') throw new WorkspaceError(`Working directory is not a directory: ${workingDirectory}`, 'NotAFile');
+    }
+    return commands.start(command, { cwd, env, input: stdin === true });
+  };
+
+  return {
+    description: options.description ?? `A workspace, ${root}: relative paths and paths under ${root} name its files; no other path is reachable. Commands start in ${root} and run under the workspace's rules, so some may be refused.`,
+    async readFile({ path }) {
+      const bytes = await orNull(readBytes(at(path)));
+      return bytes === null ? null : new ReadableStream({ start(c) { if (bytes.length) c.enqueue(bytes); c.close(); } });
+    },
+    async readBinaryFile({ path }) {
+      return orNull(readBytes(at(path)));
+    },
+    async readTextFile({ path, encoding, startLine, endLine }) {
+      const first = lineNumber('startLine', startLine, 1);
+      const last = lineNumber('endLine', endLine, Infinity);
+      const bytes = await orNull(readBytes(at(path)));
+      if (bytes === null) return null;
+      const text = decode(bytes, encoding);
+      if (startLine === undefined && endLine === undefined) return text;
+      // The lines as they are in the file, each with its line break.
+      return (text.match(/[^\n]*\n|[^\n]+$/g) ?? []).slice(first - 1, last).join('');
+    },
+    async writeFile({ path, content }) {
+      return writeBytes(path, await collect(content));
+    },
+    async writeBinaryFile({ path, content }) {
+      if (!(content instanceof Uint8Array)) throw new WorkspaceError('writeBinaryFile: content must be a Uint8Array.', 'InvalidArguments');
+      return writeBytes(path, content);
+    },
+    async writeTextFile({ path, content, encoding }) {
+      if (typeof content !== 'string') throw new WorkspaceError('writeTextFile: content must be a string.', 'InvalidArguments');
+      return writeBytes(path, encode(content, encoding));
+    },
+    async stat({ path }) {
+      const s = await orNull(fs.stat(at(path)));
+      if (s === null || s === undefined) return null;
+      return { type: s.type === 'file' || s.type === 'directory' ? s.type : 'other', size: s.size };
+    },
+    async listDirectory({ path }) {
+      const rel = at(path);
+      const entries = await orNull(fs.readdir(rel));
+      if (entries === null) {
+        // Missing, or a file (a provider may say NotFound for a file it cannot list).
+        if ((await orNull(fs.stat(rel))) == null) return null;
+        throw new WorkspaceError(`Not a directory: ${path}`, 'NotAFile');
+      }
+      return entries.map((e) => ({ name: e.name, type: ['file', 'directory', 'symlink'].includes(e.type) ? e.type : 'other' }));
+    },
+    async deleteFile({ path }) {
+      const rel = normalize(at(path));
+      if (rel === '.') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
+      // The entry itself, as its directory lists it: a link is not followed.
+      const slash = rel.lastIndexOf('/');
+      const entries = await orNull(fs.readdir(slash < 0 ? '.' : rel.slice(0, slash)));
+      const entry = entries?.find((e) => e.name === rel.slice(slash + 1));
+      if (!entry) return false;
+      if (entry.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
+      try {
+        await fs.rm(rel);
+      } catch (e) {
+        if (isMissing(e)) return false;
+        throw e;
+      }
+      return true;
+    },
+    async run({ abortSignal, ...request }) {
+      const p = await spawnProcess(await start(request), abortSignal, false);
+      const [stdout, stderr] = await Promise.all([text(p.stdout), text(p.stderr)]);
+      const { exitCode } = await p.wait();
+      return { exitCode, stdout, stderr };
+    },
+    async spawn({ abortSignal, ...request }) {
+      abortSignal?.throwIfAborted();
+      return spawnProcess(await start(request), abortSignal, request.stdin === true);
+    },
+  };
+}
+
+// Output a reader has not taken stays queued up to this many bytes a stream; past it the rest is
+// dropped and a line says how much (the process never blocks on a reader).
+const STREAM_QUEUE_BYTES = 16 * 1024 * 1024;
+
+/** A running command as the SDK's SandboxProcess: streams fed by reads of its output while it runs. */
+function spawnProcess(cmd, abortSignal, withInput) {
+  const streams = [0, 1].map(() => {
+    let controller;
+    const stream = new ReadableStream({ start(c) { controller = c; } }, new ByteLengthQueuingStrategy({ highWaterMark: 1024 * 1024 }));
+    return { stream, controller, dropped: 0 };
+  });
+  const push = (s, bytes) => {
+    if (!bytes.length) return;
+    if (s.dropped > 0 || s.controller.desiredSize < -STREAM_QUEUE_BYTES) {
+      s.dropped += bytes.length;
+      return;
+    }
+    s.controller.enqueue(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  };
+  const finish = () => {
+    for (const s of streams) {
+      if (s.dropped) s.controller.enqueue(new TextEncoder().encode(`\n[... ${s.dropped} bytes of output dropped: the stream was not read ...]\n`));
+      s.controller.close();
+    }
+  };
+  let abortReason;
+  const onAbort = () => {
+    abortReason = abortSignal.reason;
+    cmd.kill().catch(() => {});
+  };
+  abortSignal?.addEventListener('abort', onAbort, { once: true });
+  const pumped = (async () => {
+    try {
+      for (;;) {
+        const r = await cmd.read(READ_WAIT_MS);
+        push(streams[0], r.stdout);
+        push(streams[1], r.stderr);
+        if (!r.running) break;
+      }
+      finish();
+    } catch (e) {
+      for (const s of streams) s.controller.error(e);
+      throw e;
+    } finally {
+      abortSignal?.removeEventListener('abort', onAbort);
+    }
+    if (abortReason !== undefined) throw abortReason;
+    return { exitCode: cmd.exit.exitCode };
+  })();
+  pumped.catch(() => {}); // Seen by wait(); a process nobody waits for is no unhandled rejection.
+  const handle = {
+    stdout: streams[0].stream,
+    stderr: streams[1].stream,
+    wait: () => pumped,
+    kill: async () => { await cmd.kill(); },
+  };
+  if (withInput) {
+    handle.stdin = new WritableStream({
+      write: (chunk) => cmd.write(toBytes(chunk)),
+      close: () => cmd.write(new Uint8Array(0), true),
+      abort: () => cmd.write(new Uint8Array(0), true).catch(() => {}),
+    });
+  }
+  return handle;
+}
+
+function lineNumber(name, v, dflt) {
+  if (v === undefined) return dflt;
+  if (!Number.isInteger(v) || v < 1) throw new WorkspaceError(`${name} must be a whole number from 1 (lines count from 1).`, 'InvalidArguments');
+  return v;
+}
+
+const toBytes = (b) => (b instanceof Uint8Array ? b : ArrayBuffer.isView(b) ? new Uint8Array(b.buffer, b.byteOffset, b.byteLength) : new Uint8Array(b));
+
+/** The text of `bytes` when they are UTF-8, else undefined. */
+function utf8(bytes) {
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+function decode(bytes, encoding) {
+  const enc = encoding ?? 'utf-8';
+  try {
+    return new TextDecoder(enc, { ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new WorkspaceError(`Unknown encoding: ${enc}`, 'InvalidArguments');
+  }
+}
+
+function encode(text, encoding) {
+  const enc = (encoding ?? 'utf-8').toLowerCase();
+  if (enc === 'utf-8' || enc === 'utf8') return new TextEncoder().encode(text);
+  if (!Buffer.isEncoding(enc)) throw new WorkspaceError(`Unknown encoding: ${encoding}`, 'InvalidArguments');
+  return toBytes(Buffer.from(text, enc));
+}
+
+async function collect(stream) {
+  if (!stream || typeof stream.getReader !== 'function') throw new WorkspaceError('writeFile: content must be a ReadableStream of bytes.', 'InvalidArguments');
+  const parts = [];
+  for await (const chunk of stream) parts.push(toBytes(chunk));
+  return toBytes(Buffer.concat(parts));
+}
+
+async function text(stream) {
+  return new TextDecoder().decode(await collect(stream));
+}
+
+module.exports = { toAiSdkTools, toAiSdkSandbox };

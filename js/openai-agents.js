@@ -2,10 +2,16 @@
 // corral/openai-agents: corral's tools as function tools for @openai/agents (an optional peer
 // dependency): the JSON Schema as non-strict parameters, needsApproval mapped to the SDK's
 // approval flow, the run's abort signal and the call's id as ctx, and a WorkspaceError returned
-// as the tool's output for the model to read.
+// as the tool's output for the model to read. And a workspace as the SDK's own sandbox
+// (corralSandboxClient, for a SandboxAgent) and patch editor (createEditor, for applyPatchTool).
 
+const nodeFs = require('node:fs');
+const nodePath = require('node:path');
+const { randomUUID } = require('node:crypto');
 const { executeTool } = require('./executor.js');
-const { checkOptions } = require('./index.js')[Symbol.for('corral.internal')];
+const { WorkspaceError, ConfigurationError } = require('./index.js');
+const { checkOptions, normalize, imageMediaType } = require('./index.js')[Symbol.for('corral.internal')];
+const { workspacePath, orNull, Commands } = require('./sandbox-session.js');
 
 /** `toOpenAIAgentsTools(tools, { agents?, sessionId?, turn? })`: `agents` defaults to require('@openai/agents'). */
 function toOpenAIAgentsTools(tools, options) {
@@ -31,4 +37,312 @@ function toOpenAIAgentsTools(tools, options) {
   });
 }
 
-module.exports = { toOpenAIAgentsTools };
+const FS_METHODS = ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm'];
+function checkFs(what, fs) {
+  for (const m of FS_METHODS) {
+    if (typeof fs?.[m] !== 'function') throw new ConfigurationError(`${what}: fs must be an FsProvider (it has no ${m}).`);
+  }
+}
+
+/** The SDK's sandbox module, loaded when a session is made (an optional peer dependency). */
+const sdkSandbox = () => require('@openai/agents/sandbox');
+
+/**
+ * `corralSandboxClient({ fs, shell?, allow?, deny? })`: a `SandboxClient` for
+ * `run(sandboxAgent, input, { sandbox: { client } })`.
+ */
+function corralSandboxClient(options) {
+  checkOptions('corralSandboxClient', options);
+  const { fs } = options;
+  checkFs('corralSandboxClient', fs);
+  const shell = options.shell ?? (typeof fs.exec === 'function' ? fs : undefined);
+  const rules = { ...(options.allow === undefined ? {} : { allow: options.allow }), ...(options.deny === undefined ? {} : { deny: options.deny }) };
+  return {
+    backendId: 'corral',
+    async create(args, manifestOptions) {
+      const { manifest } = sdkSandbox().normalizeSandboxClientCreateArgs(args, manifestOptions);
+      const session = new CorralSandboxSession(fs, shell, rules, manifest);
+      await session.materialize();
+      return session;
+    },
+  };
+}
+
+// The SDK's defaults: exec_command waits 10 s before it answers with a session id, write_stdin
+// 250 ms; an image is at most 10 MiB.
+const EXEC_YIELD_MS = 10_000;
+const STDIN_YIELD_MS = 250;
+const MAX_IMAGE_BYTES = 10 * 1024 * 1024;
+const CTRL_C = '\u0003';
+
+/** One session over a workspace: commands as background processes, paths under the manifest's root. */
+class CorralSandboxSession {
+  constructor(fs, shell, rules, manifest) {
+    this.fs = fs;
+    this.root = manifest.root;
+    workspacePath(this.root, '.'); // A manifest root that is not absolute is refused here.
+    this.state = { manifest, environment: {} };
+    this.commands = shell === undefined ? undefined : new Commands(shell, rules);
+    this.sessions = new Map();
+    this.nextSessionId = 1;
+  }
+
+  at(path) {
+    return workspacePath(this.root, path);
+  }
+
+  /** Writes the manifest's entries (files, directories, and copies of host files the app named). */
+  async materialize() {
+    for (const { absolutePath, entry } of this.state.manifest.iterEntries()) {
+      const rel = this.at(absolutePath);
+      switch (entry.type) {
+        case 'dir': await this.fs.mkdir(rel); break;
+        case 'file': await writeContent(this.fs, rel, entry.content); break;
+        case 'local_file': await writeContent(this.fs, rel, nodeFs.readFileSync(entry.src)); break;
+        case 'local_dir': await copyDir(this.fs, entry.src, rel); break;
+        default:
+          throw new ConfigurationError(`corralSandboxClient: a manifest entry of type '${entry.type}' (${absolutePath}) cannot be made in a workspace; corral makes file, dir, local_file and local_dir entries.`);
+      }
+    }
+  }
+
+  supportsPty() {
+    return this.commands?.runner.takesInput === true;
+  }
+
+  /** Runs `cmd`; answers when it ends or after `yieldTimeMs`, with a `sessionId` while it runs. */
+  async exec(args) {
+    const started = Date.now();
+    if (this.commands === undefined) throw new WorkspaceError('This sandbox has no shell: pass corralSandboxClient({ fs, shell }) to run commands.', 'CommandRefused');
+    const cwd = args.workdir === undefined || args.workdir === null ? undefined : this.at(args.workdir);
+    if (cwd !== undefined && (await orNull(this.fs.stat(cwd)))?.type !== 'directory') {
+      throw new WorkspaceError(`Working directory not found: ${args.workdir}`, 'NotFound');
+    }
+    const cmd = await this.commands.start(args.cmd, { cwd, env: { ...this.state.environment }, input: this.supportsPty() });
+    const out = await collect(cmd, args.yieldTimeMs ?? EXEC_YIELD_MS);
+    let sessionId;
+    if (cmd.exit === undefined) {
+      sessionId = this.nextSessionId++;
+      this.sessions.set(sessionId, cmd);
+    }
+    return result(out, cmd, sessionId, started, args.maxOutputTokens);
+  }
+
+  /** `exec` as the text the model reads; a failure is text too (the SDK would hide it). */
+  async execCommand(args) {
+    const started = Date.now();
+    try {
+      return formatExec(await this.exec(args));
+    } catch (e) {
+      if (e?.name !== 'WorkspaceError' && e?.name !== 'ConfigurationError') throw e;
+      return formatExec({ output: `exec_command failed: ${e.message}`, exitCode: 1, wallTimeSeconds: (Date.now() - started) / 1000 });
+    }
+  }
+
+  /** Writes `chars` to a running command (Ctrl-C stops it) and answers with the output not read before. */
+  async writeStdin({ sessionId, chars = '', yieldTimeMs = STDIN_YIELD_MS, maxOutputTokens }) {
+    const started = Date.now();
+    const cmd = this.sessions.get(sessionId);
+    if (cmd === undefined) return formatExec({ output: `write_stdin failed: session not found: ${sessionId}`, exitCode: 1, wallTimeSeconds: 0 });
+    const interrupted = chars.includes(CTRL_C);
+    const input = chars.split(CTRL_C).join('');
+    if (input) {
+      // A command that does not read its input does not hold the call past its wait: the rest is
+      // written while it runs.
+      const written = cmd.write(Buffer.from(input)).catch((e) => { if (e?.name !== 'WorkspaceError') throw e; });
+      await Promise.race([written, new Promise((r) => setTimeout(r, Math.max(0, yieldTimeMs)).unref?.())]);
+    }
+    if (interrupted) await cmd.kill();
+    const out = await collect(cmd, yieldTimeMs);
+    if (cmd.exit !== undefined) this.sessions.delete(sessionId);
+    const r = result(out, cmd, cmd.exit === undefined ? sessionId : undefined, started, maxOutputTokens);
+    // Ctrl-C ends it as an interrupt does in a terminal.
+    if (interrupted && cmd.exit !== undefined) r.exitCode = 130;
+    return formatExec(r);
+  }
+
+  async readFile({ path, maxBytes }) {
+    const rel = this.at(path);
+    const bytes = typeof this.fs.readFileBytes === 'function' ? toBytes(await this.fs.readFileBytes(rel)) : new TextEncoder().encode(await this.fs.readFile(rel));
+    return Number.isInteger(maxBytes) && maxBytes >= 0 && maxBytes < bytes.length ? bytes.slice(0, maxBytes) : bytes;
+  }
+
+  async listDir({ path }) {
+    const rel = normalize(this.at(path));
+    const entries = await this.fs.readdir(rel);
+    return entries.map((e) => ({
+      name: e.name,
+      path: rel === '.' ? e.name : `${rel}/${e.name}`,
+      type: e.type === 'file' ? 'file' : e.type === 'directory' ? 'dir' : 'other',
+    }));
+  }
+
+  async pathExists(path) {
+    return (await orNull(this.fs.stat(this.at(path)))) != null;
+  }
+
+  async directoryExists(path) {
+    return (await orNull(this.fs.stat(this.at(path))))?.type === 'directory';
+  }
+
+  /** An image file for the model: `{ type: 'image', image: { data, mediaType } }`. */
+  async viewImage({ path }) {
+    const rel = this.at(path);
+    const s = await orNull(this.fs.stat(rel));
+    if (s == null) throw new WorkspaceError(`Image file not found: ${path}`, 'NotFound');
+    if (s.type !== 'file') throw new WorkspaceError(`Image path ${path} is not a file`, 'NotAFile');
+    if (s.size > MAX_IMAGE_BYTES) throw new WorkspaceError(`Image ${path} exceeded the allowed size of 10MB`, 'TooLarge');
+    const data = await this.readFile({ path });
+    const mediaType = imageMediaType(Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+    if (!mediaType) throw new WorkspaceError(`${path} is not a supported image file (PNG, JPEG, GIF or WebP)`, 'InvalidArguments');
+    return { type: 'image', image: { data, mediaType } };
+  }
+
+  createEditor() {
+    return createEditor(this.fs, { root: this.root });
+  }
+
+  async running() {
+    return true;
+  }
+
+  // The runner ends a session with stop, shutdown and delete, or close: each stops every command
+  // still running. None removes a file: the workspace is the app's, not the session's.
+  async stop() { await this.close(); }
+  async shutdown() { await this.close(); }
+  async delete() { await this.close(); }
+  async close() {
+    this.sessions.clear();
+    await this.commands?.close();
+  }
+}
+
+/** What a command wrote until it ended or `yieldMs` passed: stdout, stderr and both in order read. */
+async function collect(cmd, yieldMs) {
+  const deadline = Date.now() + Math.max(0, Number(yieldMs) || 0);
+  const out = { stdout: [], stderr: [], both: [] };
+  for (;;) {
+    const r = await cmd.read(Math.max(0, deadline - Date.now()));
+    if (r.stdout.length) { out.stdout.push(r.stdout); out.both.push(r.stdout); }
+    if (r.stderr.length) { out.stderr.push(r.stderr); out.both.push(r.stderr); }
+    if (!r.running || Date.now() >= deadline) return out;
+  }
+}
+
+const text = (parts) => Buffer.concat(parts).toString('utf8');
+
+/** A `SandboxExecResult`. */
+function result(out, cmd, sessionId, started, maxOutputTokens) {
+  const { text: output, originalTokenCount } = truncate(text(out.both), maxOutputTokens);
+  const r = { output, stdout: text(out.stdout), stderr: text(out.stderr), wallTimeSeconds: (Date.now() - started) / 1000 };
+  if (sessionId !== undefined) r.sessionId = sessionId;
+  else r.exitCode = cmd.exit.exitCode;
+  if (originalTokenCount !== undefined) r.originalTokenCount = originalTokenCount;
+  return r;
+}
+
+/** The SDK's own exec text: chunk id, wall time, the process's state, then its output. */
+function formatExec(r) {
+  const lines = [`Chunk ID: ${randomUUID().replace(/-/g, '').slice(0, 6)}`, `Wall time: ${r.wallTimeSeconds.toFixed(4)} seconds`];
+  if (typeof r.sessionId === 'number') lines.push(`Process running with session ID ${r.sessionId}`);
+  else if (typeof r.exitCode === 'number') lines.push(`Process exited with code ${r.exitCode}`);
+  if (typeof r.originalTokenCount === 'number') lines.push(`Original token count: ${r.originalTokenCount}`);
+  lines.push('Output:', r.output);
+  return lines.join('\n');
+}
+
+/** Output past `maxOutputTokens` (4 bytes a token, as the SDK counts): its head and tail. */
+function truncate(output, maxOutputTokens) {
+  if (!Number.isInteger(maxOutputTokens) || maxOutputTokens < 0) return { text: output };
+  const bytes = Buffer.byteLength(output);
+  const budget = maxOutputTokens * 4;
+  if (bytes <= budget) return { text: output };
+  const tokens = Math.ceil(bytes / 4);
+  const half = Math.floor(budget / 2);
+  const b = Buffer.from(output);
+  const marker = `...${tokens - maxOutputTokens} tokens truncated...`;
+  return { text: `${b.subarray(0, half).toString()}${marker}${b.subarray(b.length - half).toString()}`, originalTokenCount: tokens };
+}
+
+const toBytes = (b) => (b instanceof Uint8Array ? b : new Uint8Array(b.buffer ?? b, b.byteOffset ?? 0, b.byteLength));
+
+async function writeContent(fs, rel, content) {
+  if (typeof content === 'string') return fs.writeFile(rel, content);
+  const bytes = toBytes(content);
+  let text;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    if (typeof fs.writeFileBytes !== 'function') throw new WorkspaceError(`Cannot write ${rel}: its bytes are not UTF-8 and this provider has no writeFileBytes.`, 'NotUtf8');
+    return fs.writeFileBytes(rel, bytes);
+  }
+  return fs.writeFile(rel, text);
+}
+
+async function copyDir(fs, src, rel) {
+  await fs.mkdir(rel);
+  for (const e of nodeFs.readdirSync(src, { withFileTypes: true })) {
+    const from = nodePath.join(src, e.name);
+    const to = rel === '.' ? e.name : `${rel}/${e.name}`;
+    if (e.isDirectory()) await copyDir(fs, from, to);
+    else if (e.isFile()) await writeContent(fs, to, nodeFs.readFileSync(from));
+  }
+}
+
+/**
+ * `createEditor(fs, { root? })`: the `Editor` `applyPatchTool({ editor })` takes. Each operation's
+ * V4A diff goes through the SDK's own `applyDiff`; the file is written only when the whole diff
+ * applies, through the provider's confined writes.
+ */
+function createEditor(fs, options) {
+  checkFs('createEditor', fs);
+  const root = options?.root ?? '/workspace';
+  const at = (path) => workspacePath(root, path);
+  const apply = (input, diff, mode) => {
+    const { applyDiff } = require('@openai/agents');
+    try {
+      return applyDiff(input, diff, mode);
+    } catch (e) {
+      const message = String(e?.message ?? e);
+      throw new WorkspaceError(message, /^Invalid (Context|EOF Context|Anchor)/.test(message) ? 'PatchMismatch' : 'InvalidPatch');
+    }
+  };
+  const exists = async (rel) => (await orNull(fs.stat(rel))) != null;
+  return {
+    async createFile({ path, diff }) {
+      const rel = at(path);
+      const content = apply('', diff, 'create');
+      if (await exists(rel)) throw new WorkspaceError(`File already exists: ${path}`, 'Exists');
+      await fs.writeFile(rel, content);
+      return { status: 'completed', output: `Created ${path}` };
+    },
+    async updateFile({ path, diff, moveTo }) {
+      const rel = at(path);
+      const to = moveTo === undefined || moveTo === null ? rel : at(moveTo);
+      const next = apply(await fs.readFile(rel), diff);
+      const moving = normalize(to) !== normalize(rel);
+      if (moving && (await exists(to))) throw new WorkspaceError(`File already exists: ${moveTo}`, 'Exists');
+      await fs.writeFile(to, next);
+      if (moving) {
+        try {
+          await fs.rm(rel);
+        } catch (e) {
+          // All or nothing: the new file goes when the old one cannot.
+          await fs.rm(to).catch(() => {});
+          throw e;
+        }
+      }
+      return { status: 'completed', output: moving ? `Updated ${path} and moved it to ${moveTo}` : `Updated ${path}` };
+    },
+    async deleteFile({ path }) {
+      const rel = at(path);
+      const s = await orNull(fs.stat(rel));
+      if (s == null) throw new WorkspaceError(`File not found: ${path}`, 'NotFound');
+      if (s.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
+      await fs.rm(rel);
+      return { status: 'completed', output: `Deleted ${path}` };
+    },
+  };
+}
+
+module.exports = { toOpenAIAgentsTools, corralSandboxClient, createEditor };

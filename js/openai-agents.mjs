@@ -1,3 +1,3 @@
 import m from './openai-agents.js';
-export const { toOpenAIAgentsTools } = m;
+export const { toOpenAIAgentsTools, corralSandboxClient, createEditor } = m;
 export default m;

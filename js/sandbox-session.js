@@ -1,0 +1,103 @@
+'use strict';
+// What the SDKs' sandbox sessions (corral/ai-sdk's toAiSdkSandbox, corral/openai-agents'
+// corralSandboxClient) share: the sandbox's paths as workspace paths, and commands as background
+// processes of one shell under the shell tool's rules — the same processes the process tools
+// run, so a command's output, input, lifetime and kill work the same in all three.
+
+const os = require('node:os');
+const { WorkspaceError } = require('./index.js');
+const internal = require('./index.js')[Symbol.for('corral.internal')];
+
+// Every command of one runner belongs to this session (a runner serves one SDK session).
+const SESSION = 'sandbox';
+// How long one read waits for output before it asks again (also how soon an exit is seen).
+const READ_WAIT_MS = 1000;
+
+/** `path` as the workspace path the provider is given: see API.md, "Being the SDKs' own sandbox". */
+function workspacePath(root, path) {
+  if (typeof path !== 'string') throw new WorkspaceError(`path must be a string, got ${typeof path}.`, 'InvalidArguments');
+  return internal.sandboxPath(root, path);
+}
+
+/** A process's exit as the number the SDKs want: the code, or 128 + the signal like a shell. */
+function exitCodeOf(r) {
+  if (typeof r.exitCode === 'number') return r.exitCode;
+  const n = r.signal ? os.constants.signals[r.signal] : undefined;
+  return typeof n === 'number' ? 128 + n : 1;
+}
+
+const isMissing = (e) => e?.code === 'NotFound';
+
+/** The value of `promise`, or `null` when the path is not there. */
+async function orNull(promise) {
+  try {
+    return await promise;
+  } catch (e) {
+    if (isMissing(e)) return null;
+    throw e;
+  }
+}
+
+/** Runs commands of one session as background processes. */
+class Commands {
+  constructor(shell, options) {
+    this.runner = internal.processRunner(shell, options);
+    this.running = new Set();
+  }
+
+  /** Starts `command` (rules first: a refused command rejects with CommandRefused and never runs). */
+  async start(command, { cwd, env, input } = {}) {
+    if (typeof command !== 'string') throw new WorkspaceError('command must be a string.', 'InvalidArguments');
+    const request = { input: Boolean(input) };
+    if (cwd !== undefined) request.cwd = cwd;
+    if (env !== undefined) request.env = env;
+    const id = await this.runner.spawnProcess(command, request, SESSION);
+    const p = new Command(this, id);
+    this.running.add(p);
+    p.ended.then(() => this.running.delete(p), () => this.running.delete(p));
+    return p;
+  }
+
+  /** Stops every process (each with its whole process group or sandbox). */
+  async close() {
+    await this.runner.close();
+  }
+}
+
+/** One command: read its output as it comes, write its input, kill it. */
+class Command {
+  constructor(commands, id) {
+    this.runner = commands.runner;
+    this.id = id;
+    this.exit = undefined;
+    let settle;
+    this.ended = new Promise((resolve) => { settle = resolve; });
+    this.settle = settle;
+  }
+
+  /** The output not read before (`stdout`, `stderr` Buffers), waiting up to `waitMs` for some. */
+  async read(waitMs = 0, signal) {
+    const r = await internal.withSignal(signal, (token) => this.runner.readProcess(this.id, Math.max(0, Math.min(waitMs, 30_000)) | 0, false, SESSION, token));
+    return this.note(r);
+  }
+
+  /** Kills it (its whole process group or sandbox); its last output. Idempotent. */
+  async kill() {
+    return this.note(await this.runner.readProcess(this.id, 0, true, SESSION));
+  }
+
+  note(r) {
+    if (!r.running && this.exit === undefined) {
+      this.exit = { exitCode: exitCodeOf(r), timedOut: r.timedOut, aborted: r.aborted, note: r.note ?? undefined };
+      this.settle(this.exit);
+    }
+    return r;
+  }
+
+  /** Writes to its input (resolves when queued); `close` ends the input after the bytes. */
+  write(bytes, close = false) {
+    return this.runner.writeProcess(this.id, internal.asBuffer(bytes), close, SESSION);
+  }
+}
+
+module.exports = { workspacePath, exitCodeOf, orNull, isMissing, Commands, READ_WAIT_MS };
