@@ -38,6 +38,13 @@ if [ -n "${CORRAL_DOCKER_HOST:-}" ]; then
   cargo test -p corral-core --lib sandbox::tests::real_engine::real_engine_ -- --ignored
 fi
 
+echo "== cargo test (PostgresToolStore, against a PostgreSQL each test starts)"
+if ls -d /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  cargo test -p corral-core --lib registry::postgres::tests -- --ignored
+else
+  echo "skipped: PostgreSQL is not installed (CI installs it)"
+fi
+
 if [ "$(id -u)" = 0 ]; then
   echo "== cargo test (a timeout empties the command's control group, as root)"
   cargo test -p corral-core --lib shell::exec::tests::a_timeout_kills_processes_that_left_the_group -- --ignored

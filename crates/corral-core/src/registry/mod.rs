@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod options;
+mod postgres;
 mod sqlite;
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use serde_json::Value;
 use crate::error::{Code, Error, Result};
 use crate::templates::schema::off_the_async_threads;
 use crate::templates::{valid_name, WorkspaceToolSpec};
+pub use postgres::{PostgresOptions, PostgresToolStore};
 pub use sqlite::SqliteToolStore;
 
 /// Where specs live. Names are valid and specs checked before a store is called.

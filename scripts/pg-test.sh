@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL for the tests: `start DIR` makes a cluster in DIR (initdb as an
+# unprivileged user: `postgres` when this runs as root), listens on a free loopback port and a
+# socket in DIR, and prints `postgres://corral:PASSWORD@127.0.0.1:PORT/corral`; `stop DIR` stops
+# it by its pid; `resume DIR` starts a stopped one again on its port. Exits 3 when PostgreSQL is not installed (the tests then report skipped).
+set -euo pipefail
+cmd=${1:?usage: pg-test.sh start|stop DIR}
+dir=${2:?usage: pg-test.sh start|stop DIR}
+
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+[ -n "$bin" ] && [ -x "$bin/initdb" ] || { echo "PostgreSQL is not installed" >&2; exit 3; }
+
+as_user() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+case "$cmd" in
+  start)
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres "$dir"
+    password=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    printf '%s\n' "$password" > "$dir/pwfile"
+    [ "$(id -u)" = 0 ] && chown postgres "$dir/pwfile"
+    as_user "$bin/initdb" -D "$dir/data" -U corral --pwfile="$dir/pwfile" -A scram-sha-256 --no-sync >"$dir/initdb.log" 2>&1
+    rm -f "$dir/pwfile"
+    port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
+    as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100" start >/dev/null
+    echo "$port" > "$dir/port"
+    PGPASSWORD=$password "$bin/psql" -h 127.0.0.1 -p "$port" -U corral -d postgres -qc "CREATE DATABASE corral" >/dev/null
+    echo "postgres://corral:$password@127.0.0.1:$port/corral"
+    ;;
+  resume)
+    port=$(cat "$dir/port")
+    as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100" start >/dev/null
+    ;;
+  stop)
+    [ -f "$dir/data/postmaster.pid" ] && as_user "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    ;;
+  *) echo "usage: pg-test.sh start|stop|resume DIR" >&2; exit 2 ;;
+esac
