@@ -205,6 +205,61 @@ describe('toAiSdkSandbox as an Experimental_SandboxSession', () => {
   });
 });
 
+describe('toAiSdkSandbox at the edges', () => {
+  it('streams a large output whole, byte for byte', async () => {
+    const t = tree({});
+    const big = Buffer.alloc(8 * 1024 * 1024);
+    for (let i = 0; i < big.length; i += 4) big.writeUInt32LE((i * 2654435761) >>> 0, i);
+    writeFileSync(join(t.root, 'big.bin'), big);
+    const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
+    const p = await sb.spawn({ command: 'cat big.bin' });
+    const got = Buffer.from(await new Response(p.stdout).arrayBuffer());
+    expect(got.length).toBe(big.length);
+    expect(got.equals(big)).toBe(true);
+    expect(await p.wait()).toEqual({ exitCode: 0 });
+    const r = await sb.run({ command: 'cat big.bin | od -An -tx1 | wc -l' });
+    expect(Number(r.stdout.trim())).toBe(big.length / 16);
+  });
+
+  it('closes the input of a command that asks for none, and bounds what run collects', async () => {
+    const t = tree({});
+    const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
+    expect(await sb.run({ command: 'cat; echo after' })).toEqual({ exitCode: 0, stdout: 'after\n', stderr: '' });
+    const started = Date.now();
+    await expect(sb.run({ command: 'yes' })).rejects.toMatchObject({ code: 'TooLarge' });
+    expect(Date.now() - started).toBeLessThan(60_000);
+  });
+
+  it('refuses a signal aborted before the call: nothing runs', async () => {
+    const t = tree({});
+    const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
+    await expect(sb.run({ command: 'touch ran', abortSignal: AbortSignal.abort(new Error('early')) })).rejects.toThrow('early');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(existsSync(join(t.root, 'ran'))).toBe(false);
+  });
+
+  it("ends a finished process's input without an error, and refuses text an encoding cannot hold", async () => {
+    const t = tree({ 'a.txt': 'x' });
+    const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
+    const p = await sb.spawn({ command: 'true', stdin: true });
+    await p.wait();
+    await p.stdin.getWriter().close();
+    await expect(sb.writeTextFile({ path: 'l.txt', content: 'é€', encoding: 'latin1' })).rejects.toMatchObject({ code: 'InvalidArguments' });
+    await expect(sb.writeTextFile({ path: 'h.txt', content: 'zz41', encoding: 'hex' })).rejects.toMatchObject({ code: 'InvalidArguments' });
+    expect(existsSync(join(t.root, 'l.txt')) || existsSync(join(t.root, 'h.txt'))).toBe(false);
+    await expect(sb.deleteFile({ path: 'a.txt/.' })).rejects.toMatchObject({ code: 'NotAFile' });
+    expect(existsSync(join(t.root, 'a.txt'))).toBe(true);
+  });
+
+  it("reads a path under the workspace's real directory, as a command prints it", async () => {
+    const t = tree({ 'a.txt': 'hello' });
+    const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
+    const { stdout } = await sb.run({ command: 'pwd' });
+    expect(await sb.readTextFile({ path: `${stdout.trim()}/a.txt` })).toBe('hello');
+    await expect(sb.readTextFile({ path: `${t.dir}/other.txt` })).rejects.toMatchObject({ code: 'OutsideWorkspace' });
+  });
+});
+
 describe('toAiSdkSandbox with a JS provider', () => {
   it('confines paths before the provider sees them', async () => {
     const t = tree({ 'a.txt': 'x' });

@@ -3,7 +3,7 @@
 // apply_patch, view_image, then the session's end), the session's methods as the SDK calls them,
 // and createEditor under applyPatchTool in a plain Agent.
 import { describe, it, expect } from 'vitest';
-import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, run, applyPatchTool, setTracingDisabled } from '@openai/agents';
 import { SandboxAgent, Manifest } from '@openai/agents/sandbox';
@@ -137,6 +137,21 @@ describe('corralSandboxClient under a SandboxAgent', () => {
     expect(outputs(model).env).toMatch(/Output:\nhi there\n$/);
   });
 
+  it("keeps what a command wrote before Ctrl-C, applies the manifest's environment, and answers a failed read as text", async () => {
+    const t = tree({});
+    const session = await corralSandboxClient({ fs: new NodeWorkspace({ root: t.root }) }).create({ manifest: new Manifest({ environment: { WHO: 'manifest' } }) });
+    const first = await session.exec({ cmd: 'echo "by $WHO"; exec sleep 60', yieldTimeMs: 300 });
+    expect(first.sessionId).toBe(1);
+    const second = await session.exec({ cmd: 'echo line1; echo line2; exec sleep 60', yieldTimeMs: 0 });
+    await new Promise((r) => setTimeout(r, 300));
+    const stopped = await session.writeStdin({ sessionId: second.sessionId, chars: '\u0003', yieldTimeMs: 2000 });
+    expect(stopped).toMatch(/Process exited with code 130\nOutput:\n/);
+    expect(`${second.output}${stopped.split('Output:\n')[1]}`).toBe('line1\nline2\n');
+    expect(first.output + (await session.writeStdin({ sessionId: 1, yieldTimeMs: 100 })).split('Output:\n')[1]).toBe('by manifest\n');
+    await session.close();
+    expect(await session.writeStdin({ sessionId: 1 })).toMatch(/write_stdin failed/);
+  });
+
   it('has no write_stdin where the shell cannot pass input, and viewImage says what is wrong', async () => {
     const ws = new MemoryWorkspace({ files: { 'a.txt': 'text', 'big/x': '' }, exec: () => ({ stdout: 'ran\n' }) });
     const session = await corralSandboxClient({ fs: ws }).create();
@@ -180,6 +195,18 @@ describe('createEditor under applyPatchTool', () => {
     expect(readFileSync(join(t.root, 'keep.txt'), 'utf8')).toBe('one\ntwo\n');
     expect(out.exists).toMatchObject({ status: 'failed', output: expect.stringContaining('already exists') });
     expect(out.out).toMatchObject({ status: 'failed', output: expect.stringContaining('outside the workspace') });
+  });
+
+  it('refuses to patch a file that is not UTF-8 and deletes a link itself', async () => {
+    const t = tree({ 'keep.txt': 'k\n' });
+    writeFileSync(join(t.root, 'bin.txt'), Buffer.from([0xff, 0xfe, 0x0a, 0x61, 0x0a]));
+    symlinkSync(join(t.root, 'keep.txt'), join(t.root, 'link.txt'));
+    const editor = createEditor(new NodeWorkspace({ root: t.root }));
+    await expect(editor.updateFile({ type: 'update_file', path: 'bin.txt', diff: '@@\n-a\n+b\n' })).rejects.toMatchObject({ code: 'NotUtf8' });
+    expect([...readFileSync(join(t.root, 'bin.txt'))]).toEqual([0xff, 0xfe, 0x0a, 0x61, 0x0a]);
+    await editor.deleteFile({ type: 'delete_file', path: 'link.txt' });
+    expect(existsSync(join(t.root, 'link.txt'))).toBe(false);
+    expect(readFileSync(join(t.root, 'keep.txt'), 'utf8')).toBe('k\n');
   });
 
   it('throws WorkspaceErrors with codes a caller can tell apart', async () => {

@@ -8,7 +8,7 @@
 const { executeTool } = require('./executor.js');
 const { WorkspaceError, ConfigurationError } = require('./index.js');
 const { checkOptions, normalize } = require('./index.js')[Symbol.for('corral.internal')];
-const { workspacePath, orNull, isMissing, Commands, READ_WAIT_MS } = require('./sandbox-session.js');
+const { workspacePath, entryOf, orNull, isMissing, Commands, READ_WAIT_MS, lostOutput } = require('./sandbox-session.js');
 
 /**
  * `toAiSdkTools(tools, { ai?, sessionId?, turn? })`: `ai` is the SDK module (default: require('ai')).
@@ -51,7 +51,7 @@ function toAiSdkSandbox(fs, options) {
   const shell = options.shell ?? (typeof fs.exec === 'function' ? fs : undefined);
   const rules = { ...(options.allow === undefined ? {} : { allow: options.allow }), ...(options.deny === undefined ? {} : { deny: options.deny }) };
   const commands = shell === undefined ? undefined : new Commands(shell, rules);
-  const at = (path) => workspacePath(root, path);
+  const at = (path) => workspacePath(root, path, fs.root);
 
   const readBytes = async (rel) => {
     if (typeof fs.readFileBytes === 'function') return toBytes(await fs.readFileBytes(rel));
@@ -130,11 +130,11 @@ function toAiSdkSandbox(fs, options) {
       const rel = normalize(at(path));
       if (rel === '.') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
       // The entry itself, as its directory lists it: a link is not followed.
-      const slash = rel.lastIndexOf('/');
-      const entries = await orNull(fs.readdir(slash < 0 ? '.' : rel.slice(0, slash)));
-      const entry = entries?.find((e) => e.name === rel.slice(slash + 1));
+      const entry = await entryOf(fs, rel);
       if (!entry) return false;
       if (entry.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
+      // `a.txt/` and `a.txt/.` name a directory, as the system reads them.
+      if (/[/\\]\.?$/.test(path)) throw new WorkspaceError(`Not a directory: ${path}`, 'NotAFile');
       try {
         await fs.rm(rel);
       } catch (e) {
@@ -144,10 +144,18 @@ function toAiSdkSandbox(fs, options) {
       return true;
     },
     async run({ abortSignal, ...request }) {
-      const p = await spawnProcess(await start(request), abortSignal, false);
-      const [stdout, stderr] = await Promise.all([text(p.stdout), text(p.stderr)]);
+      abortSignal?.throwIfAborted();
+      const p = spawnProcess(await start({ ...request, stdin: false }), abortSignal, false);
+      let out;
+      try {
+        out = await Promise.all([text(p.stdout, RUN_OUTPUT_BYTES), text(p.stderr, RUN_OUTPUT_BYTES)]);
+      } catch (e) {
+        await p.kill();
+        await p.wait().catch(() => {});
+        throw e;
+      }
       const { exitCode } = await p.wait();
-      return { exitCode, stdout, stderr };
+      return { exitCode, stdout: out[0], stderr: out[1] };
     },
     async spawn({ abortSignal, ...request }) {
       abortSignal?.throwIfAborted();
@@ -159,6 +167,8 @@ function toAiSdkSandbox(fs, options) {
 // Output a reader has not taken stays queued up to this many bytes a stream; past it the rest is
 // dropped and a line says how much (the process never blocks on a reader).
 const STREAM_QUEUE_BYTES = 16 * 1024 * 1024;
+// What `run` collects of each stream: past it the command is stopped and `run` rejects.
+const RUN_OUTPUT_BYTES = 32 * 1024 * 1024;
 
 /** A running command as the SDK's SandboxProcess: streams fed by reads of its output while it runs. */
 function spawnProcess(cmd, abortSignal, withInput) {
@@ -187,10 +197,17 @@ function spawnProcess(cmd, abortSignal, withInput) {
     cmd.kill().catch(() => {});
   };
   abortSignal?.addEventListener('abort', onAbort, { once: true });
+  // Aborted while it started: stopped now.
+  if (abortSignal?.aborted) onAbort();
   const pumped = (async () => {
     try {
       for (;;) {
         const r = await cmd.read(READ_WAIT_MS);
+        // Output lost between reads is an error on the streams, never a gap they hide.
+        if (r.cut > 0) {
+          cmd.kill().catch(() => {});
+          throw lostOutput(r.cut);
+        }
         push(streams[0], r.stdout);
         push(streams[1], r.stderr);
         if (!r.running) break;
@@ -248,22 +265,38 @@ function decode(bytes, encoding) {
   }
 }
 
+// The text encodings a string can be written in (Node's names for them), each read back by
+// TextDecoder under the same label.
+const WRITABLE = { 'utf-8': 'utf8', utf8: 'utf8', 'utf-16le': 'utf16le', utf16le: 'utf16le', latin1: 'latin1', 'iso-8859-1': 'latin1', ascii: 'latin1', 'us-ascii': 'latin1' };
+
 function encode(text, encoding) {
-  const enc = (encoding ?? 'utf-8').toLowerCase();
-  if (enc === 'utf-8' || enc === 'utf8') return new TextEncoder().encode(text);
-  if (!Buffer.isEncoding(enc)) throw new WorkspaceError(`Unknown encoding: ${encoding}`, 'InvalidArguments');
-  return toBytes(Buffer.from(text, enc));
+  const label = (encoding ?? 'utf-8').toLowerCase();
+  const enc = WRITABLE[label];
+  if (!enc) throw new WorkspaceError(`Cannot write text as ${encoding}: use utf-8, utf-16le or latin1.`, 'InvalidArguments');
+  const bytes = Buffer.from(text, enc);
+  // A character the encoding has no code for is refused, not replaced.
+  if (bytes.toString(enc) !== text || (label.includes('ascii') && bytes.some((b) => b > 0x7f))) {
+    throw new WorkspaceError(`The text has characters ${encoding} cannot encode.`, 'InvalidArguments');
+  }
+  return toBytes(bytes);
 }
 
-async function collect(stream) {
+/** A stream's bytes; past `limit` bytes, a TooLarge WorkspaceError. */
+async function collect(stream, limit = Infinity) {
   if (!stream || typeof stream.getReader !== 'function') throw new WorkspaceError('writeFile: content must be a ReadableStream of bytes.', 'InvalidArguments');
   const parts = [];
-  for await (const chunk of stream) parts.push(toBytes(chunk));
+  let size = 0;
+  for await (const chunk of stream) {
+    const bytes = toBytes(chunk);
+    size += bytes.length;
+    if (size > limit) throw new WorkspaceError(`The command wrote more than ${limit / 1048576} MiB to one stream: it was stopped (spawn streams output of any size).`, 'TooLarge');
+    parts.push(bytes);
+  }
   return toBytes(Buffer.concat(parts));
 }
 
-async function text(stream) {
-  return new TextDecoder().decode(await collect(stream));
+async function text(stream, limit) {
+  return new TextDecoder().decode(await collect(stream, limit));
 }
 
 module.exports = { toAiSdkTools, toAiSdkSandbox };

@@ -7,11 +7,10 @@
 
 const nodeFs = require('node:fs');
 const nodePath = require('node:path');
-const { randomUUID } = require('node:crypto');
 const { executeTool } = require('./executor.js');
 const { WorkspaceError, ConfigurationError } = require('./index.js');
 const { checkOptions, normalize, imageMediaType } = require('./index.js')[Symbol.for('corral.internal')];
-const { workspacePath, orNull, Commands } = require('./sandbox-session.js');
+const { workspacePath, entryOf, orNull, Commands } = require('./sandbox-session.js');
 
 /** `toOpenAIAgentsTools(tools, { agents?, sessionId?, turn? })`: `agents` defaults to require('@openai/agents'). */
 function toOpenAIAgentsTools(tools, options) {
@@ -46,6 +45,13 @@ function checkFs(what, fs) {
 
 /** The SDK's sandbox module, loaded when a session is made (an optional peer dependency). */
 const sdkSandbox = () => require('@openai/agents/sandbox');
+/** The SDK's own exec text and output cut (`@openai/agents-core/sandbox/internal`, found from
+ * where `@openai/agents` is, as a strict package manager lays it out). */
+let internals;
+function sdkInternal() {
+  internals ??= require(require.resolve('@openai/agents-core/sandbox/internal', { paths: [nodePath.dirname(require.resolve('@openai/agents'))] }));
+  return internals;
+}
 
 /**
  * `corralSandboxClient({ fs, shell?, allow?, deny? })`: a `SandboxClient` for
@@ -60,7 +66,11 @@ function corralSandboxClient(options) {
   return {
     backendId: 'corral',
     async create(args, manifestOptions) {
-      const { manifest } = sdkSandbox().normalizeSandboxClientCreateArgs(args, manifestOptions);
+      // The runner's own Manifest is used as it is: the app may load the SDK as ES modules and
+      // this file as CommonJS, and a Manifest cloned across the two copies is not one.
+      const isManifest = (m) => typeof m?.iterEntries === 'function' && typeof m?.root === 'string';
+      const manifest = isManifest(args) ? args : isManifest(args?.manifest) ? args.manifest
+        : sdkSandbox().normalizeSandboxClientCreateArgs(args, manifestOptions).manifest;
       const session = new CorralSandboxSession(fs, shell, rules, manifest);
       await session.materialize();
       return session;
@@ -88,11 +98,13 @@ class CorralSandboxSession {
   }
 
   at(path) {
-    return workspacePath(this.root, path);
+    return workspacePath(this.root, path, this.fs.root);
   }
 
   /** Writes the manifest's entries (files, directories, and copies of host files the app named). */
   async materialize() {
+    const env = await this.state.manifest.resolveEnvironment?.();
+    if (env && typeof env === 'object') this.state.environment = { ...env };
     for (const { absolutePath, entry } of this.state.manifest.iterEntries()) {
       const rel = this.at(absolutePath);
       switch (entry.type) {
@@ -134,8 +146,7 @@ class CorralSandboxSession {
     try {
       return formatExec(await this.exec(args));
     } catch (e) {
-      if (e?.name !== 'WorkspaceError' && e?.name !== 'ConfigurationError') throw e;
-      return formatExec({ output: `exec_command failed: ${e.message}`, exitCode: 1, wallTimeSeconds: (Date.now() - started) / 1000 });
+      return failed('exec_command', e, started);
     }
   }
 
@@ -144,21 +155,25 @@ class CorralSandboxSession {
     const started = Date.now();
     const cmd = this.sessions.get(sessionId);
     if (cmd === undefined) return formatExec({ output: `write_stdin failed: session not found: ${sessionId}`, exitCode: 1, wallTimeSeconds: 0 });
-    const interrupted = chars.includes(CTRL_C);
-    const input = chars.split(CTRL_C).join('');
-    if (input) {
-      // A command that does not read its input does not hold the call past its wait: the rest is
-      // written while it runs.
-      const written = cmd.write(Buffer.from(input)).catch((e) => { if (e?.name !== 'WorkspaceError') throw e; });
-      await Promise.race([written, new Promise((r) => setTimeout(r, Math.max(0, yieldTimeMs)).unref?.())]);
+    try {
+      const interrupted = chars.includes(CTRL_C);
+      const input = chars.split(CTRL_C).join('');
+      if (input) {
+        // A command that does not read its input does not hold the call past its wait: the rest
+        // is written while it runs.
+        const written = cmd.write(Buffer.from(input)).catch((e) => { if (e?.name !== 'WorkspaceError') throw e; });
+        await Promise.race([written, new Promise((r) => setTimeout(r, Math.max(0, yieldTimeMs)).unref?.())]);
+      }
+      if (interrupted) await cmd.kill();
+      const out = await collect(cmd, yieldTimeMs);
+      if (cmd.exit !== undefined) this.sessions.delete(sessionId);
+      const r = result(out, cmd, cmd.exit === undefined ? sessionId : undefined, started, maxOutputTokens);
+      // Ctrl-C ends it as an interrupt does in a terminal.
+      if (interrupted && cmd.exit !== undefined) r.exitCode = 130;
+      return formatExec(r);
+    } catch (e) {
+      return failed('write_stdin', e, started);
     }
-    if (interrupted) await cmd.kill();
-    const out = await collect(cmd, yieldTimeMs);
-    if (cmd.exit !== undefined) this.sessions.delete(sessionId);
-    const r = result(out, cmd, cmd.exit === undefined ? sessionId : undefined, started, maxOutputTokens);
-    // Ctrl-C ends it as an interrupt does in a terminal.
-    if (interrupted && cmd.exit !== undefined) r.exitCode = 130;
-    return formatExec(r);
   }
 
   async readFile({ path, maxBytes }) {
@@ -217,6 +232,12 @@ class CorralSandboxSession {
   }
 }
 
+/** A failure as the text the model reads (the SDK shows a thrown error as a generic line). */
+function failed(tool, e, started) {
+  if (e?.name !== 'WorkspaceError' && e?.name !== 'ConfigurationError') throw e;
+  return formatExec({ output: `${tool} failed: ${e.message}`, exitCode: 1, wallTimeSeconds: (Date.now() - started) / 1000 });
+}
+
 /** What a command wrote until it ended or `yieldMs` passed: stdout, stderr and both in order read. */
 async function collect(cmd, yieldMs) {
   const deadline = Date.now() + Math.max(0, Number(yieldMs) || 0);
@@ -225,6 +246,8 @@ async function collect(cmd, yieldMs) {
     const r = await cmd.read(Math.max(0, deadline - Date.now()));
     if (r.stdout.length) { out.stdout.push(r.stdout); out.both.push(r.stdout); }
     if (r.stderr.length) { out.stderr.push(r.stderr); out.both.push(r.stderr); }
+    // The model reads text: output lost between reads is said where it was.
+    if (r.cut > 0) out.both.push(Buffer.from(`\n[... ${r.cut} bytes of output lost: more came between two reads than is kept ...]\n`));
     if (!r.running || Date.now() >= deadline) return out;
   }
 }
@@ -233,7 +256,7 @@ const text = (parts) => Buffer.concat(parts).toString('utf8');
 
 /** A `SandboxExecResult`. */
 function result(out, cmd, sessionId, started, maxOutputTokens) {
-  const { text: output, originalTokenCount } = truncate(text(out.both), maxOutputTokens);
+  const { text: output, originalTokenCount } = sdkInternal().truncateOutput(text(out.both), maxOutputTokens);
   const r = { output, stdout: text(out.stdout), stderr: text(out.stderr), wallTimeSeconds: (Date.now() - started) / 1000 };
   if (sessionId !== undefined) r.sessionId = sessionId;
   else r.exitCode = cmd.exit.exitCode;
@@ -242,27 +265,7 @@ function result(out, cmd, sessionId, started, maxOutputTokens) {
 }
 
 /** The SDK's own exec text: chunk id, wall time, the process's state, then its output. */
-function formatExec(r) {
-  const lines = [`Chunk ID: ${randomUUID().replace(/-/g, '').slice(0, 6)}`, `Wall time: ${r.wallTimeSeconds.toFixed(4)} seconds`];
-  if (typeof r.sessionId === 'number') lines.push(`Process running with session ID ${r.sessionId}`);
-  else if (typeof r.exitCode === 'number') lines.push(`Process exited with code ${r.exitCode}`);
-  if (typeof r.originalTokenCount === 'number') lines.push(`Original token count: ${r.originalTokenCount}`);
-  lines.push('Output:', r.output);
-  return lines.join('\n');
-}
-
-/** Output past `maxOutputTokens` (4 bytes a token, as the SDK counts): its head and tail. */
-function truncate(output, maxOutputTokens) {
-  if (!Number.isInteger(maxOutputTokens) || maxOutputTokens < 0) return { text: output };
-  const bytes = Buffer.byteLength(output);
-  const budget = maxOutputTokens * 4;
-  if (bytes <= budget) return { text: output };
-  const tokens = Math.ceil(bytes / 4);
-  const half = Math.floor(budget / 2);
-  const b = Buffer.from(output);
-  const marker = `...${tokens - maxOutputTokens} tokens truncated...`;
-  return { text: `${b.subarray(0, half).toString()}${marker}${b.subarray(b.length - half).toString()}`, originalTokenCount: tokens };
-}
+const formatExec = (r) => sdkInternal().formatExecResponse(r);
 
 const toBytes = (b) => (b instanceof Uint8Array ? b : new Uint8Array(b.buffer ?? b, b.byteOffset ?? 0, b.byteLength));
 
@@ -289,6 +292,17 @@ async function copyDir(fs, src, rel) {
   }
 }
 
+/** A file's text, refused (NotUtf8) when its bytes are not UTF-8: a patch must not mangle them. */
+async function readText(fs, rel, path) {
+  if (typeof fs.readFileBytes !== 'function') return fs.readFile(rel);
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(await fs.readFileBytes(rel));
+  } catch (e) {
+    if (e?.name === 'WorkspaceError') throw e;
+    throw new WorkspaceError(`Cannot patch ${path}: it is not UTF-8 text.`, 'NotUtf8');
+  }
+}
+
 /**
  * `createEditor(fs, { root? })`: the `Editor` `applyPatchTool({ editor })` takes. Each operation's
  * V4A diff goes through the SDK's own `applyDiff`; the file is written only when the whole diff
@@ -297,7 +311,7 @@ async function copyDir(fs, src, rel) {
 function createEditor(fs, options) {
   checkFs('createEditor', fs);
   const root = options?.root ?? '/workspace';
-  const at = (path) => workspacePath(root, path);
+  const at = (path) => workspacePath(root, path, fs.root);
   const apply = (input, diff, mode) => {
     const { applyDiff } = require('@openai/agents');
     try {
@@ -319,7 +333,7 @@ function createEditor(fs, options) {
     async updateFile({ path, diff, moveTo }) {
       const rel = at(path);
       const to = moveTo === undefined || moveTo === null ? rel : at(moveTo);
-      const next = apply(await fs.readFile(rel), diff);
+      const next = apply(await readText(fs, rel, path), diff);
       const moving = normalize(to) !== normalize(rel);
       if (moving && (await exists(to))) throw new WorkspaceError(`File already exists: ${moveTo}`, 'Exists');
       await fs.writeFile(to, next);
@@ -335,10 +349,11 @@ function createEditor(fs, options) {
       return { status: 'completed', output: moving ? `Updated ${path} and moved it to ${moveTo}` : `Updated ${path}` };
     },
     async deleteFile({ path }) {
-      const rel = at(path);
-      const s = await orNull(fs.stat(rel));
-      if (s == null) throw new WorkspaceError(`File not found: ${path}`, 'NotFound');
-      if (s.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
+      const rel = normalize(at(path));
+      // The entry itself, as its directory lists it: a link goes, not what it points to.
+      const entry = rel === '.' ? { type: 'directory' } : await entryOf(fs, rel);
+      if (entry === undefined) throw new WorkspaceError(`File not found: ${path}`, 'NotFound');
+      if (entry.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
       await fs.rm(rel);
       return { status: 'completed', output: `Deleted ${path}` };
     },

@@ -10,13 +10,26 @@ const internal = require('./index.js')[Symbol.for('corral.internal')];
 
 // Every command of one runner belongs to this session (a runner serves one SDK session).
 const SESSION = 'sandbox';
+// What a process keeps of each stream between two reads: the SDKs read all of it, so a bound
+// reached means output came faster than it could be read (reported, never spliced).
+const KEEP_BYTES = 16 * 1024 * 1024;
 // How long one read waits for output before it asks again (also how soon an exit is seen).
 const READ_WAIT_MS = 1000;
 
-/** `path` as the workspace path the provider is given: see API.md, "Being the SDKs' own sandbox". */
-function workspacePath(root, path) {
+/**
+ * `path` as the workspace path the provider is given: see API.md, "Being the SDKs' own sandbox".
+ * `hostRoot` (a NodeWorkspace's directory, where commands see the workspace) names it too.
+ */
+function workspacePath(root, path, hostRoot) {
   if (typeof path !== 'string') throw new WorkspaceError(`path must be a string, got ${typeof path}.`, 'InvalidArguments');
-  return internal.sandboxPath(root, path);
+  return internal.sandboxPath(root, path, typeof hostRoot === 'string' ? hostRoot : undefined);
+}
+
+/** The entry `rel` names as its directory lists it (a link not followed), or undefined. */
+async function entryOf(fs, rel) {
+  const slash = rel.lastIndexOf('/');
+  const entries = await orNull(fs.readdir(slash < 0 ? '.' : rel.slice(0, slash)));
+  return entries?.find((e) => e.name === rel.slice(slash + 1));
 }
 
 /** A process's exit as the number the SDKs want: the code, or 128 + the signal like a shell. */
@@ -48,7 +61,7 @@ class Commands {
   /** Starts `command` (rules first: a refused command rejects with CommandRefused and never runs). */
   async start(command, { cwd, env, input } = {}) {
     if (typeof command !== 'string') throw new WorkspaceError('command must be a string.', 'InvalidArguments');
-    const request = { input: Boolean(input) };
+    const request = { input: Boolean(input), keepBytes: KEEP_BYTES };
     if (cwd !== undefined) request.cwd = cwd;
     if (env !== undefined) request.env = env;
     const id = await this.runner.spawnProcess(command, request, SESSION);
@@ -77,13 +90,14 @@ class Command {
 
   /** The output not read before (`stdout`, `stderr` Buffers), waiting up to `waitMs` for some. */
   async read(waitMs = 0, signal) {
-    const r = await internal.withSignal(signal, (token) => this.runner.readProcess(this.id, Math.max(0, Math.min(waitMs, 30_000)) | 0, false, SESSION, token));
+    const r = await internal.withSignal(signal, (token) => this.runner.readProcess(this.id, Math.max(0, Math.min(waitMs, 30_000)) | 0, SESSION, token));
     return this.note(r);
   }
 
-  /** Kills it (its whole process group or sandbox); its last output. Idempotent. */
+  /** Kills it (its whole process group or sandbox) and waits for its end; idempotent. What it
+   * wrote last stays for the next read. */
   async kill() {
-    return this.note(await this.runner.readProcess(this.id, 0, true, SESSION));
+    await this.runner.killProcess(this.id, SESSION);
   }
 
   note(r) {
@@ -100,4 +114,7 @@ class Command {
   }
 }
 
-module.exports = { workspacePath, exitCodeOf, orNull, isMissing, Commands, READ_WAIT_MS };
+/** The error for output that came faster than it was read: `cut` bytes were lost. */
+const lostOutput = (cut) => new WorkspaceError(`${cut} bytes of the command's output were lost: it wrote more than ${KEEP_BYTES / 1048576} MiB between two reads.`, 'TooLarge');
+
+module.exports = { workspacePath, entryOf, exitCodeOf, orNull, isMissing, Commands, READ_WAIT_MS, lostOutput };

@@ -173,8 +173,8 @@ pub fn image_media_type(bytes: Buffer) -> Option<String> {
 
 /// An SDK sandbox session's path as a workspace path (`root`: the workspace's name there).
 #[napi(catch_unwind)]
-pub fn sandbox_path(root: String, path: String) -> Result<String> {
-    corral_core::path::from_sandbox(&root, &path).napi()
+pub fn sandbox_path(root: String, path: String, host_root: Option<String>) -> Result<String> {
+    corral_core::path::from_sandbox_or_host(&root, host_root.as_deref(), &path).napi()
 }
 
 /// `normalizeWorkspacePath(path, flavor?)`.

@@ -115,6 +115,8 @@ pub struct ProcessRead {
     pub running: bool,
     pub stdout: Buffer,
     pub stderr: Buffer,
+    /// Bytes that came past the process's bound between two reads and were left out.
+    pub cut: f64,
     pub exit_code: Option<i32>,
     pub signal: Option<String>,
     pub note: Option<String>,
@@ -204,15 +206,14 @@ impl NativeShellTool {
     }
 
     /// A background process's output not read before, as bytes, waiting up to `waitMs` for
-    /// something new; `kill` stops it first. `{ running, stdout, stderr, exitCode?, signal?,
-    /// note?, timedOut, aborted }`.
+    /// something new: `{ running, stdout, stderr, cut, exitCode?, signal?, note?, timedOut,
+    /// aborted }`.
     #[napi(ts_return_type = "Promise<ProcessRead>")]
     pub fn read_process<'e>(
         &self,
         env: &'e Env,
         id: String,
         wait_ms: u32,
-        kill: bool,
         session: String,
         cancel: Option<&CancelToken>,
     ) -> Result<PromiseRaw<'e, ProcessRead>> {
@@ -220,23 +221,32 @@ impl NativeShellTool {
         let cancel = cancel.map(|c| c.inner.clone());
         crate::spawn(env, async move {
             let procs = procs.ok_or_else(|| corral_core::Error::config("readProcess needs background: true."))?;
-            let r = if kill {
-                procs.kill(&session, &id).await?
-            } else {
-                procs.read(&session, &id, u64::from(wait_ms), cancel.as_ref()).await?
-            };
+            // Bytes for a stream: a cut is counted (`cut`), never text spliced into them.
+            let r = procs.read(&session, &id, u64::from(wait_ms), cancel.as_ref(), false).await?;
             let (note, running) = (r.note(), r.ended.is_none());
             let ended = r.ended.unwrap_or_default();
             Ok(ProcessRead {
                 running,
                 stdout: r.stdout.into(),
                 stderr: r.stderr.into(),
+                cut: r.cut as f64,
                 exit_code: ended.exit_code,
                 signal: ended.signal,
                 note,
                 timed_out: ended.timed_out,
                 aborted: ended.aborted,
             })
+        })
+    }
+
+    /// Kills a background process (its group, or all its sandbox holds) and waits for its end;
+    /// what it wrote stays for the next `readProcess`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn kill_process<'e>(&self, env: &'e Env, id: String, session: String) -> Result<PromiseRaw<'e, ()>> {
+        let procs = self.processes.clone();
+        crate::spawn(env, async move {
+            let procs = procs.ok_or_else(|| corral_core::Error::config("killProcess needs background: true."))?;
+            procs.stop_only(&session, &id).await
         })
     }
 

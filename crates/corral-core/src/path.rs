@@ -183,6 +183,21 @@ pub fn from_sandbox(root: &str, path: &str) -> Result<String> {
     }
 }
 
+/// `from_sandbox`, where commands see the workspace at its real directory (`host_root`, a
+/// NodeWorkspace's): a path under that directory, copied from a command's output, names the same
+/// workspace file.
+pub fn from_sandbox_or_host(root: &str, host_root: Option<&str>, path: &str) -> Result<String> {
+    match from_sandbox(root, path) {
+        Err(e) if e.code == Code::OutsideWorkspace => {
+            match host_root.filter(|h| h.starts_with('/')).map(|h| from_sandbox(h, path)) {
+                Some(Ok(p)) => Ok(p),
+                _ => Err(e),
+            }
+        }
+        other => other,
+    }
+}
+
 /// The name as Windows compares it: trailing dots and spaces dropped, case folded.
 fn fold(name: &str) -> String {
     name.trim_end_matches(['.', ' ']).to_lowercase()
@@ -264,6 +279,17 @@ mod tests {
         assert_eq!(from_sandbox("/workspace", "/workspace/../etc").unwrap(), "../etc");
         assert!(normalize(&from_sandbox("/workspace", "/workspace/../etc").unwrap(), Flavor::Both).is_err());
         assert_eq!(from_sandbox("/", "/a/b").unwrap(), "a/b");
+        // The host's directory of the workspace names it too, where it is given.
+        assert_eq!(from_sandbox_or_host("/workspace", Some("/srv/ws"), "/srv/ws/a").unwrap(), "a");
+        assert_eq!(from_sandbox_or_host("/workspace", Some("/srv/ws"), "/workspace/a").unwrap(), "a");
+        assert_eq!(
+            from_sandbox_or_host("/workspace", Some("/srv/ws"), "/srv/wsx").unwrap_err().code,
+            Code::OutsideWorkspace
+        );
+        assert_eq!(
+            from_sandbox_or_host("/workspace", Some("C:\\ws"), "C:\\ws\\a").unwrap_err().code,
+            Code::OutsideWorkspace
+        );
         for bad in ["workspace", "", "/a/../b", "C:\\w"] {
             assert_eq!(from_sandbox(bad, "a").unwrap_err().code, Code::Configuration, "{bad}");
         }

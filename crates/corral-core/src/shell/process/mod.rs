@@ -53,15 +53,16 @@ impl Proc {
         !out.0.is_empty() || !out.1.is_empty()
     }
 
-    /// The output not read before, and how the process ended if it has.
-    fn take(&self) -> Read {
-        let (stdout, stderr) = {
+    /// The output not read before, and how the process ended if it has; `marker`: a cut middle
+    /// is a line of text in the output.
+    fn take(&self, marker: bool) -> Read {
+        let ((stdout, stdout_cut), (stderr, stderr_cut)) = {
             let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-            (out.0.take(), out.1.take())
+            (out.0.take(marker), out.1.take(marker))
         };
         // Read after the output: an ended process has nothing left to say after this read.
         let ended = self.done.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        Read { id: self.id.clone(), stdout, stderr, ended }
+        Read { id: self.id.clone(), stdout, stderr, cut: stdout_cut + stderr_cut, ended }
     }
 }
 
@@ -72,6 +73,8 @@ pub struct Read {
     pub id: String,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// How many bytes came between reads past the process's bound and were left out.
+    pub cut: u64,
     /// `None` while it runs.
     pub ended: Option<ExecResult>,
 }
@@ -123,6 +126,13 @@ impl OutputSink for ToProc {
     }
 }
 
+/// How a process starts: whether it gets an input channel, and its unread bound per stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Start {
+    pub input: bool,
+    pub keep_bytes: usize,
+}
+
 /// The background processes of one tool set; ids `p1`, `p2`, … in it.
 pub struct Processes {
     next: AtomicU64,
@@ -151,7 +161,14 @@ impl Processes {
 
     /// Starts `command` (already checked against the tool's rules) and answers at once with its
     /// id.
-    fn start(&self, shell: Arc<dyn ShellProvider>, command: &str, base: ExecOptions, session: &str) -> Result<String> {
+    fn start(
+        &self,
+        shell: Arc<dyn ShellProvider>,
+        command: &str,
+        base: ExecOptions,
+        session: &str,
+        how: Start,
+    ) -> Result<String> {
         if self.closed.is_cancelled() {
             return Err(Error::new(Code::CommandRefused, "The tool set was closed: no background process can start."));
         }
@@ -162,7 +179,7 @@ impl Processes {
             ));
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let (input, tx) = if shell.takes_input() {
+        let (input, tx) = if how.input && shell.takes_input() {
             let (i, tx) = Input::channel();
             (Some(i), Some(tx))
         } else {
@@ -172,7 +189,7 @@ impl Processes {
             id: format!("p{n}"),
             session: session.to_string(),
             command: command.to_string(),
-            out: Mutex::new((Unread::default(), Unread::default())),
+            out: Mutex::new((Unread::with_limit(how.keep_bytes), Unread::with_limit(how.keep_bytes))),
             changed: Notify::new(),
             done: Mutex::new(None),
             cancel: self.closed.child_token(),
@@ -195,13 +212,15 @@ impl Processes {
             if running >= MAX_RUNNING_PER_SESSION {
                 return Err(Error::new(
                     Code::CommandRefused,
-                    format!("{MAX_RUNNING_PER_SESSION} background processes already run in this session: stop one with process_stop first."),
+                    format!("{MAX_RUNNING_PER_SESSION} background processes already run in this session: stop one first (process_stop)."),
                 ));
             }
             // Ended processes are kept for a while (their last output may not be read yet), but
-            // not without bound.
-            let ended: Vec<u64> = procs.iter().filter(|(_, p)| !p.running()).map(|(k, _)| *k).collect();
-            for k in ended.iter().take(ended.len().saturating_sub(MAX_ENDED - 1)) {
+            // not without bound: those read to the end go first, then the oldest.
+            let mut ended: Vec<(bool, u64)> =
+                procs.iter().filter(|(_, p)| !p.running()).map(|(k, p)| (p.has_news(), *k)).collect();
+            ended.sort();
+            for (_, k) in ended.iter().take(ended.len().saturating_sub(MAX_ENDED - 1)) {
                 procs.remove(k);
             }
             procs.insert(n, proc.clone());
@@ -226,12 +245,19 @@ impl Processes {
     /// `process_output`: the output not read before; waits up to `wait_ms` for something new
     /// (output or the exit) when there is nothing yet.
     pub async fn output(&self, session: &str, id: &str, wait_ms: u64, cancel: Option<&Cancel>) -> Result<Value> {
-        Ok(self.read(session, id, wait_ms, cancel).await?.to_json())
+        Ok(self.read(session, id, wait_ms, cancel, true).await?.to_json())
     }
 
     /// The output not read before, as bytes; waits up to `wait_ms` (at most `MAX_WAIT_MS`) for
-    /// something new (output or the exit) when there is nothing yet.
-    pub async fn read(&self, session: &str, id: &str, wait_ms: u64, cancel: Option<&Cancel>) -> Result<Read> {
+    /// something new (output or the exit) when there is nothing yet. `marker`: see `Proc::take`.
+    pub async fn read(
+        &self,
+        session: &str,
+        id: &str,
+        wait_ms: u64,
+        cancel: Option<&Cancel>,
+        marker: bool,
+    ) -> Result<Read> {
         let p = self.find(session, id)?;
         if wait_ms > 0 && !p.has_news() && p.running() {
             let changed = p.changed.notified();
@@ -251,7 +277,7 @@ impl Processes {
                 }
             }
         }
-        Ok(p.take())
+        Ok(p.take(marker))
     }
 
     /// `process_input`: writes `text`, and with `close` ends the process's input.
@@ -283,7 +309,11 @@ impl Processes {
     /// backpressure) or until it ends; `close` ends its input after them.
     pub async fn feed(&self, session: &str, id: &str, bytes: Vec<u8>, close: bool) -> Result<()> {
         let p = self.find(session, id)?;
-        let sender = p.input.lock().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(|| no_input(&p))?;
+        let sender = p.input.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(sender) = sender else {
+            // Ending the input of a process that has ended asks for nothing.
+            return if bytes.is_empty() && close && !p.running() { Ok(()) } else { Err(no_input(&p)) };
+        };
         if !bytes.is_empty() && sender.send(bytes).await.is_err() {
             return Err(Error::new(Code::InvalidArguments, format!("Cannot write to {id}: it has ended.")));
         }
@@ -296,15 +326,20 @@ impl Processes {
     /// `process_stop`: kills the process (its whole group, or everything its sandbox holds) and
     /// returns its final output.
     pub async fn stop(&self, session: &str, id: &str) -> Result<Value> {
-        Ok(self.kill(session, id).await?.to_json())
+        Ok(self.halt(session, id).await?.take(true).to_json())
     }
 
-    /// Kills the process and waits (bounded) for its end: its final output and how it ended.
-    pub async fn kill(&self, session: &str, id: &str) -> Result<Read> {
+    /// Kills the process and waits (bounded) for its end; its output stays for the next read.
+    async fn halt(&self, session: &str, id: &str) -> Result<Arc<Proc>> {
         let p = self.find(session, id)?;
         p.cancel.cancel();
         wait_done(&p).await;
-        Ok(p.take())
+        Ok(p)
+    }
+
+    /// `halt` for a caller that reads the output itself (the SDKs' streams).
+    pub async fn stop_only(&self, session: &str, id: &str) -> Result<()> {
+        self.halt(session, id).await.map(|_| ())
     }
 
     /// `process_list`: this session's processes, running or ended.

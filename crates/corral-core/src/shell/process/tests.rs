@@ -203,7 +203,7 @@ async fn read_to_end(procs: &Processes, id: &str) -> (Vec<u8>, ExecResult) {
     let started = Instant::now();
     let mut out = Vec::new();
     loop {
-        let r = procs.read("s", id, 500, None).await.unwrap();
+        let r = procs.read("s", id, 500, None, false).await.unwrap();
         out.extend_from_slice(&r.stdout);
         if let Some(end) = r.ended {
             return (out, end);
@@ -218,8 +218,12 @@ async fn a_spawn_request_runs_in_its_own_directory_with_its_variables_and_bytes_
     std::fs::create_dir(d.path().join("sub")).unwrap();
     let procs = Processes::new(60_000);
     let opts = ShellToolOptions { env: [("A".to_string(), "tool".to_string())].into(), ..opts() };
-    let request =
-        tools::Request { cwd: Some("sub".into()), env: [("B".to_string(), "call".to_string())].into(), input: true };
+    let request = tools::Request {
+        cwd: Some("sub".into()),
+        env: [("B".to_string(), "call".to_string())].into(),
+        input: true,
+        keep_bytes: None,
+    };
     let id = tools::spawn(shell.clone(), &opts, &procs, "pwd; echo \"$A $B\"; cat", &request, "s").await.unwrap();
     procs.feed("s", &id, vec![0xff, 0x00, 0x80], false).await.unwrap();
     procs.feed("s", &id, Vec::new(), true).await.unwrap();
@@ -255,4 +259,24 @@ async fn a_spawn_request_for_input_is_refused_before_it_starts_where_the_shell_c
     let e = tools::spawn(shell, &opts(), &procs, "cat", &request, "s").await.unwrap_err();
     assert!(matches!(e.code, Code::InvalidArguments | Code::CommandRefused), "{e:?}");
     assert_eq!(procs.list("s"), json!([]));
+}
+
+#[tokio::test]
+async fn a_spawn_request_without_input_reads_end_of_file_and_a_cut_is_counted_not_spliced_in() {
+    let (_d, shell) = local();
+    let procs = Processes::new(60_000);
+    // `cat` with its input closed ends at once.
+    let id =
+        tools::spawn(shell.clone(), &opts(), &procs, "cat; echo after", &tools::Request::default(), "s").await.unwrap();
+    let (out, end) = read_to_end(&procs, &id).await;
+    assert_eq!((out.as_slice(), end.exit_code), (&b"after\n"[..], Some(0)));
+    // A bound of 64 bytes, 1000 written before anyone reads: the bytes kept, the rest counted.
+    let request = tools::Request { keep_bytes: Some(64), ..Default::default() };
+    let id = tools::spawn(shell, &opts(), &procs, "head -c 1000 /dev/zero | tr '\\0' x; sleep 0.3", &request, "s")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = procs.read("s", &id, 0, None, false).await.unwrap();
+    assert_eq!(r.stdout, vec![b'x'; 64]);
+    assert_eq!(r.cut, 936);
 }

@@ -101,7 +101,14 @@ pub async fn start_background(
     crate::shell::tool::check_call_args(opts, args)?;
     let command = args.get("command").and_then(Value::as_str).unwrap_or_default();
     let stdin = args.get("stdin").and_then(Value::as_str);
-    let request = Request { input: stdin.is_some(), ..Request::default() };
+    if stdin.is_some() && !shell.takes_input() {
+        return Err(Error::new(
+            Code::InvalidArguments,
+            "This shell cannot pass input to a background command: start it without stdin.",
+        ));
+    }
+    // The model may write to it later (process_input) wherever the shell can pass input.
+    let request = Request { input: shell.takes_input(), ..Request::default() };
     let id = spawn(shell, opts, procs, command, &request, session).await?;
     // `stdin` is the process's first input.
     if let Some(text) = stdin {
@@ -118,15 +125,27 @@ pub struct Request {
     pub cwd: Option<String>,
     /// Over the tool's `env`.
     pub env: std::collections::BTreeMap<String, String>,
-    /// The caller will write to its input: refused before it starts when the shell cannot pass it.
+    /// The caller will write to its input: refused before it starts when the shell cannot pass
+    /// it. Without, the process's input is closed (it reads end of file).
     pub input: bool,
+    /// The most unread bytes kept a stream (`STREAM_BYTES` when `None`).
+    pub keep_bytes: Option<usize>,
 }
+
+/// The largest `keepBytes` a request may ask for a stream.
+pub const MAX_KEEP_BYTES: usize = 64 * 1024 * 1024;
 
 impl Request {
     /// `{ cwd?, env?, input? }`.
     pub fn from_json(v: &Value) -> Result<Request> {
-        let r = crate::options::Reader::new("spawn", v, &["cwd", "env", "input"])?;
-        Ok(Request { cwd: r.string("cwd")?, env: r.string_map("env")?, input: r.bool("input", false)? })
+        let r = crate::options::Reader::new("spawn", v, &["cwd", "env", "input", "keepBytes"])?;
+        let keep = r.int("keepBytes", super::buffer::STREAM_BYTES as u64, 2..=MAX_KEEP_BYTES as u64)? as usize;
+        Ok(Request {
+            cwd: r.string("cwd")?,
+            env: r.string_map("env")?,
+            input: r.bool("input", false)?,
+            keep_bytes: Some(keep),
+        })
     }
 }
 
@@ -154,5 +173,9 @@ pub async fn spawn(
     let mut env = opts.env.clone();
     env.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let base = crate::shell::ExecOptions { cwd, env, ..Default::default() };
-    procs.start(shell, command, base, session)
+    let how = super::Start {
+        input: request.input,
+        keep_bytes: request.keep_bytes.unwrap_or(super::buffer::STREAM_BYTES).clamp(2, MAX_KEEP_BYTES),
+    };
+    procs.start(shell, command, base, session, how)
 }
