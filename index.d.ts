@@ -624,6 +624,29 @@ export declare class SqliteToolStore {
   readonly path: string;
 }
 
+export interface PostgresToolStoreOptions {
+  /** `postgres://user:password@host:port/database`; `?sslmode=require|verify-ca|verify-full` and
+   * `sslrootcert=FILE` ask for TLS (the system's roots when no file is named). */
+  connectionString: string;
+  /** The schema the table is made in (default `corral`): letters, digits and `_`. */
+  schema?: string;
+  /** The most connections at once (default 8). */
+  poolSize?: number;
+}
+
+/**
+ * Specs in a PostgreSQL (13 or later) table that several API servers share: made and migrated
+ * on first use, atomic upserts, lists in code-unit order. A bad connectionString is a
+ * ConfigurationError now; an unreachable server rejects the call (within seconds), and the next
+ * call reconnects. No error names the password.
+ */
+export declare class PostgresToolStore {
+  constructor(options: PostgresToolStoreOptions);
+  readonly schema: string;
+  /** Ends its connections. */
+  close(): Promise<void>;
+}
+
 export interface DispatchEvent {
   workspaceId: string;
   sessionId: string;
@@ -636,7 +659,7 @@ export interface DispatchEvent {
 }
 
 export declare class WorkspaceToolRegistry {
-  constructor(options?: { store?: MemoryToolStore | SqliteToolStore | ToolStore; onDispatch?: (event: DispatchEvent) => void | Promise<void> });
+  constructor(options?: { store?: MemoryToolStore | SqliteToolStore | PostgresToolStore | ToolStore; onDispatch?: (event: DispatchEvent) => void | Promise<void> });
   upsert(workspaceId: string, spec: WorkspaceToolSpec): Promise<Required<WorkspaceToolSpec>>;
   get(workspaceId: string, name: string): Promise<Required<WorkspaceToolSpec> | undefined>;
   list(workspaceId: string): Promise<Required<WorkspaceToolSpec>[]>;

@@ -2,6 +2,7 @@
 import { afterEach, afterAll } from 'vitest';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync, rmSync, realpathSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join, dirname, relative } from 'node:path';
 import { LinuxSandbox, normalizeWorkspacePath, WorkspaceError } from 'corral';
@@ -124,4 +125,27 @@ export function scriptedAiModel(Mock, steps, seen) {
       };
     },
   });
+}
+
+/**
+ * A throwaway PostgreSQL (scripts/pg-test.sh): `{ url, stop(), resume(), cleanup() }`, or null
+ * where PostgreSQL is not installed (the tests that need it are then skipped).
+ */
+export function startPostgres() {
+  const script = new URL('../scripts/pg-test.sh', import.meta.url).pathname;
+  const dir = mkdtempSync(join(tmpdir(), 'corral-pg-'));
+  const run = (what) => spawnSync('bash', [script, what, dir], { encoding: 'utf8' });
+  const r = run('start');
+  if (r.status === 3) {
+    rmSync(dir, { recursive: true, force: true });
+    return null;
+  }
+  if (r.status !== 0) throw new Error(`pg-test.sh start: ${r.stderr}`);
+  const must = (what) => { const x = run(what); if (x.status !== 0) throw new Error(`pg-test.sh ${what}: ${x.stderr}`); };
+  return {
+    url: r.stdout.trim(),
+    stop: () => must('stop'),
+    resume: () => must('resume'),
+    cleanup: () => { run('stop'); rmSync(dir, { recursive: true, force: true }); },
+  };
 }

@@ -602,7 +602,7 @@ function normalizeWorkspacePath(path, flavor) {
   return native.normalizeWorkspacePath(path, flavor);
 }
 
-const { createTemplateTool, MemoryToolStore, SqliteToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler } = require('./workspace-tools.js')({
+const { createTemplateTool, MemoryToolStore, SqliteToolStore, PostgresToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler } = require('./workspace-tools.js')({
   native, nativeShell, callback, weakCallback, keep, optionData, checkOptions, withSignal, ctxData, defineTool, ConfigurationError,
 });
 
@@ -627,6 +627,7 @@ module.exports = {
   createTemplateTool,
   MemoryToolStore,
   SqliteToolStore,
+  PostgresToolStore,
   WorkspaceToolRegistry,
   createWorkspaceToolsHandler,
 };

@@ -1,3 +1,3 @@
 import corral from './index.js';
-export const { WorkspaceError, ConfigurationError, NodeWorkspace, MemoryWorkspace, createFsTools, createShellTool, createCredentialBroker, SandboxShell, NoopSandbox, SubprocessSandbox, LinuxSandbox, WorkspaceCheckpoints, FileWorkspaceCheckpointStore, defineTool, normalizeWorkspacePath, readOnlyCommands, workspacePrompt, createTemplateTool, MemoryToolStore, SqliteToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler } = corral;
+export const { WorkspaceError, ConfigurationError, NodeWorkspace, MemoryWorkspace, createFsTools, createShellTool, createCredentialBroker, SandboxShell, NoopSandbox, SubprocessSandbox, LinuxSandbox, WorkspaceCheckpoints, FileWorkspaceCheckpointStore, defineTool, normalizeWorkspacePath, readOnlyCommands, workspacePrompt, createTemplateTool, MemoryToolStore, SqliteToolStore, PostgresToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler } = corral;
 export default corral;

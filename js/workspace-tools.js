@@ -42,6 +42,19 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
     }
   }
 
+  /**
+   * Specs in a PostgreSQL table that several API servers share:
+   * `new PostgresToolStore({ connectionString, schema?, poolSize? })`.
+   */
+  class PostgresToolStore {
+    constructor(options) {
+      storeOf.set(this, native.NativeToolStore.postgres(optionData(options ?? null)));
+      Object.defineProperty(this, 'schema', { value: options?.schema ?? 'corral', enumerable: true });
+    }
+    /** Ends its connections; a registry over it then fails its calls. */
+    async close() { storeOf.get(this).close(); }
+  }
+
   function nativeToolStore(store) {
     if (store == null) return undefined;
     if (storeOf.has(store)) return storeOf.get(store);
@@ -175,5 +188,5 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
     };
   }
 
-  return { createTemplateTool, MemoryToolStore, SqliteToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler };
+  return { createTemplateTool, MemoryToolStore, SqliteToolStore, PostgresToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler };
 };

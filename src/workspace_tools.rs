@@ -7,7 +7,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::{json, Value};
 
-use corral_core::registry::{self, MemoryToolStore, Merged, Registry, SqliteToolStore, ToolStore};
+use corral_core::registry::{
+    self, MemoryToolStore, Merged, PostgresOptions, PostgresToolStore, Registry, SqliteToolStore, ToolStore,
+};
 use corral_core::shell::tool::{self, Approval, Call, ShellToolOptions};
 use corral_core::shell::ShellProvider;
 use corral_core::templates::{TemplateTool, WorkspaceToolSpec};
@@ -66,23 +68,44 @@ impl NativeTemplateTool {
 #[napi]
 pub struct NativeToolStore {
     inner: Arc<dyn ToolStore>,
+    /// A PostgresToolStore's own handle, for `close()`.
+    postgres: Option<Arc<PostgresToolStore>>,
 }
 
 #[napi]
 impl NativeToolStore {
     #[napi(factory, catch_unwind)]
     pub fn memory() -> NativeToolStore {
-        NativeToolStore { inner: Arc::new(MemoryToolStore::default()) }
+        NativeToolStore { inner: Arc::new(MemoryToolStore::default()), postgres: None }
     }
 
     #[napi(factory, catch_unwind)]
     pub fn sqlite(path: String) -> Result<NativeToolStore> {
-        Ok(NativeToolStore { inner: Arc::new(SqliteToolStore::open(path).napi()?) })
+        Ok(NativeToolStore { inner: Arc::new(SqliteToolStore::open(path).napi()?), postgres: None })
+    }
+
+    /// `new PostgresToolStore({ connectionString, schema?, poolSize? })`: options checked now,
+    /// the server reached on the first call.
+    #[napi(factory, catch_unwind)]
+    pub fn postgres(options: Value) -> Result<NativeToolStore> {
+        let store = Arc::new(PostgresToolStore::new(PostgresOptions::from_json(&options).napi()?).napi()?);
+        Ok(NativeToolStore { inner: store.clone(), postgres: Some(store) })
+    }
+
+    /// Ends a PostgresToolStore's connections; later calls fail.
+    #[napi(catch_unwind)]
+    pub fn close(&self) {
+        if let Some(p) = &self.postgres {
+            p.close();
+        }
     }
 
     #[napi(factory, catch_unwind)]
     pub fn from_js(dispatch: JsFn) -> NativeToolStore {
-        NativeToolStore { inner: Arc::new(corral_core::remote::RemoteToolStore::new(JsCallback::dispatch(dispatch))) }
+        NativeToolStore {
+            inner: Arc::new(corral_core::remote::RemoteToolStore::new(JsCallback::dispatch(dispatch))),
+            postgres: None,
+        }
     }
 }
 
