@@ -2,7 +2,8 @@
 # A throwaway PostgreSQL for the tests: `start DIR` makes a cluster in DIR (initdb as an
 # unprivileged user: `postgres` when this runs as root), listens on a free loopback port and a
 # socket in DIR, and prints `postgres://corral:PASSWORD@127.0.0.1:PORT/corral`; `stop DIR` stops
-# it by its pid; `resume DIR` starts a stopped one again on its port. Exits 3 when PostgreSQL is not installed (the tests then report skipped).
+# it by its pid; `resume DIR` starts a stopped one again on its port. With PG_TEST_TLS=CERTDIR
+# (server.crt and server.key in it) the server also speaks TLS with that certificate. Exits 3 when PostgreSQL is not installed (the tests then report skipped).
 set -euo pipefail
 cmd=${1:?usage: pg-test.sh start|stop DIR}
 dir=${2:?usage: pg-test.sh start|stop DIR}
@@ -24,16 +25,21 @@ case "$cmd" in
     as_user "$bin/initdb" -D "$dir/data" -U corral --pwfile="$dir/pwfile" -A scram-sha-256 --no-sync >"$dir/initdb.log" 2>&1
     rm -f "$dir/pwfile"
     port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
-    as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100" start >/dev/null
+    opts="-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100"
+    if [ -n "${PG_TEST_TLS:-}" ]; then
+      install -m 600 "$PG_TEST_TLS/server.crt" "$dir/server.crt"
+      install -m 600 "$PG_TEST_TLS/server.key" "$dir/server.key"
+      [ "$(id -u)" = 0 ] && chown postgres "$dir/server.crt" "$dir/server.key"
+      opts="$opts -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key"
+    fi
+    echo "$opts" > "$dir/opts"
+    as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$opts" start >/dev/null
     echo "$port" > "$dir/port"
     PGPASSWORD=$password "$bin/psql" -h 127.0.0.1 -p "$port" -U corral -d postgres -qc "CREATE DATABASE corral" >/dev/null
     echo "postgres://corral:$password@127.0.0.1:$port/corral"
     ;;
   resume)
-    port=$(cat "$dir/port")
-    as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100" start >/dev/null
+    as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$(cat "$dir/opts")" start >/dev/null
     ;;
   stop)
     [ -f "$dir/data/postmaster.pid" ] && as_user "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true

@@ -18,9 +18,19 @@ struct Server {
 impl Server {
     /// A fresh server; a test run where PostgreSQL is missing fails, it does not pass.
     fn start(test: &str) -> Option<Server> {
+        Server::start_with(test, None)
+    }
+
+    /// With `tls`: a directory holding server.crt and server.key, which the server speaks TLS with.
+    fn start_with(test: &str, tls: Option<&std::path::Path>) -> Option<Server> {
         let dir = tempfile::Builder::new().prefix("corral-pg-").tempdir_in("/var/tmp").expect("a temp dir");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg-test.sh");
-        let out = Command::new("bash").arg(script).arg("start").arg(dir.path()).output().expect("bash runs");
+        let mut cmd = Command::new("bash");
+        cmd.arg(script).arg("start").arg(dir.path());
+        if let Some(tls) = tls {
+            cmd.env("PG_TEST_TLS", tls);
+        }
+        let out = cmd.output().expect("bash runs");
         assert_ne!(out.status.code(), Some(3), "{test} needs PostgreSQL, and it is not installed");
         assert!(out.status.success(), "pg-test.sh start: {}", String::from_utf8_lossy(&out.stderr));
         Some(Server { url: String::from_utf8(out.stdout).unwrap().trim().to_string(), dir })
@@ -151,6 +161,61 @@ async fn a_wrong_password_or_host_is_a_clear_error_without_the_password() {
     let e = store.list("w").await.unwrap_err();
     assert!(e.message.contains("cannot connect"), "{}", e.message);
     assert!(!e.message.contains("Secr3tValue"), "{}", e.message);
+}
+
+/// A CA and a server certificate it signed for `localhost` only: `(ca.pem path, cert dir)`.
+fn certs(dir: &std::path::Path, ca_name: &str) -> std::path::PathBuf {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, ca_name);
+    ca_params.key_usages =
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let mut leaf_params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    leaf_params.distinguished_name.push(DnType::CommonName, "localhost");
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(dir.join("server.crt"), leaf.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), leaf_key.serialize_pem()).unwrap();
+    dir.to_path_buf()
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: scripts/test.sh runs it where PostgreSQL is installed"]
+async fn tls_is_used_and_checked_as_the_connection_string_asks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ours = certs(&tmp.path().join("ours"), "corral test CA");
+    let other = certs(&tmp.path().join("other"), "another CA");
+    let Some(pg) = Server::start_with("tls_is_used_and_checked", Some(&ours)) else { return };
+    let list = |url: String| async move {
+        let store =
+            PostgresToolStore::new(PostgresOptions::from_json(&json!({ "connectionString": url })).unwrap()).unwrap();
+        store.list("w").await
+    };
+    let ca = |dir: &std::path::Path| dir.join("ca.pem").display().to_string();
+    let by_name = pg.url.replacen("127.0.0.1", "localhost", 1);
+    // The chain and the name check out.
+    list(format!("{by_name}?sslmode=verify-full&sslrootcert={}", ca(&ours))).await.unwrap();
+    // The name does not: the certificate is for localhost, the connection names 127.0.0.1.
+    let e = list(format!("{}?sslmode=verify-full&sslrootcert={}", pg.url, ca(&ours))).await.unwrap_err();
+    assert!(e.message.contains("cannot connect"), "{}", e.message);
+    // verify-ca checks the chain only.
+    list(format!("{}?sslmode=verify-ca&sslrootcert={}", pg.url, ca(&ours))).await.unwrap();
+    // Another CA's roots: refused.
+    let e = list(format!("{by_name}?sslmode=verify-full&sslrootcert={}", ca(&other))).await.unwrap_err();
+    assert!(e.message.contains("cannot connect"), "{}", e.message);
+    // require encrypts without checking.
+    list(format!("{}?sslmode=require", pg.url)).await.unwrap();
+    // And require means TLS: a server without it is refused.
+    let Some(plain) = Server::start("tls_is_used_and_checked (plain)") else { return };
+    let e = list(format!("{}?sslmode=require", plain.url)).await.unwrap_err();
+    assert!(e.message.contains("cannot connect"), "{}", e.message);
+    list(plain.url.clone()).await.unwrap();
 }
 
 fn free_port() -> u16 {
