@@ -230,6 +230,17 @@ describe('toAiSdkSandbox at the edges', () => {
     expect(Date.now() - started).toBeLessThan(60_000);
   });
 
+  it('a reader that cancels a stream leaves wait() and the other stream alone', async () => {
+    const t = tree({});
+    const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
+    const p = await sb.spawn({ command: 'echo first; sleep 0.3; seq 1 20000; echo done >&2' });
+    const reader = p.stdout.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe('first\n');
+    await reader.cancel();
+    expect(await new Response(p.stderr).text()).toBe('done\n');
+    expect(await p.wait()).toEqual({ exitCode: 0 });
+  });
+
   it('refuses a signal aborted before the call: nothing runs', async () => {
     const t = tree({});
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));

@@ -98,7 +98,9 @@ describe('corralSandboxClient under a SandboxAgent', () => {
     expect(await session.pathExists('src/a.txt')).toBe(true);
     expect(await session.directoryExists('src/a.txt')).toBe(false);
     await session.close();
-    await expect(client.create({ manifest: new Manifest({ entries: { r: { type: 'git_repo', repo: 'a/b' } } }) })).rejects.toMatchObject({ name: 'ConfigurationError' });
+    await expect(client.create({ manifest: new Manifest({ entries: { 'first.txt': { type: 'file', content: 'x' }, r: { type: 'git_repo', repo: 'a/b' } } }) })).rejects.toMatchObject({ name: 'ConfigurationError' });
+    // Refused before anything was written.
+    expect(existsSync(join(t.root, 'first.txt'))).toBe(false);
   });
 
   it('runs long commands by session id: only new output, Ctrl-C, an unknown id, and output cut to maxOutputTokens', async () => {
@@ -121,6 +123,10 @@ describe('corralSandboxClient under a SandboxAgent', () => {
     expect(cut.originalTokenCount).toBeGreaterThan(10);
     expect(cut.output).toMatch(/^1\n2\n.*tokens truncated.*\n2000\n$/s);
     expect(await session.execCommand({ cmd: 'seq 1 2000', maxOutputTokens: 10 })).toMatch(/\nOriginal token count: \d+\nOutput:\n/);
+    // One answer holds the last MiB of the output, as the SDK's own sandbox does.
+    const big = await session.exec({ cmd: 'head -c 3000000 /dev/zero | tr "\\0" a; echo; echo end' });
+    expect(big.output).toMatch(/^\[\.\.\.\d+ bytes truncated from process output\.\.\.\]\na+\nend\n$/);
+    expect(big.output.length).toBeLessThan(1024 * 1024 + 100);
     expect(await session.exec({ cmd: 'pwd', workdir: '/workspace/dir' })).toMatchObject({ exitCode: 0, stdout: `${join(t.root, 'dir')}\n` });
     await expect(session.exec({ cmd: 'pwd', workdir: '/etc' })).rejects.toMatchObject({ code: 'OutsideWorkspace' });
     expect(await session.execCommand({ cmd: 'pwd', workdir: '/etc' })).toMatch(/exec_command failed: Path is outside the workspace/);

@@ -19,7 +19,12 @@ const REQUESTS = Number(process.env.REQUESTS ?? 1600);
 const dir = mkdtempSync(join(tmpdir(), 'corral-bench-many-'));
 const pg = startPostgres();
 const children = new Set();
-process.on('exit', () => children.forEach((c) => c.kill()));
+// However the bench ends, its servers and its PostgreSQL go with it.
+process.on('exit', () => {
+  children.forEach((c) => c.kill());
+  pg?.cleanup();
+  rmSync(dir, { recursive: true, force: true });
+});
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const p99 = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.99)];
 const spec = (name) => ({ name, parameters: { type: 'object', properties: { x: { type: 'string' } }, required: ['x'] }, handler_kind: 'shell_template', handler_payload: { command: 'echo {x}' } });
@@ -99,5 +104,3 @@ for (const [label, source] of stores) {
   }
   for (const s of servers) s.child.kill();
 }
-pg?.cleanup();
-rmSync(dir, { recursive: true, force: true });

@@ -173,12 +173,13 @@ const RUN_OUTPUT_BYTES = 32 * 1024 * 1024;
 /** A running command as the SDK's SandboxProcess: streams fed by reads of its output while it runs. */
 function spawnProcess(cmd, abortSignal, withInput) {
   const streams = [0, 1].map(() => {
-    let controller;
-    const stream = new ReadableStream({ start(c) { controller = c; } }, new ByteLengthQueuingStrategy({ highWaterMark: 1024 * 1024 }));
-    return { stream, controller, dropped: 0 };
+    const s = { dropped: 0, cancelled: false };
+    // A reader that cancels a stream takes no more of it; the process runs on.
+    s.stream = new ReadableStream({ start(c) { s.controller = c; }, cancel() { s.cancelled = true; } }, new ByteLengthQueuingStrategy({ highWaterMark: 1024 * 1024 }));
+    return s;
   });
   const push = (s, bytes) => {
-    if (!bytes.length) return;
+    if (!bytes.length || s.cancelled) return;
     if (s.dropped > 0 || s.controller.desiredSize < -STREAM_QUEUE_BYTES) {
       s.dropped += bytes.length;
       return;
@@ -186,7 +187,7 @@ function spawnProcess(cmd, abortSignal, withInput) {
     s.controller.enqueue(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   };
   const finish = () => {
-    for (const s of streams) {
+    for (const s of streams.filter((x) => !x.cancelled)) {
       if (s.dropped) s.controller.enqueue(new TextEncoder().encode(`\n[... ${s.dropped} bytes of output dropped: the stream was not read ...]\n`));
       s.controller.close();
     }
@@ -214,7 +215,7 @@ function spawnProcess(cmd, abortSignal, withInput) {
       }
       finish();
     } catch (e) {
-      for (const s of streams) s.controller.error(e);
+      for (const s of streams.filter((x) => !x.cancelled)) s.controller.error(e);
       throw e;
     } finally {
       abortSignal?.removeEventListener('abort', onAbort);

@@ -105,15 +105,19 @@ class CorralSandboxSession {
   async materialize() {
     const env = await this.state.manifest.resolveEnvironment?.();
     if (env && typeof env === 'object') this.state.environment = { ...env };
-    for (const { absolutePath, entry } of this.state.manifest.iterEntries()) {
-      const rel = this.at(absolutePath);
+    // Every entry checked (kind and path) before the first is written.
+    const entries = [...this.state.manifest.iterEntries()].map(({ absolutePath, entry }) => {
+      if (!['dir', 'file', 'local_file', 'local_dir'].includes(entry.type)) {
+        throw new ConfigurationError(`corralSandboxClient: a manifest entry of type '${entry.type}' (${absolutePath}) cannot be made in a workspace; corral makes file, dir, local_file and local_dir entries.`);
+      }
+      return { rel: this.at(absolutePath), entry };
+    });
+    for (const { rel, entry } of entries) {
       switch (entry.type) {
         case 'dir': await this.fs.mkdir(rel); break;
         case 'file': await writeContent(this.fs, rel, entry.content); break;
         case 'local_file': await writeContent(this.fs, rel, nodeFs.readFileSync(entry.src)); break;
-        case 'local_dir': await copyDir(this.fs, entry.src, rel); break;
-        default:
-          throw new ConfigurationError(`corralSandboxClient: a manifest entry of type '${entry.type}' (${absolutePath}) cannot be made in a workspace; corral makes file, dir, local_file and local_dir entries.`);
+        default: await copyDir(this.fs, entry.src, rel);
       }
     }
   }
@@ -238,10 +242,39 @@ function failed(tool, e, started) {
   return formatExec({ output: `${tool} failed: ${e.message}`, exitCode: 1, wallTimeSeconds: (Date.now() - started) / 1000 });
 }
 
+// What one answer keeps of a command's output, as the SDK's own sandbox does: its last MiB.
+const ANSWER_BYTES = 1024 * 1024;
+
+/** The last `ANSWER_BYTES` of what was added, and how many bytes came before them. */
+class Tail {
+  constructor() { this.parts = []; this.size = 0; this.dropped = 0; }
+  push(bytes) {
+    this.parts.push(bytes);
+    this.size += bytes.length;
+    while (this.size > ANSWER_BYTES) {
+      const over = this.size - ANSWER_BYTES;
+      const first = this.parts[0];
+      if (first.length <= over) {
+        this.parts.shift();
+        this.size -= first.length;
+        this.dropped += first.length;
+      } else {
+        this.parts[0] = first.subarray(over);
+        this.size -= over;
+        this.dropped += over;
+      }
+    }
+  }
+  text() {
+    const kept = Buffer.concat(this.parts).toString('utf8');
+    return this.dropped ? `[...${this.dropped} bytes truncated from process output...]\n${kept}` : kept;
+  }
+}
+
 /** What a command wrote until it ended or `yieldMs` passed: stdout, stderr and both in order read. */
 async function collect(cmd, yieldMs) {
   const deadline = Date.now() + Math.max(0, Number(yieldMs) || 0);
-  const out = { stdout: [], stderr: [], both: [] };
+  const out = { stdout: new Tail(), stderr: new Tail(), both: new Tail() };
   for (;;) {
     const r = await cmd.read(Math.max(0, deadline - Date.now()));
     if (r.stdout.length) { out.stdout.push(r.stdout); out.both.push(r.stdout); }
@@ -252,7 +285,7 @@ async function collect(cmd, yieldMs) {
   }
 }
 
-const text = (parts) => Buffer.concat(parts).toString('utf8');
+const text = (tail) => tail.text();
 
 /** A `SandboxExecResult`. */
 function result(out, cmd, sessionId, started, maxOutputTokens) {

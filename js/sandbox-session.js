@@ -55,7 +55,6 @@ async function orNull(promise) {
 class Commands {
   constructor(shell, options) {
     this.runner = internal.processRunner(shell, options);
-    this.running = new Set();
   }
 
   /** Starts `command` (rules first: a refused command rejects with CommandRefused and never runs). */
@@ -64,11 +63,7 @@ class Commands {
     const request = { input: Boolean(input), keepBytes: KEEP_BYTES };
     if (cwd !== undefined) request.cwd = cwd;
     if (env !== undefined) request.env = env;
-    const id = await this.runner.spawnProcess(command, request, SESSION);
-    const p = new Command(this, id);
-    this.running.add(p);
-    p.ended.then(() => this.running.delete(p), () => this.running.delete(p));
-    return p;
+    return new Command(this, await this.runner.spawnProcess(command, request, SESSION));
   }
 
   /** Stops every process (each with its whole process group or sandbox). */
@@ -83,9 +78,6 @@ class Command {
     this.runner = commands.runner;
     this.id = id;
     this.exit = undefined;
-    let settle;
-    this.ended = new Promise((resolve) => { settle = resolve; });
-    this.settle = settle;
   }
 
   /** The output not read before (`stdout`, `stderr` Buffers), waiting up to `waitMs` for some. */
@@ -103,7 +95,6 @@ class Command {
   note(r) {
     if (!r.running && this.exit === undefined) {
       this.exit = { exitCode: exitCodeOf(r), timedOut: r.timedOut, aborted: r.aborted, note: r.note ?? undefined };
-      this.settle(this.exit);
     }
     return r;
   }
