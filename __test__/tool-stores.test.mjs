@@ -58,6 +58,13 @@ for (const [label, { make, skip }] of Object.entries(stores)) {
       expect(await r.delete('acme', 'a')).toBe(false);
       expect((await r.list('acme')).map((s) => s.name)).toEqual(['Z', '_x', 'a-1', 'b']);
     });
+
+    it("gives a spec back with its keys in the order they were written (a tool's parameters keep their order)", async () => {
+      const r = new WorkspaceToolRegistry({ store: make() });
+      await r.upsert('acme', { ...spec('p', 'echo {alpha} {b}'), parameters: { type: 'object', properties: { alpha: { type: 'string' }, b: { type: 'string' } } } });
+      expect(Object.keys((await r.get('acme', 'p')).parameters.properties)).toEqual(['alpha', 'b']);
+      expect(Object.keys((await r.list('acme'))[0].parameters.properties)).toEqual(['alpha', 'b']);
+    });
   });
 }
 

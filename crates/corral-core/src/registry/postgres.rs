@@ -30,11 +30,13 @@ const MAX_POOL_SIZE: usize = 256;
 /// An advisory lock key of corral's own: migrations hold it.
 const MIGRATION_LOCK: i64 = 0x636f_7272_616c_0001;
 
-/// The schema, one step per version; `{schema}` is the (quoted) schema name.
+/// The schema, one step per version; `{schema}` is the (quoted) schema name. `spec` is `json`,
+/// not `jsonb`: a spec reads back with its keys in the order they were written (the order of a
+/// tool's parameters is the order a model sees them in).
 const MIGRATIONS: [&str; 1] = ["CREATE TABLE {schema}.workspace_tools (
         workspace_id TEXT NOT NULL,
         name TEXT NOT NULL,
-        spec JSONB NOT NULL,
+        spec JSON NOT NULL,
         updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
         PRIMARY KEY (workspace_id, name)
     )"];

@@ -78,6 +78,12 @@ async fn the_store_contract_holds_on_postgresql() {
     assert!(registry.delete("w", "a").await.unwrap());
     assert!(!registry.delete("w", "a").await.unwrap());
     assert!(registry.get("w", "a").await.unwrap().is_none());
+    // A spec reads back with its keys in the order they were written.
+    let ordered = json!({ "name": "p", "parameters": { "type": "object", "properties": { "alpha": { "type": "string" }, "b": { "type": "string" } } }, "handler_kind": "shell_template", "handler_payload": { "command": "echo {alpha} {b}" } });
+    registry.upsert("w", &ordered, None).await.unwrap();
+    let back = registry.get("w", "p").await.unwrap().unwrap().to_json();
+    let keys: Vec<&String> = back["parameters"]["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["alpha", "b"]);
 }
 
 #[tokio::test]
