@@ -64,6 +64,12 @@ done
 [ ${#missing[@]} -eq 0 ] || rustup target add "${missing[@]}"
 timings+=("tools $(elapsed "$t0")")
 
+# The macOS frameworks the addon links, as stubs the linker finds (-F): see macos-frameworks.sh.
+FRAMEWORKS="$WORK/macos-frameworks"
+scripts/cross/macos-frameworks.sh "$FRAMEWORKS"
+export CARGO_TARGET_X86_64_APPLE_DARWIN_RUSTFLAGS="-C link-arg=-F$PWD/$FRAMEWORKS"
+export CARGO_TARGET_AARCH64_APPLE_DARWIN_RUSTFLAGS="-C link-arg=-F$PWD/$FRAMEWORKS"
+
 # napi-build wants node.dll's import library to link a windows-gnu addon; a check links nothing,
 # so an empty stand-in lets the binding's build script run.
 LIBNODE_STUB="$WORK/libnode-stub"
