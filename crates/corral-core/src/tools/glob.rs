@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::{json, Value};
 
-use super::walk::{join, walk, Visit};
+use super::walk::{join, walk, Order, Visit, Want};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 
@@ -87,13 +87,13 @@ pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
     // Every file is scanned (and counted); those the pattern matches are kept.
     let found = Arc::new(Mutex::new(Vec::new()));
     let f2 = found.clone();
-    let visit: Visit = Arc::new(move |path, rel, _| {
+    let visit: Visit = Arc::new(move |path, rel, _, _| {
         if matcher.is_match(rel) {
             f2.lock().unwrap().push(path.to_string());
         }
         true
     });
-    let stats = walk(fs, o, &base, ctx, Arc::new(|_| true), visit, false).await?;
+    let stats = walk(fs, o, &base, ctx, Arc::new(|_| true), visit, Want { sizes: false, order: Order::Any }).await?;
     if let Some(e) = stats.timeout(o, "glob") {
         return Err(e);
     }

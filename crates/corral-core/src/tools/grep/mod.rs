@@ -2,12 +2,14 @@
 //! matching runs on the blocking pool under a time budget checked before every line; results are
 //! kept as the output can show them and sorted by path once at the end.
 
+mod collect;
 mod output;
 
 use super::{
     file_bytes, fmt_count, fmt_num, format_bytes, path_prop, plural, skipped_names, str_arg, Ctx, FsToolOptions,
     GREP_LINE_CHARS,
 };
+use collect::{Collected, FileHits, Line, Settle};
 use output::{Page, Skipped};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::glob::{base_of, compile_glob};
-use super::walk::{walk, walk_threads, Entry, Filter, Visit};
+use super::walk::{walk, walk_threads, Entry, Filter, Order, Visit, Want};
 use crate::cancel::Cancel;
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -84,6 +86,11 @@ struct Grep {
     /// plus one; 0 when idle): with `spent_nanos`, the time spent so far, read by the watchdog
     /// while a slow line is still being matched.
     busy: [AtomicU64; BUSY_SLOTS],
+    /// In a walk in path order, which files are done: grep stops once the results it shows are
+    /// settled (None when every match must be counted).
+    settle: Option<Mutex<Settle>>,
+    /// The walk stopped early because the results shown were settled: the total is a lower bound.
+    enough: AtomicBool,
 }
 
 const BUSY_SLOTS: usize = 64;
@@ -96,105 +103,6 @@ pub const MAX_OFFSET: u64 = 10_000;
 
 /// The most lines of context grep shows around a match.
 pub const MAX_CONTEXT: u64 = 10;
-
-/// A line grep shows: a match, or context around one.
-struct Line {
-    n: usize,
-    text: String,
-    matched: bool,
-}
-
-struct FileHits {
-    path: String,
-    /// Matching lines (and their context), in order.
-    lines: Vec<Line>,
-    count: usize,
-}
-
-impl FileHits {
-    /// Keeps the first `keep` matches and their context.
-    fn truncate(&mut self, keep: usize, context: usize) {
-        let mut seen = 0;
-        let mut last = None;
-        let mut cut = self.lines.len();
-        for (i, l) in self.lines.iter().enumerate() {
-            if l.matched {
-                if seen == keep {
-                    cut = i;
-                    break;
-                }
-                seen += 1;
-                last = Some(l.n);
-            }
-        }
-        self.lines.truncate(cut);
-        // The context before a match no longer shown goes with it.
-        if let Some(last) = last {
-            self.lines.retain(|l| l.matched || l.n <= last + context || l.n < last);
-        }
-    }
-
-    fn matches(&self) -> usize {
-        self.lines.iter().filter(|l| l.matched).count()
-    }
-}
-
-/// The hits kept for the output: every match is counted, but only lines that can still be among
-/// the first `keep` in path order are kept, so memory follows the output, not the match set.
-struct Collected {
-    files: Vec<FileHits>,
-    kept: usize,
-    total: usize,
-    keep: usize,
-    context: usize,
-    /// For `files_with_matches` and `count`: each file with matches and how many.
-    counts: Vec<(String, usize)>,
-    want_counts: bool,
-}
-
-impl Collected {
-    fn new(keep: usize, context: usize, want_counts: bool) -> Self {
-        Collected { files: Vec::new(), kept: 0, total: 0, keep, context, counts: Vec::new(), want_counts }
-    }
-
-    /// Adds one file's hits; after a prune that leaves `keep` matches, returns the last path
-    /// holding one (the bound past which files are only counted).
-    fn add(&mut self, h: FileHits) -> Option<String> {
-        self.total += h.count;
-        if self.want_counts && h.count > 0 {
-            self.counts.push((h.path.clone(), h.count));
-        }
-        if h.lines.is_empty() {
-            return None;
-        }
-        self.kept += h.matches();
-        self.files.push(h);
-        if self.kept > self.keep.max(64).saturating_mul(2) {
-            self.prune();
-            if self.kept >= self.keep {
-                return self.files.last().map(|f| f.path.clone());
-            }
-        }
-        None
-    }
-
-    /// Sorts by path and keeps the first `keep` matches (with their context).
-    fn prune(&mut self) {
-        self.files.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut n = 0;
-        let mut cut = self.files.len();
-        for (i, f) in self.files.iter_mut().enumerate() {
-            if n >= self.keep {
-                cut = i;
-                break;
-            }
-            f.truncate(self.keep - n, self.context);
-            n += f.matches();
-        }
-        self.files.truncate(cut);
-        self.kept = n;
-    }
-}
 
 /// A line cut to its first `GREP_LINE_CHARS` characters.
 fn cut_line(line: &str) -> &str {
@@ -210,6 +118,24 @@ fn cut_line(line: &str) -> &str {
 impl Grep {
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.cancel.as_ref().is_some_and(|c| c.is_cancelled())
+    }
+
+    /// A walk in path order finished the file at `place`: once the results shown are settled,
+    /// no file is started any more (those being matched finish, and count).
+    fn settled(&self, place: Option<usize>, count: usize) {
+        let (Some(place), Some(settle)) = (place, &self.settle) else { return };
+        if settle.lock().unwrap().done(place, count) {
+            self.enough.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether every file the walk handed out (`visited`) is done, so that the counts are whole
+    /// for the files walked.
+    fn all_settled(&self, visited: usize) -> bool {
+        self.settle.as_ref().is_none_or(|s| {
+            let s = s.lock().unwrap();
+            s.ahead.is_empty() && s.next == visited
+        })
     }
 
     /// Matches one file's bytes; `None` for a binary file or no match.
@@ -564,6 +490,17 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         bound: Default::default(),
         began: Instant::now(),
         busy: std::array::from_fn(|_| AtomicU64::new(0)),
+        // Counting needs every file; the other modes show the first results in path order.
+        settle: (mode != Mode::Count).then(|| {
+            Mutex::new(Settle {
+                needed: offset.saturating_add(shown),
+                files: mode == Mode::Files,
+                next: 0,
+                before: 0,
+                ahead: Default::default(),
+            })
+        }),
+        enough: AtomicBool::new(false),
     });
     let work = async {
         let too_large = Arc::new(Mutex::new(Skipped::default()));
@@ -597,8 +534,8 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
             let pending = Arc::new(Mutex::new(Vec::new()));
             let (g, f2, big, p2) = (grep.clone(), found.clone(), too_large.clone(), pending.clone());
             let limit = o.max_grep_file_bytes;
-            let visit: Visit = Arc::new(move |path, _rel, entry| {
-                if g.stopped() {
+            let visit: Visit = Arc::new(move |path, _rel, entry, place| {
+                if g.stopped() || g.enough.load(Ordering::Relaxed) {
                     return false;
                 }
                 let size = match &entry {
@@ -609,7 +546,8 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 };
                 if size > limit {
                     big.lock().unwrap().add(path);
-                    return true;
+                    g.settled(place, 0);
+                    return !g.enough.load(Ordering::Relaxed);
                 }
                 let hit = match entry {
                     Entry::Disk { local, real } => {
@@ -628,12 +566,15 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                         None
                     }
                 };
+                let count = hit.as_ref().map_or(0, |h| h.count);
                 if let Some(h) = hit {
                     g.add(&f2, h);
                 }
-                true
+                g.settled(place, count);
+                !g.enough.load(Ordering::Relaxed)
             });
-            let stats = walk(fs, o, &base, ctx, filter, visit, true).await?;
+            let order = if grep.settle.is_some() { Order::Path } else { Order::Any };
+            let stats = walk(fs, o, &base, ctx, filter, visit, Want { sizes: true, order }).await?;
             let pending = std::mem::take(&mut *pending.lock().unwrap());
             for path in pending {
                 if grep.stopped() {
@@ -663,6 +604,12 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 return Err(e);
             }
             notes = stats.notes(o);
+            // Stopped once the results shown were settled: the total is exact only when no file
+            // was left unsearched.
+            let whole = !stats.more.load(Ordering::Relaxed) && grep.all_settled(stats.files.load(Ordering::Relaxed));
+            if whole {
+                grep.enough.store(false, Ordering::Relaxed);
+            }
         }
         ctx.check_cancel()?;
         if grep.step_limit.load(Ordering::Relaxed) {
@@ -677,7 +624,8 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         if grep.slow.load(Ordering::Relaxed) {
             return Err(grep.slow_error(o));
         }
-        let results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0, 0, false));
+        let mut results = std::mem::replace(&mut *found.lock().unwrap(), Collected::new(0, 0, false));
+        results.counted = !grep.enough.load(Ordering::Relaxed);
         let skipped = std::mem::take(&mut *too_large.lock().unwrap());
         Ok(output::format(results, o, mode, Page { offset, keep: shown }, &notes, skipped))
     };

@@ -44,22 +44,18 @@ pub(super) struct Page {
     pub keep: usize,
 }
 
-/// The last line when results are cut: what was shown, of how many, and the offset that goes on.
-fn cut(what: &str, offset: usize, shown: usize, total: usize) -> String {
+/// The last line when results are cut: what was shown, of how many (`at least` when the search
+/// stopped once the results shown were settled), and the offset that goes on.
+fn cut(what: &str, offset: usize, shown: usize, total: usize, counted: bool) -> String {
     let next = offset + shown;
+    let of = if counted { fmt_count(total) } else { format!("at least {}", fmt_count(total)) };
     if offset == 0 {
         format!(
-            "(Showing the first {} of {} {what}. Narrow the pattern, path or glob, or continue with offset={next}.)",
-            fmt_count(shown),
-            fmt_count(total)
+            "(Showing the first {} of {of} {what}. Narrow the pattern, path or glob, or continue with offset={next}.)",
+            fmt_count(shown)
         )
     } else {
-        format!(
-            "(Showing {what} {}-{} of {}. Continue with offset={next}.)",
-            fmt_count(offset + 1),
-            fmt_count(next),
-            fmt_count(total)
-        )
+        format!("(Showing {what} {}-{} of {of}. Continue with offset={next}.)", fmt_count(offset + 1), fmt_count(next))
     }
 }
 
@@ -111,7 +107,7 @@ pub(super) fn format(
         out.push('\n');
     }
     if shown > 0 && page.offset + shown < of {
-        out.push_str(&cut(what, page.offset, shown, of));
+        out.push_str(&cut(what, page.offset, shown, of, results.counted));
         out.push('\n');
     }
     out.pop();

@@ -24,6 +24,9 @@ use crate::fs::local::LocalFs;
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
 
+mod ordered;
+use ordered::walk_disk_ordered;
+
 /// Whether a provider's readdir gave a name, not a path: not empty, `.` or `..`, and without a
 /// separator or NUL.
 pub(crate) fn is_entry_name(name: &str) -> bool {
@@ -43,9 +46,31 @@ pub(super) enum Entry<'a> {
 
 /// Chooses by the path below the base which files are scanned (and counted).
 pub(super) type Filter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
-/// Called with each scanned file's workspace path, its path below the base, and the entry;
-/// false stops the walk. On disk and in memory it runs on the blocking pool, on several threads.
-pub(super) type Visit = Arc<dyn Fn(&str, &str, Entry<'_>) -> bool + Send + Sync>;
+/// Called with each scanned file's workspace path, its path below the base, the entry, and —
+/// when the walk goes in path order — the file's place in that order (0, 1, 2, … over the files
+/// the filter accepts); false stops the walk. On disk and in memory it runs on the blocking pool,
+/// on several threads.
+pub(super) type Visit = Arc<dyn Fn(&str, &str, Entry<'_>, Option<usize>) -> bool + Send + Sync>;
+
+/// The order a walk visits files in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Order {
+    /// Whatever is fastest: on disk, every thread walks.
+    Any,
+    /// Path order (byte order of the workspace path), each file with its place in it, so a
+    /// caller can stop once what comes first is settled. On disk one thread lists directories
+    /// while every thread visits files; in memory the walk is in path order anyway. A provider's
+    /// walk is breadth-first through its interface and gives no places.
+    Path,
+}
+
+/// What a walk gives its visits besides the files.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Want {
+    /// A provider's files come with their size (one `stat` each).
+    pub sizes: bool,
+    pub order: Order,
+}
 
 /// What a walk reports besides its files.
 #[derive(Default)]
@@ -58,6 +83,8 @@ pub(super) struct WalkStats {
     /// Entries skipped because they could not be read.
     pub unreadable: AtomicUsize,
     pub timed_out: AtomicBool,
+    /// A walk in path order that a visit stopped had files left after the ones it handed out.
+    pub more: AtomicBool,
 }
 
 impl WalkStats {
@@ -163,7 +190,7 @@ pub(super) async fn walk(
     ctx: &Ctx,
     filter: Filter,
     visit: Visit,
-    sizes: bool,
+    want: Want,
 ) -> Result<WalkStats> {
     if let Some(local) = fs.as_local() {
         let (host, real_base) = local.walk_root(base)?;
@@ -174,7 +201,12 @@ pub(super) async fn walk(
         let stats = tokio::task::spawn_blocking(move || {
             let stats = WalkStats::default();
             let limits = Limits { o: &o2, stats: &stats, deadline: None, ctx: &ctx2, stop: AtomicBool::new(false) };
-            walk_disk(&local, &host, &base, &real_base, &limits, &filter, &visit);
+            let disk = Disk { local: &local, host: &host, base: &base, real_base: &real_base };
+            if want.order == Order::Path {
+                walk_disk_ordered(&disk, &limits, &filter, &visit);
+            } else {
+                walk_disk(&disk, &limits, &filter, &visit);
+            }
             stats
         })
         .await
@@ -189,7 +221,8 @@ pub(super) async fn walk(
         let stats = tokio::task::spawn_blocking(move || {
             let stats = WalkStats::default();
             let limits = Limits { o: &o2, stats: &stats, deadline: None, ctx: &ctx2, stop: AtomicBool::new(false) };
-            for (path, content) in &files {
+            let mut place = 0;
+            for (i, (path, content)) in files.iter().enumerate() {
                 if limits.stopped() {
                     break;
                 }
@@ -201,9 +234,15 @@ pub(super) async fn walk(
                 if hidden || !filter(rel) {
                     continue;
                 }
-                if !limits.count(false) || !visit(path, rel, Entry::Memory(content)) {
+                if !limits.count(false) {
                     break;
                 }
+                if !visit(path, rel, Entry::Memory(content), Some(place)) {
+                    // Files after this one may be hidden or filtered out: "more" may overstate.
+                    stats.more.store(i + 1 < files.len(), Ordering::Relaxed);
+                    break;
+                }
+                place += 1;
             }
             stats
         })
@@ -215,7 +254,7 @@ pub(super) async fn walk(
     let stats = WalkStats::default();
     let deadline = Some(Instant::now() + Duration::from_millis(o.grep_timeout_ms));
     let limits = Limits { o, stats: &stats, deadline, ctx, stop: AtomicBool::new(false) };
-    walk_provider(fs, base, &limits, &filter, &visit, sizes).await?;
+    walk_provider(fs, base, &limits, &filter, &visit, want.sizes).await?;
     ctx.check_cancel()?;
     Ok(stats)
 }
@@ -281,7 +320,7 @@ async fn walk_provider(
                     } else {
                         0
                     };
-                    if !visit(&p, rel, Entry::Provider { size }) {
+                    if !visit(&p, rel, Entry::Provider { size }, None) {
                         break 'walk;
                     }
                 }
@@ -292,17 +331,20 @@ async fn walk_provider(
     Ok(())
 }
 
+/// The directory on disk a walk starts from: its host path, its workspace path and its real
+/// (resolved) workspace path.
+#[derive(Clone, Copy)]
+struct Disk<'a> {
+    local: &'a LocalFs,
+    host: &'a std::path::Path,
+    base: &'a str,
+    real_base: &'a str,
+}
+
 /// A directory on disk, in parallel: each thread visits (and, for grep, reads and matches) the
 /// files it finds.
-fn walk_disk(
-    local: &LocalFs,
-    host: &std::path::Path,
-    base: &str,
-    real_base: &str,
-    limits: &Limits<'_>,
-    filter: &Filter,
-    visit: &Visit,
-) {
+fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visit) {
+    let Disk { local, host, base, real_base } = *disk;
     use ignore::{WalkBuilder, WalkState};
     let o = limits.o.clone();
     // `ignore` entries with a `/` are paths from the root: the walk knows paths below the base.
@@ -361,7 +403,7 @@ fn walk_disk(
                 return WalkState::Quit;
             }
             let real = join(real_base, &rel);
-            if visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real }) {
+            if visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real }, None) {
                 WalkState::Continue
             } else {
                 WalkState::Quit
@@ -389,153 +431,4 @@ fn below<'p>(path: &'p std::path::Path, host: &std::path::Path, host_len: usize)
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use async_trait::async_trait;
-
-    use super::*;
-    use crate::fs::memory::MemoryFs;
-    use crate::fs::{DirEntry, Stat};
-
-    /// A provider seen only through the interface (the walk of a JS provider).
-    struct Plain(MemoryFs, Option<&'static str>);
-
-    #[async_trait]
-    impl FsProvider for Plain {
-        async fn read_file(&self, p: &str) -> Result<String> {
-            self.0.read_file(p).await
-        }
-        async fn write_file(&self, p: &str, c: &str) -> Result<()> {
-            self.0.write_file(p, c).await
-        }
-        async fn stat(&self, p: &str) -> Result<Option<Stat>> {
-            self.0.stat(p).await
-        }
-        async fn readdir(&self, p: &str) -> Result<Vec<DirEntry>> {
-            if Some(p) == self.1 {
-                return Err(Error::new(Code::Io, "permission denied"));
-            }
-            self.0.readdir(p).await
-        }
-        async fn mkdir(&self, p: &str) -> Result<()> {
-            self.0.mkdir(p).await
-        }
-        async fn rm(&self, p: &str, r: bool) -> Result<()> {
-            self.0.rm(p, r).await
-        }
-    }
-
-    const TREE: [&str; 7] =
-        ["a.txt", "src/b.rs", "src/deep/c.rs", "node_modules/x/d.js", ".git/config", "build/out/e.o", "keep/out/f.o"];
-
-    fn memory() -> MemoryFs {
-        MemoryFs::new(TREE.iter().map(|p| (p.to_string(), b"x\n".to_vec()))).unwrap()
-    }
-
-    fn disk() -> (tempfile::TempDir, LocalFs) {
-        let d = tempfile::tempdir().unwrap();
-        for p in TREE {
-            let f = d.path().join(p);
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, "x\n").unwrap();
-        }
-        let fs = LocalFs::new(d.path().to_str().unwrap()).unwrap();
-        (d, fs)
-    }
-
-    async fn files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str) -> (Vec<String>, WalkStats) {
-        let found = Arc::new(Mutex::new(Vec::new()));
-        let f2 = found.clone();
-        let visit: Visit = Arc::new(move |p, _, _| {
-            f2.lock().unwrap().push(p.to_string());
-            true
-        });
-        let stats = walk(fs, o, base, &Ctx::default(), Arc::new(|_| true), visit, false).await.unwrap();
-        let mut v = std::mem::take(&mut *found.lock().unwrap());
-        v.sort();
-        (v, stats)
-    }
-
-    #[tokio::test]
-    async fn the_walk_finds_the_same_files_on_disk_in_memory_and_through_a_provider() {
-        let (_d, local) = disk();
-        let o = FsToolOptions { ignore: vec!["node_modules".into(), "build/out".into()], ..Default::default() };
-        let want = vec!["a.txt", "keep/out/f.o", "src/b.rs", "src/deep/c.rs"];
-        for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
-            let (found, stats) = files(fs, &o, ".").await;
-            assert_eq!(found, want, "an ignore entry with a / is a path from the root; .git is denied");
-            assert_eq!(stats.files.load(Ordering::Relaxed), 4);
-            assert!(stats.notes(&o).is_empty());
-        }
-        for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
-            assert_eq!(files(fs, &o, "src").await.0, vec!["src/b.rs", "src/deep/c.rs"]);
-        }
-    }
-
-    #[tokio::test]
-    async fn max_files_scanned_counts_the_same_files_everywhere_and_says_so() {
-        let (_d, local) = disk();
-        let o = FsToolOptions { max_files_scanned: 2, ..Default::default() };
-        for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
-            let (found, stats) = files(fs, &o, ".").await;
-            // A provider's walk counts its directories too.
-            assert_eq!(found.len(), if fs.as_local().is_some() || fs.as_memory().is_some() { 2 } else { 1 });
-            assert!(stats.limit_hit.load(Ordering::Relaxed));
-            assert!(stats.notes(&o)[0].contains("Stopped after scanning 2 files"), "{:?}", stats.notes(&o));
-        }
-    }
-
-    #[tokio::test]
-    async fn an_unreadable_directory_is_skipped_and_counted() {
-        let fs = Plain(memory(), Some("src"));
-        let o = FsToolOptions::default();
-        let (found, stats) = files(&fs, &o, ".").await;
-        assert_eq!(found, vec!["a.txt", "build/out/e.o", "keep/out/f.o"]);
-        assert_eq!(stats.unreadable.load(Ordering::Relaxed), 1);
-        assert_eq!(stats.notes(&o), vec!["(1 entry could not be read and was skipped.)"]);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            // Root reads any directory: only an unprivileged walk can see this one refused.
-            if unsafe { libc::geteuid() } != 0 {
-                let (d, local) = disk();
-                std::fs::set_permissions(d.path().join("src"), std::fs::Permissions::from_mode(0o000)).unwrap();
-                let (_, stats) = files(&local, &o, ".").await;
-                std::fs::set_permissions(d.path().join("src"), std::fs::Permissions::from_mode(0o755)).unwrap();
-                assert_eq!(stats.unreadable.load(Ordering::Relaxed), 1);
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn a_provider_that_invents_directories_forever_is_stopped() {
-        struct Loop;
-        #[async_trait]
-        impl FsProvider for Loop {
-            async fn read_file(&self, _: &str) -> Result<String> {
-                Ok(String::new())
-            }
-            async fn write_file(&self, _: &str, _: &str) -> Result<()> {
-                Ok(())
-            }
-            async fn stat(&self, _: &str) -> Result<Option<Stat>> {
-                Ok(Some(Stat { kind: EntryType::Directory, size: 0, modified_ms: None }))
-            }
-            async fn readdir(&self, _: &str) -> Result<Vec<DirEntry>> {
-                Ok(vec![DirEntry { name: "loop".into(), kind: EntryType::Directory }])
-            }
-            async fn mkdir(&self, _: &str) -> Result<()> {
-                Ok(())
-            }
-            async fn rm(&self, _: &str, _: bool) -> Result<()> {
-                Ok(())
-            }
-        }
-        let o = FsToolOptions { max_files_scanned: 300, ..Default::default() };
-        let (found, stats) = files(&Loop, &o, ".").await;
-        assert!(found.is_empty());
-        assert!(stats.limit_hit.load(Ordering::Relaxed));
-        assert_eq!(stats.dirs.load(Ordering::Relaxed), 300);
-    }
-}
+mod tests;
