@@ -293,6 +293,41 @@ mod tests {
         (dir, fs)
     }
 
+    #[test]
+    fn walked_files_present_answers_each_path_in_order_however_many() {
+        let (d, fs) = setup();
+        let root = d.path().join("root");
+        // Enough paths to be checked on several threads; every third one missing, a directory,
+        // or behind a link.
+        let mut reals = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..6000 {
+            let dir = format!("d{}", i / 100);
+            std::fs::create_dir_all(root.join(&dir)).unwrap();
+            let p = format!("{dir}/f{i}");
+            match i % 3 {
+                0 => {
+                    std::fs::write(root.join(&p), "x").unwrap();
+                    want.push(true);
+                }
+                1 if i % 2 == 0 => {
+                    std::fs::create_dir(root.join(&p)).unwrap();
+                    want.push(false);
+                }
+                _ => want.push(false),
+            }
+            reals.push(p);
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(root.join("d0"), root.join("link")).unwrap();
+            reals.push("link/f0".into());
+            want.push(false);
+        }
+        let got = fs.walked_files_present(&reals.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(got, want);
+    }
+
     #[tokio::test]
     async fn reads_and_writes_inside() {
         let (_d, fs) = setup();

@@ -262,6 +262,23 @@ impl LocalFs {
     /// it is still a regular file below the root, reached without a link. Each directory is
     /// opened once, without following links, and its files are looked up in it.
     pub(super) fn walked_present(&self, reals: &[&str]) -> Vec<bool> {
+        // Many paths are checked on several threads, each a run of them (a run reopens its first
+        // directory).
+        const PER_THREAD: usize = 2048;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        if threads > 1 && reals.len() >= 2 * PER_THREAD {
+            let chunk = reals.len().div_ceil(threads);
+            return std::thread::scope(|s| {
+                let parts: Vec<_> =
+                    reals.chunks(chunk).map(|c| (c.len(), s.spawn(move || self.walked_present_run(c)))).collect();
+                // A run that failed shows none of its paths.
+                parts.into_iter().flat_map(|(n, p)| p.join().unwrap_or_else(|_| vec![false; n])).collect()
+            });
+        }
+        self.walked_present_run(reals)
+    }
+
+    fn walked_present_run(&self, reals: &[&str]) -> Vec<bool> {
         let mut dir: Option<(&str, io::Result<OwnedFd>)> = None;
         reals
             .iter()

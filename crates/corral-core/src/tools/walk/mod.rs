@@ -132,6 +132,15 @@ pub(super) fn join(base: &str, rel: &str) -> String {
     }
 }
 
+/// `join`, borrowing `rel` when the base is the root.
+fn joined<'r>(base: &str, rel: &'r str) -> std::borrow::Cow<'r, str> {
+    if base == "." {
+        std::borrow::Cow::Borrowed(rel)
+    } else {
+        std::borrow::Cow::Owned(join(base, rel))
+    }
+}
+
 /// Whether a walk leaves out an entry at `path` (a workspace path) named `name`: a denied name,
 /// or a directory named in `ignore` (by name, or by its path from the root when the entry has a
 /// `/`). The one rule of every walk.
@@ -402,8 +411,9 @@ fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visi
             if !limits.count(false) {
                 return WalkState::Quit;
             }
-            let real = join(real_base, &rel);
-            if visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real }, None) {
+            // No copies when the walk starts at the root (the common case): both are `rel`.
+            let real = joined(real_base, &rel);
+            if visit(&joined(base, &rel), &rel, Entry::Disk { local, real: &real }, None) {
                 WalkState::Continue
             } else {
                 WalkState::Quit
