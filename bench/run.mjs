@@ -260,7 +260,7 @@ const grepWorkloads = [
 
 const rgLines = (root, args) => spawnSync(which('rg'), [...rgBase, ...args, '.'], { cwd: root, maxBuffer: 1 << 30, encoding: 'utf8' });
 const matchCount = (out) => {
-  const m = /of ([\d,]+) matches/.exec(out);
+  const m = /of (?:at least )?([\d,]+) matches/.exec(out);
   return m ? Number(m[1].replaceAll(',', '')) : out.split('\n').filter((l) => /^[^:\n]+:\d+: /.test(l)).length;
 };
 
