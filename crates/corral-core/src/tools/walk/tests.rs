@@ -53,15 +53,18 @@ fn disk() -> (tempfile::TempDir, LocalFs) {
 }
 
 async fn files(fs: &dyn FsProvider, o: &FsToolOptions, base: &str) -> (Vec<String>, WalkStats) {
+    files_in(fs, o, base, Order::Any).await
+}
+
+async fn files_in(fs: &dyn FsProvider, o: &FsToolOptions, base: &str, order: Order) -> (Vec<String>, WalkStats) {
     let found = Arc::new(Mutex::new(Vec::new()));
     let f2 = found.clone();
     let visit: Visit = Arc::new(move |p, _, _, _| {
         f2.lock().unwrap().push(p.to_string());
         true
     });
-    let stats = walk(fs, o, base, &Ctx::default(), Arc::new(|_| true), visit, Want { sizes: false, order: Order::Any })
-        .await
-        .unwrap();
+    let stats =
+        walk(fs, o, base, &Ctx::default(), Arc::new(|_| true), visit, Want { sizes: false, order }).await.unwrap();
     let mut v = std::mem::take(&mut *found.lock().unwrap());
     v.sort();
     (v, stats)
@@ -72,14 +75,17 @@ async fn the_walk_finds_the_same_files_on_disk_in_memory_and_through_a_provider(
     let (_d, local) = disk();
     let o = FsToolOptions { ignore: vec!["node_modules".into(), "build/out".into()], ..Default::default() };
     let want = vec!["a.txt", "keep/out/f.o", "src/b.rs", "src/deep/c.rs"];
-    for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
-        let (found, stats) = files(fs, &o, ".").await;
-        assert_eq!(found, want, "an ignore entry with a / is a path from the root; .git is denied");
-        assert_eq!(stats.files.load(Ordering::Relaxed), 4);
-        assert!(stats.notes(&o).is_empty());
-    }
-    for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
-        assert_eq!(files(fs, &o, "src").await.0, vec!["src/b.rs", "src/deep/c.rs"]);
+    // The same rules whatever the order the walk goes in.
+    for order in [Order::Any, Order::Path] {
+        for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
+            let (found, stats) = files_in(fs, &o, ".", order).await;
+            assert_eq!(found, want, "{order:?}: an ignore entry with a / is a path from the root; .git is denied");
+            assert_eq!(stats.files.load(Ordering::Relaxed), 4);
+            assert!(stats.notes(&o).is_empty());
+        }
+        for fs in [&local as &dyn FsProvider, &memory(), &Plain(memory(), None)] {
+            assert_eq!(files_in(fs, &o, "src", order).await.0, vec!["src/b.rs", "src/deep/c.rs"], "{order:?}");
+        }
     }
 }
 
