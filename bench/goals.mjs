@@ -16,15 +16,14 @@
 //   linux         LinuxSandbox `true` against plain exec, and the protected-name (.git) scan of a
 //                 large tree as its own row
 //   docker        SubprocessSandbox reuse: 'session' `true` against a bare Engine exec
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync, readFileSync, statSync, rmSync, mkdtempSync, realpathSync } from 'node:fs';
-import { readFile, readdir, rename, writeFile, open } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, writeFileSync, rmSync, mkdtempSync, realpathSync } from 'node:fs';
+import { readFile, readdir, rename, open } from 'node:fs/promises';
 import http from 'node:http';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { here, linuxTree, median, peakRss, time as timeRuns, which } from './common.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
 const RUNS = Number(argv[argv.indexOf('--runs') + 1]) || 5;
 const only = argv.includes('--only') ? argv[argv.indexOf('--only') + 1].split(',') : null;
@@ -33,45 +32,16 @@ const wanted = (name) => !only || only.includes(name);
 const corral = await import('corral');
 const { NodeWorkspace, createFsTools, createShellTool, LinuxSandbox, SandboxShell, SubprocessSandbox } = corral;
 
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))]; };
 const ms = (v) => (v >= 100 ? `${v.toFixed(0)} ms` : v >= 10 ? `${v.toFixed(1)} ms` : `${v.toFixed(2)} ms`);
 
-async function time(fn, runs = RUNS) {
-  await fn(); // warm-up (page cache, JIT)
-  const xs = [];
-  let out;
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    out = await fn();
-    xs.push(performance.now() - t0);
-  }
-  return { ms: median(xs), out };
-}
-
-function which(cmd) {
-  const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : null;
-}
+const time = (fn, runs = RUNS) => timeRuns(fn, runs);
 
 const rows = [];
 /** One row of the table: `met` is whether the goal holds on this run. */
 function row(r) {
   rows.push(r);
   console.log(`  ${r.name.padEnd(44)} ${String(r.corral).padStart(12)}  ${String(r.peer).padEnd(38)} ${String(r.ratio ?? '').padStart(8)}  goal ${r.goal}  ${r.met === undefined ? '' : r.met ? 'met' : 'NOT MET'}`);
-}
-
-function linuxTree() {
-  const src = existsSync('/usr/src') ? readdirSync('/usr/src').find((f) => /^linux-source-.*\.tar\.(xz|bz2)$/.test(f)) : undefined;
-  if (!src) return null;
-  const dest = join(here, '.corpus', 'linux');
-  if (!existsSync(join(dest, '.done'))) {
-    console.log(`unpacking /usr/src/${src} into bench/.corpus/linux (once)…`);
-    mkdirSync(dest, { recursive: true });
-    execFileSync('tar', ['-xf', `/usr/src/${src}`, '-C', dest, '--strip-components=1'], { stdio: 'inherit' });
-    writeFileSync(join(dest, '.done'), '');
-  }
-  return dest;
 }
 
 // ---- grep with default limits, against the reference's algorithm -----------------------------
@@ -229,12 +199,6 @@ async function benchAbort(linux) {
 }
 
 // ---- bounded capture --------------------------------------------------------------------------
-function peakRss(script) {
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', `${script}\nconst s = (await import('node:fs')).readFileSync('/proc/self/status', 'utf8'); console.log(/VmHWM:\\s+(\\d+)/.exec(s)[1]);`], { encoding: 'utf8', cwd: join(here, '..') });
-  if (r.status !== 0) throw new Error(r.stderr);
-  return Number(r.stdout.trim().split('\n').at(-1)) / 1024;
-}
-
 async function benchCapture(dir) {
   const root = join(dir, 'capture');
   mkdirSync(root, { recursive: true });

@@ -8,13 +8,11 @@
 // /usr/src/linux-source-*.tar.xz is installed (apt-get install linux-source-6.1); it is unpacked
 // once into bench/.corpus.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, writeFileSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync, statSync } from 'node:fs';
 import { readFile, readdir, rename, writeFile } from 'node:fs/promises';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { performance } from 'node:perf_hooks';
+import { join } from 'node:path';
+import { here, linuxTree, median, peakRss, time as timeRuns, which } from './common.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const RUNS = Number(argv[argv.indexOf('--runs') + 1]) || (quick ? 3 : 7);
@@ -22,25 +20,9 @@ const RUNS = Number(argv[argv.indexOf('--runs') + 1]) || (quick ? 3 : 7);
 const corral = await import('corral');
 const { NodeWorkspace, createFsTools } = corral;
 
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const fmt = (ms) => (ms >= 100 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`);
 
-async function time(fn) {
-  await fn(); // warm-up (page cache, JIT)
-  const xs = [];
-  let out;
-  for (let i = 0; i < RUNS; i++) {
-    const t0 = performance.now();
-    out = await fn();
-    xs.push(performance.now() - t0);
-  }
-  return { ms: median(xs), out };
-}
-
-function which(cmd) {
-  const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : null;
-}
+const time = (fn) => timeRuns(fn, RUNS);
 
 // ---- corpora --------------------------------------------------------------------------------
 function smallTree() {
@@ -61,19 +43,6 @@ function smallTree() {
   }
   writeFileSync(join(root, '.done'), '');
   return root;
-}
-
-function linuxTree() {
-  const src = existsSync('/usr/src') ? readdirSync('/usr/src').find((f) => /^linux-source-.*\.tar\.(xz|bz2)$/.test(f)) : undefined;
-  if (!src) return null;
-  const dest = join(here, '.corpus', 'linux');
-  if (!existsSync(join(dest, '.done'))) {
-    console.log(`unpacking /usr/src/${src} into bench/.corpus/linux (once)…`);
-    mkdirSync(dest, { recursive: true });
-    execFileSync('tar', ['-xf', `/usr/src/${src}`, '-C', dest, '--strip-components=1'], { stdio: 'inherit' });
-    writeFileSync(join(dest, '.done'), '');
-  }
-  return dest;
 }
 
 // ---- the plain-JavaScript baseline: the same tools, written the obvious way -------------------
@@ -123,12 +92,6 @@ async function jsGlob(root, pattern) {
 }
 
 // ---- the runs --------------------------------------------------------------------------------
-function peakRss(script) {
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', `${script}\nconst s = (await import('node:fs')).readFileSync('/proc/self/status', 'utf8'); console.log(/VmHWM:\\s+(\\d+)/.exec(s)[1]);`], { encoding: 'utf8', cwd: join(here, '..') });
-  const kb = Number(r.stdout.trim().split('\n').at(-1));
-  return kb / 1024;
-}
-
 const rows = [];
 function row(name, corralMs, otherName, otherMs, note = '') {
   rows.push({ name, corral: corralMs, other: otherName, otherMs, ratio: corralMs / otherMs, note });
