@@ -18,3 +18,9 @@ pub mod templates;
 pub mod tools;
 
 pub use error::{Code, Error, Result};
+
+/// How many threads a job spread over the cores uses (a walk, a scan, a batch of checks): one a
+/// core, at most 8 (2 when the count is unknown).
+pub(crate) fn worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).min(8)
+}

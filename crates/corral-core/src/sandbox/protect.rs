@@ -127,9 +127,8 @@ fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
         drop(s);
         more.notify_all();
     };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     std::thread::scope(|s| {
-        for _ in 1..threads {
+        for _ in 1..crate::worker_threads() {
             s.spawn(work);
         }
         work();

@@ -265,7 +265,7 @@ impl LocalFs {
         // Many paths are checked on several threads, each a run of them (a run reopens its first
         // directory).
         const PER_THREAD: usize = 2048;
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        let threads = crate::worker_threads();
         if threads > 1 && reals.len() >= 2 * PER_THREAD {
             let chunk = reals.len().div_ceil(threads);
             return std::thread::scope(|s| {

@@ -188,7 +188,7 @@ impl Limits<'_> {
 
 /// How many threads walk (and match) a directory on disk.
 pub(super) fn walk_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8)
+    crate::worker_threads()
 }
 
 /// Walks the files below `base` (a normalized workspace directory).
