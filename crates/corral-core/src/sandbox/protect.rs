@@ -26,14 +26,29 @@ fn through_a_link(root: &Path, path: &Path) -> bool {
     })
 }
 
-/// The existing paths `protect` names under `root`: bare names found at any depth (without
-/// following symlinks or looking inside a match or a `skip` subtree), the other entries resolved
-/// against `root`. Sorted, outer paths first. A match that is a symbolic link is left out: a bind
-/// mount would follow it (a command could point `.git` at a host socket); the `.git` a command
-/// cannot replace is the real one, a mount point. A configured path that now goes through a link
-/// refuses the run, and so does a directory that cannot be read: a command could hide a `.git`
-/// that way (a path past the system's length limit). One that vanished meanwhile is passed over.
+/// What `protect` names under `root` when a command starts.
+#[derive(Debug, Default, Clone)]
+pub struct Protected {
+    /// The paths to keep read-only (bind mounts), outer paths first: bare names found at any depth
+    /// (without following symlinks or looking inside a match or a `skip` subtree) and the other
+    /// entries resolved against `root`. A match that is a symbolic link is left out: a bind mount
+    /// would follow it (a command could point `.git` at a host socket); the `.git` a command
+    /// cannot replace is the real one, a mount point.
+    pub paths: Vec<PathBuf>,
+    /// Every entry a bare name matched, links included: what `made_since` compares against.
+    pub names: Vec<PathBuf>,
+}
+
+/// The existing paths `protect` names under `root` (`Protected`). A configured path that now goes
+/// through a link refuses the run, and so does a directory that cannot be read: a command could
+/// hide a `.git` that way (a path past the system's length limit). One that vanished meanwhile is
+/// passed over.
 pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    Ok(protected(root, protect, skip)?.paths)
+}
+
+/// `protected_paths`, with the bare names' matches (links included) as well.
+pub fn protected(root: &Path, protect: &[String], skip: &[PathBuf]) -> Result<Protected> {
     let names: Vec<&str> = protect.iter().map(String::as_str).filter(|e| is_name(e)).collect();
     let mut found: Vec<PathBuf> = Vec::new();
     for e in protect.iter().filter(|e| !is_name(e)) {
@@ -52,17 +67,21 @@ pub fn protected_paths(root: &Path, protect: &[String], skip: &[PathBuf]) -> Res
         }
         found.push(full);
     }
+    let mut matched = Vec::new();
     if !names.is_empty() {
-        let names_found = scan(root, &names, skip)?;
-        if found.len() + names_found.len() > MAX_PROTECTED {
+        matched = scan(root, &names, skip)?;
+        let real: Vec<&PathBuf> =
+            matched.iter().filter(|p| p.symlink_metadata().is_ok_and(|m| !m.file_type().is_symlink())).collect();
+        if found.len() + real.len() > MAX_PROTECTED {
             return Err(too_many(&names));
         }
-        found.extend(names_found);
+        found.extend(real.into_iter().cloned());
     }
     found.sort();
     found.dedup();
     found.sort_by_key(|p| p.components().count());
-    Ok(found)
+    matched.sort();
+    Ok(Protected { paths: found, names: matched })
 }
 
 fn too_many(names: &[&str]) -> Error {
@@ -85,7 +104,7 @@ struct Scan {
     error: Option<Error>,
 }
 
-/// Every entry under `root` named one of `names` (never a link, never looked inside), leaving out
+/// Every entry under `root` named one of `names` (never looked inside), leaving out
 /// the `skip` subtrees. Directories are read on every core (a tree of 78,000 files has 5,000 of
 /// them, and each command of a sandbox scans it); stops at the first directory that cannot be
 /// read, or past `MAX_PROTECTED` matches.
@@ -140,7 +159,8 @@ fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
     }
 }
 
-/// One directory of a scan: its subdirectories to read next, and its entries named in `names`.
+/// One directory of a scan: its subdirectories to read next, and its entries named in `names`
+/// (links so named too; never entered).
 fn read_one(root: &Path, dir: &Path, names: &[&str], skip: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let unreadable = |e: std::io::Error| {
         let rel = dir.strip_prefix(root).map(|r| r.display().to_string()).unwrap_or_default();
@@ -177,16 +197,104 @@ fn read_one(root: &Path, dir: &Path, names: &[&str], skip: &[PathBuf]) -> Result
             continue;
         }
         if named {
-            // Never a link: a bind mount would follow it.
-            if !kind.is_symlink() {
-                found.push(path);
-            }
+            found.push(path);
         } else {
             dirs.push(path);
         }
     }
     Ok((dirs, found))
 }
+
+/// The entries named by `protect`'s bare names under `root` now, links included (git follows a
+/// `.git` link), that are not in `before` (what the command found when it started): what a command
+/// made. `before` is sorted (`Protected::names`). A directory that cannot be read is an error, as
+/// at the start.
+pub fn made_since(root: &Path, protect: &[String], skip: &[PathBuf], before: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let names: Vec<&str> = protect.iter().map(String::as_str).filter(|e| is_name(e)).collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut made: Vec<PathBuf> =
+        scan(root, &names, skip)?.into_iter().filter(|p| before.binary_search(p).is_err()).collect();
+    made.sort();
+    Ok(made)
+}
+
+/// Removes what `made_since` found, and says so for the result's note: `removed lib/.git: made by
+/// the command, and protected`. Each entry is first renamed aside in its directory (at once no
+/// tool takes it for what it was named), then removed without following any link, through
+/// descriptors opened beneath `root`; one that cannot be removed whole is named with where it
+/// was left.
+pub fn remove_made(root: &Path, made: &[PathBuf]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for path in made {
+        let Ok(rel) = path.strip_prefix(root) else { continue };
+        let shown = rel.display().to_string();
+        match remove::remove_beneath(root, rel) {
+            Ok(()) => notes.push(format!("removed {shown}: made by the command, and protected")),
+            Err(remove::Left { aside: Some(aside), error }) => notes.push(format!(
+                "{shown} was made by the command and is protected: moved aside to {} but not removed ({error})",
+                aside.display()
+            )),
+            Err(remove::Left { aside: None, error }) => notes
+                .push(format!("{shown} was made by the command and is protected, but could not be removed ({error})")),
+        }
+    }
+    notes
+}
+
+/// One writable tree as a command found it: its bare `protect` names and what they matched.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    root: PathBuf,
+    names: Vec<String>,
+    skip: Vec<PathBuf>,
+    before: Vec<PathBuf>,
+}
+
+impl Watch {
+    /// `protect`'s bare names in `root` (a command's writable tree), with what `protected` found
+    /// matched (names it was also given are left out of the comparison).
+    pub fn new(root: &Path, protect: &[String], skip: Vec<PathBuf>, found: Vec<PathBuf>) -> Watch {
+        let names: Vec<String> = protect.iter().filter(|e| is_name(e)).cloned().collect();
+        let before = found
+            .into_iter()
+            .filter(|p| p.file_name().is_some_and(|n| names.iter().any(|x| n == x.as_str())))
+            .collect();
+        Watch { root: root.to_path_buf(), names, skip, before }
+    }
+}
+
+/// After a command: removes every protected name it made under each watched tree, and says what
+/// was done (or could not be checked) for the result's note.
+pub fn sweep(watch: &[Watch]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for w in watch.iter().filter(|w| !w.names.is_empty()) {
+        match made_since(&w.root, &w.names, &w.skip, &w.before) {
+            Ok(made) => notes.extend(remove_made(&w.root, &made)),
+            Err(_) => notes.push(format!(
+                "a directory the command left could not be looked through for protected names ({}) it may have made; the next command will not run until it can be",
+                w.names.join(", ")
+            )),
+        }
+    }
+    notes
+}
+
+/// Adds `notes` to a result's note.
+pub fn add_notes(r: &mut crate::shell::ExecResult, notes: Vec<String>) {
+    if notes.is_empty() {
+        return;
+    }
+    let text = notes.join("; ");
+    r.note = Some(match r.note.take() {
+        Some(n) if !n.is_empty() => format!("{n}; {text}"),
+        _ => text,
+    });
+}
+
+#[path = "protect_remove.rs"]
+mod remove;
 
 /// The directories between `root` and each of `paths` (below `root`, above the path), outer ones
 /// first: mounted onto themselves they cannot be renamed, so a command cannot carry a protected

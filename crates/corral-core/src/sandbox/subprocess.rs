@@ -401,24 +401,34 @@ impl SubprocessSandbox {
         Ok(Prepared { client, network_mode, env, mount })
     }
 
+    /// What `protect` names in the mounted working directory now (nothing for a daemon on TCP,
+    /// which mounts from its own machine), and the watch that finds what a command made there.
+    pub(super) fn protected_now(
+        &self,
+        p: &Prepared,
+    ) -> Result<(super::protect::Protected, Option<super::protect::Watch>)> {
+        if self.protect.is_empty() || matches!(self.host, DockerHost::Tcp { .. }) {
+            return Ok(Default::default());
+        }
+        let root = std::path::Path::new(&p.mount);
+        let found = super::protect::protected(root, &self.protect, &[])?;
+        let watch = super::protect::Watch::new(root, &self.protect, Vec::new(), found.names.clone());
+        Ok((found, Some(watch)))
+    }
+
     /// A new container's `HostConfig`: network, the bind mount (what `protect` finds in it now
     /// mounted again read-only, and the directories above those onto themselves, so they cannot
     /// be renamed), no setuid escalation, and the limits. Looked for only when a container is
     /// made: a kept one serves its later commands without another walk of the tree.
-    pub(super) fn host_config(&self, p: &Prepared) -> Result<Value> {
+    pub(super) fn host_config(&self, p: &Prepared, found: &super::protect::Protected) -> Result<Value> {
         let mount = &p.mount;
-        let local = !matches!(self.host, DockerHost::Tcp { .. });
         let root = std::path::Path::new(mount);
-        let protected = if self.protect.is_empty() || !local {
-            Vec::new()
-        } else {
-            super::protect::protected_paths(root, &self.protect, &[])?
-        };
+        let protected = &found.paths;
         let bind = |d: &std::path::PathBuf, read_only: bool| {
             d.to_str().map(|d| json!({ "Type": "bind", "Source": d, "Target": d, "ReadOnly": read_only }))
         };
         let mut mounts = vec![json!({ "Type": "bind", "Source": mount, "Target": mount })];
-        mounts.extend(super::protect::pins(root, &protected).iter().filter_map(|d| bind(d, false)));
+        mounts.extend(super::protect::pins(root, protected).iter().filter_map(|d| bind(d, false)));
         mounts.extend(protected.iter().filter_map(|d| bind(d, true)));
         let mut host = json!({
             "NetworkMode": p.network_mode,
@@ -571,7 +581,8 @@ impl SandboxAdapter for SubprocessSandbox {
         let deadline =
             (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
         let prepared = self.prepare(&req).await?;
-        let host_config = self.host_config(&prepared)?;
+        let (found, watch) = self.protected_now(&prepared)?;
+        let host_config = self.host_config(&prepared, &found)?;
         let Prepared { client, env, .. } = prepared;
         let with_stdin = req.stdin.is_some() || req.input.is_some();
         let body = json!({
@@ -641,6 +652,7 @@ impl SandboxAdapter for SubprocessSandbox {
                     r.abort();
                 }
                 guard.remove().await;
+                super::protect::sweep(watch.as_slice());
                 return self.could_not_run(e);
             }
             Outcome::TimedOut | Outcome::Aborted => {
@@ -663,6 +675,8 @@ impl SandboxAdapter for SubprocessSandbox {
         result.stdout = out.lock().unwrap().text();
         result.stderr = err.lock().unwrap().text();
         self.add_limit_note(&mut result, oom);
+        // Protected names the command made (a `git init`) never reach the host's tools.
+        super::protect::add_notes(&mut result, super::protect::sweep(watch.as_slice()));
         Ok(result)
     }
 

@@ -115,9 +115,10 @@ pub struct ExecOptions {
     pub capture_bytes: Option<usize>,
     /// Input while the command runs, for a provider that `takes_input` (instead of `stdin`).
     pub input: Option<Input>,
-    /// Kill the command's process group when this process dies, however it dies (background
-    /// processes: a guard process holds a pipe from this one and acts when it closes).
-    pub die_with_parent: bool,
+    /// When the command's shell exits, kill everything it left running (its process group and
+    /// control group): a background process ends whole. (Every command, this or not, ends when
+    /// this process ends: `exec/guard.rs`.)
+    pub end_with_shell: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -337,3 +337,81 @@ mod as_root {
         );
     }
 }
+
+/// A host `git status` in `dir`, as a user runs it after a command.
+fn host_git(dir: &Path) -> std::process::Output {
+    std::process::Command::new("git").arg("-C").arg(dir).arg("status").output().unwrap()
+}
+
+/// The command: `git init` in a subdirectory with an index and `core.fsmonitor` set to touch
+/// `marker`, and a `.git` file (`gitdir:`) into a repository it made the same way.
+fn plant_repositories(marker: &Path) -> String {
+    format!(
+        "set -e; git init -q src && echo x > src/f && git -C src add f && git -C src config core.fsmonitor 'touch {m}; false'; \
+         git init -q --bare evil && git --git-dir=evil config core.fsmonitor 'touch {m}; false' && git --git-dir=evil config core.bare false && \
+         mkdir -p sub && printf 'gitdir: ../evil\\n' > sub/.git && echo planted",
+        m = marker.display()
+    )
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_git_repository_a_command_makes_is_removed_before_the_host_git_can_run_it() {
+    if std::process::Command::new("git").arg("--version").output().is_err() {
+        panic!("git is needed for this test");
+    }
+    let (d, cwd, s) = shell(LinuxSandboxOptions::default());
+    let marker = d.path().join("PWNED");
+    let r = sh(&s, &plant_repositories(&marker)).await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert!(r.stdout.contains("planted"), "{r:?}");
+    let note = r.note.clone().unwrap_or_default();
+    assert!(note.contains("removed src/.git: made by the command, and protected"), "{note}");
+    assert!(note.contains("removed sub/.git"), "{note}");
+    assert!(!cwd.join("src/.git").exists() && !cwd.join("sub/.git").exists());
+    assert!(cwd.join("src/f").exists(), "the rest of what the command made stays");
+    for dir in [cwd.join("src"), cwd.join("sub"), cwd.clone()] {
+        host_git(&dir);
+    }
+    assert!(!marker.exists(), "a host git status ran configuration a command wrote");
+    // The positive control: with `protect: []` the repository stays, and the host's git runs it.
+    let (d2, cwd2, s2) = shell(LinuxSandboxOptions { protect: Vec::new(), ..Default::default() });
+    let marker2 = d2.path().join("PWNED");
+    let r = sh(&s2, &plant_repositories(&marker2)).await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert!(cwd2.join("src/.git").is_dir());
+    host_git(&cwd2.join("src"));
+    assert!(marker2.exists(), "the attack is real: a kept repository's fsmonitor runs on the host");
+    again_without_landlock("a_git_repository_a_command_makes_is_removed_before_the_host_git_can_run_it");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_git_directory_there_when_the_command_started_is_kept() {
+    let (_d, cwd, s) = shell(LinuxSandboxOptions::default());
+    std::fs::create_dir_all(cwd.join("lib/.git")).unwrap();
+    std::fs::write(cwd.join("lib/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let r = sh(&s, "mkdir -p other && echo ok").await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert!(
+        r.note.as_deref().unwrap_or_default().is_empty() || !r.note.as_deref().unwrap().contains("removed"),
+        "{r:?}"
+    );
+    assert!(cwd.join("lib/.git/HEAD").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn every_process_of_a_sandboxed_command_ends_with_its_owner() {
+    use crate::shell::exec::guard::owner_tests::*;
+    if std::env::var_os(OWNER).is_some() {
+        let (dir, _cwd, s) = shell(LinuxSandboxOptions::default());
+        std::mem::forget(dir);
+        own_commands_then_end(Arc::new(s)).await;
+    }
+    for how in ["exit", "kill"] {
+        let left =
+            survivors("sandbox::linux::attacks::every_process_of_a_sandboxed_command_ends_with_its_owner", how, &[]);
+        assert!(left.is_empty(), "after the owner's {how}: {left:?}");
+    }
+}

@@ -278,8 +278,14 @@ impl LinuxSandbox {
         Ok(Some(port))
     }
 
-    /// The child's plan for one request, and the descriptors it refers to (held until the run ends).
-    fn plan(&self, req: &SandboxRequest, memory: Option<&Cgroup>, forward: Option<u16>) -> Result<child::Plan> {
+    /// The child's plan for one request, and the descriptors it refers to (held until the run
+    /// ends); and what `protect` named in each writable tree when it started.
+    fn plan(
+        &self,
+        req: &SandboxRequest,
+        memory: Option<&Cgroup>,
+        forward: Option<u16>,
+    ) -> Result<(child::Plan, Vec<super::protect::Watch>)> {
         let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
         let cwd = PathBuf::from(&req.cwd);
         if !mount.is_absolute() || !mount.is_dir() {
@@ -325,6 +331,7 @@ impl LinuxSandbox {
         names.sort();
         names.dedup();
         let hidden: Vec<PathBuf> = hide.iter().filter(|h| h.is_absolute()).cloned().collect();
+        let mut watch = Vec::new();
         for (i, w) in writable.iter().enumerate() {
             let entries = if i == 0 {
                 let mut e = names.clone();
@@ -334,7 +341,9 @@ impl LinuxSandbox {
                 names.clone()
             };
             let inner: Vec<PathBuf> = hidden.iter().filter(|h| h.starts_with(w) && *h != w).cloned().collect();
-            protect.extend(super::protect::protected_paths(w, &entries, &inner)?);
+            let found = super::protect::protected(w, &entries, &inner)?;
+            protect.extend(found.paths);
+            watch.push(super::protect::Watch::new(w, &self.options.protect, inner, found.names));
         }
         protect.sort();
         protect.dedup();
@@ -478,7 +487,7 @@ impl LinuxSandbox {
             forward,
             landlock: self.probe.landlock.map(landlock::Plan::new),
         };
-        Ok(plan)
+        Ok((plan, watch))
     }
 }
 
@@ -545,7 +554,7 @@ impl SandboxAdapter for LinuxSandbox {
             None => None,
         };
         let forward = self.egress().await?;
-        let plan = self.plan(&req, memory.as_ref(), forward)?;
+        let (plan, watch) = self.plan(&req, memory.as_ref(), forward)?;
         let mut env = req.env.clone();
         if let Some(port) = forward {
             env.extend(super::proxy_env(&format!("http://127.0.0.1:{port}"), "localhost,127.0.0.1"));
@@ -560,8 +569,9 @@ impl SandboxAdapter for LinuxSandbox {
             pids_refused: Some(pids_refused.clone()),
             capture_bytes: req.capture_bytes,
             input: req.input,
-            // The namespace's init carries a parent-death signal, and every process goes with it.
-            die_with_parent: false,
+            // The namespace's init carries a parent-death signal, and every process goes with it
+            // (and with this process: the owner guard kills the first one, `exec/guard.rs`).
+            end_with_shell: false,
         };
         let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);
         let mut r = run_shell_command_with(
@@ -590,6 +600,9 @@ impl SandboxAdapter for LinuxSandbox {
         {
             r.note = Some(note);
         }
+        // Protected names the command made (a `git init`) never reach the host's tools.
+        let removed = super::protect::sweep(&watch);
+        super::protect::add_notes(&mut r, removed);
         Ok(r)
     }
 }

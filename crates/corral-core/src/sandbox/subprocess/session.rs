@@ -59,7 +59,7 @@ impl Sessions {
             "WorkingDir": p.mount,
             "Tty": false,
             "Labels": labels(SESSION_LABEL),
-            "HostConfig": sb.host_config(p)?,
+            "HostConfig": sb.host_config(p, &sb.protected_now(p)?.0)?,
         });
         let created = p.client.json(Method::POST, "/containers/create", Some(&body)).await?;
         let id = created
@@ -171,6 +171,8 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     let deadline = (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
     let p = sb.prepare(&req).await?;
     let client = p.client.clone();
+    // What `protect` names now: a name this command makes is removed when it ends.
+    let (_, watch) = sb.protected_now(&p)?;
     let with_stdin = req.stdin.is_some() || req.input.is_some();
     let body = json!({
         "AttachStdin": with_stdin,
@@ -204,6 +206,10 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
 
     let streams = Streams::new(req.capture_bytes).with_lead();
     let Streams { out, err, done, .. } = &streams;
+    if cancel.is_cancelled() {
+        // Aborted before its exec started: it never will, so nothing of it runs.
+        return Ok(ExecResult { aborted: true, every_process_killed: true, ..Default::default() });
+    }
     let attached = client.start_exec(&exec).await?;
     let reader = streams.read(attached, &req);
     let timer = async {
@@ -219,8 +225,12 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         _ = cancel.cancelled() => result.aborted = true,
     }
     if result.timed_out || result.aborted {
+        // The exec may not have started yet (the daemon answers before it spawns the process),
+        // and its pid line may still be on its way: kill only once it is here, or once the
+        // streams ended without it (then the wrapper never ran the command).
+        let lead = streams.wait_lead_pid().await;
         let alone = kept.running.load(Ordering::SeqCst) == 1;
-        result.every_process_killed = kill(&client, &kept.id, streams.lead_pid(), alone).await;
+        result.every_process_killed = kill(&client, &kept.id, lead, alone).await;
         result.signal = Some("SIGKILL".to_string());
         let _ = tokio::time::timeout(DRAIN, done.cancelled()).await;
     } else {
@@ -232,6 +242,9 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     result.stdout = out.lock().unwrap().text();
     result.stderr = err.lock().unwrap().text();
     sb.add_limit_note(&mut result, oom);
+    // Protected names the command made never reach the host's tools; one a command still running
+    // in the container made stays until that command ends.
+    super::super::protect::add_notes(&mut result, super::super::protect::sweep(watch.as_slice()));
     Ok(result)
 }
 

@@ -11,6 +11,9 @@ use super::super::docker::{Attached, Demux};
 use super::super::SandboxRequest;
 use crate::shell::exec::{Capture, MAX_CAPTURE_BYTES};
 
+/// The longest an abort waits for a started exec's pid line.
+const LEAD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A command's output as it is read from its attached streams.
 pub(super) struct Streams {
     pub out: Arc<Mutex<Capture>>,
@@ -26,6 +29,8 @@ pub(super) struct Streams {
 pub(super) struct Lead {
     line: Vec<u8>,
     done: bool,
+    /// Cancelled once `done` is set.
+    known: CancellationToken,
 }
 
 impl Lead {
@@ -38,12 +43,16 @@ impl Lead {
             Some(i) => {
                 self.line.extend_from_slice(&data[..i]);
                 self.done = true;
+                self.known.cancel();
                 &data[i + 1..]
             }
             None => {
                 self.line.extend_from_slice(data);
                 // A pid and a start time are a few digits: anything longer is not the wrapper's line.
                 self.done = self.line.len() > 48;
+                if self.done {
+                    self.known.cancel();
+                }
                 &[]
             }
         }
@@ -78,6 +87,21 @@ impl Streams {
         let (pid, start) = text.split_once(' ')?;
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
         (digits(pid) && digits(start)).then(|| Some((pid.parse().ok()?, start.parse().ok()?))).flatten()
+    }
+
+    /// The wrapper's pid line, waited for until it was read or the streams ended (then the
+    /// wrapper never wrote it, so the command never ran); a daemon that sends neither within
+    /// `LEAD_WAIT` is given up on.
+    pub(super) async fn wait_lead_pid(&self) -> Option<(u32, u64)> {
+        let known = self.lead.as_ref()?.lock().unwrap().known.clone();
+        let _ = tokio::time::timeout(LEAD_WAIT, async {
+            tokio::select! {
+                _ = known.cancelled() => {}
+                _ = self.done.cancelled() => {}
+            }
+        })
+        .await;
+        self.lead_pid()
     }
 
     /// Reads them (and writes the request's stdin, or its input as it comes) on a task of its own.
@@ -168,4 +192,34 @@ async fn read_attached(
         }
     }
     done.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_abort_waits_for_the_pid_line_that_is_still_on_its_way() {
+        let s = Streams::new(None).with_lead();
+        assert_eq!(s.lead_pid(), None);
+        let lead = s.lead.clone().unwrap();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let rest = lead.lock().unwrap().take(b"12 34\nrest").to_vec();
+            assert_eq!(rest, b"rest");
+        });
+        assert_eq!(s.wait_lead_pid().await, Some((12, 34)));
+    }
+
+    #[tokio::test]
+    async fn streams_that_end_without_the_line_mean_no_command_ran() {
+        let s = Streams::new(None).with_lead();
+        let done = s.done.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            done.cancel();
+        });
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(10), s.wait_lead_pid()).await;
+        assert_eq!(waited, Ok(None));
+    }
 }

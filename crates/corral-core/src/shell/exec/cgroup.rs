@@ -18,6 +18,9 @@ mod imp {
     /// The hierarchies tried, in order: where the pids controller (v1) or the unified tree is
     /// mounted on this machine.
     const PARENTS: [&str; 2] = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"];
+    /// Every hierarchy a group of this process may be made in (`PARENTS`, and the memory
+    /// controller LinuxSandbox's `memoryBytes` uses): the owner guard empties them all.
+    pub const HIERARCHIES: [&str; 3] = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory"];
 
     pub struct Cgroup {
         dir: PathBuf,
@@ -117,4 +120,4 @@ mod imp {
 }
 
 #[cfg(target_os = "linux")]
-pub use imp::{join_in_child, Cgroup};
+pub use imp::{join_in_child, Cgroup, HIERARCHIES};

@@ -18,6 +18,7 @@ use crate::shell::{ExecOptions, ExecResult, ShellProvider};
 mod capture;
 pub mod cgroup;
 mod env;
+pub mod guard;
 mod options;
 mod process;
 
@@ -109,7 +110,7 @@ impl ShellProvider for LocalShell {
         let isolation = Isolation {
             capture_bytes: options.capture_bytes,
             input: options.input,
-            die_with_parent: options.die_with_parent,
+            end_with_shell: options.end_with_shell,
             ..Isolation::default()
         };
         run_shell_command_with(

@@ -178,8 +178,8 @@ pub struct Isolation {
     pub capture_bytes: Option<usize>,
     /// Input while the command runs (used when there is no `stdin` text).
     pub input: Option<crate::shell::Input>,
-    /// Kill the command's process group when this process dies (`ExecOptions::die_with_parent`).
-    pub die_with_parent: bool,
+    /// Kill what the shell left running when it exits (`ExecOptions::end_with_shell`).
+    pub end_with_shell: bool,
 }
 
 /// `run_shell_command` with a sandbox's set-up in the child.
@@ -244,17 +244,16 @@ pub async fn run_shell_command_with(
             return Err(Error::new(Code::Io, "A sandbox set-up in the child needs a unix system."));
         }
     }
+    // The owner guard runs before the command does, so its registration is one write.
+    super::guard::running();
     let mut child = cmd.spawn().map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
     let pid = child.id();
     let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new() };
 
-    // Killed with this process, however it dies: a guard process that kills the group when the
-    // pipe this process holds closes. The guard itself is killed first (its Drop) when the
-    // command ends while this process lives.
-    let _parent_guard = match (isolation.die_with_parent, pid) {
-        (true, Some(pid)) => Some(parent_guard(pid)?),
-        _ => None,
-    };
+    // Killed with this process, however it dies (`guard.rs`).
+    if let Some(pid) = pid {
+        super::guard::register(pid);
+    }
     // (The pipe is taken only where it is used: a pipe taken and dropped closes the input.)
     if let Some(text) = stdin {
         if let Some(mut pipe) = child.stdin.take() {
@@ -327,7 +326,7 @@ pub async fn run_shell_command_with(
             let status = status.map_err(|e| Error::new(Code::Io, format!("The command failed: {e}")))?;
             // A background command ends with everything it started: a child left running (`cmd &`)
             // would outlive its process and every stop.
-            if isolation.die_with_parent {
+            if isolation.end_with_shell {
                 if let Some(pid) = pid {
                     kill_tree_now(pid);
                 }
@@ -369,6 +368,9 @@ pub async fn run_shell_command_with(
     }
     guard.armed = false;
     drop(guard);
+    if let Some(pid) = pid {
+        super::guard::release_if_empty(pid);
+    }
 
     match status {
         Some(status) => (result.exit_code, result.signal) = decode_status(&status),
@@ -377,46 +379,4 @@ pub async fn run_shell_command_with(
     result.stdout = out.lock().unwrap().text();
     result.stderr = err.lock().unwrap().text();
     Ok(result)
-}
-
-/// A guard process for `die_with_parent`: it reads its standard input, a pipe only this process
-/// writes, and kills the process group `pgid` when the pipe closes — when this process exits or
-/// dies by any signal. Dropped (killed) before its pipe closes when the command ends normally.
-#[cfg(unix)]
-struct ParentGuard {
-    child: std::process::Child,
-}
-
-#[cfg(unix)]
-impl Drop for ParentGuard {
-    fn drop(&mut self) {
-        // Killed while its input is still open, so it never acts on a group that ended.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[cfg(unix)]
-fn parent_guard(pgid: u32) -> Result<ParentGuard> {
-    use std::os::unix::process::CommandExt;
-    // (`kill -KILL -PGID`: dash, the usual /bin/sh, takes no `--`.)
-    let script = format!("read _ ; kill -KILL -{pgid} 2>/dev/null");
-    let child = std::process::Command::new("/bin/sh")
-        // Its own group: killing the command's group does not take the guard with it.
-        .process_group(0)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| Error::new(Code::Io, format!("Could not start the guard of a background process: {e}")))?;
-    Ok(ParentGuard { child })
-}
-
-#[cfg(not(unix))]
-fn parent_guard(_pgid: u32) -> Result<()> {
-    // On Windows a job object with kill-on-close would do this; until then a background process
-    // outlives a Node that crashes (the README says so).
-    Ok(())
 }

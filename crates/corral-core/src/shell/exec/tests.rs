@@ -286,3 +286,28 @@ fn capture_keeps_the_start_and_the_end() {
     c.push(b"01234567");
     assert_eq!(c.text(), "01234567");
 }
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "starts and kills an owner process: scripts/test.sh runs it, as root and as an unprivileged user"]
+async fn every_command_ends_with_its_owner_however_the_owner_ends() {
+    use crate::shell::exec::guard::owner_tests::*;
+    if std::env::var_os(OWNER).is_some() {
+        let (dir, shell) = root();
+        std::mem::forget(dir);
+        own_commands_then_end(std::sync::Arc::new(shell)).await;
+    }
+    // Where a control group can be made, every process goes, `setsid` or not; elsewhere the
+    // command's process group (the `setsid` ones may stay: the README says so).
+    let cgroup = crate::shell::exec::cgroup::Cgroup::create().is_some();
+    for how in ["exit", "kill"] {
+        let left = survivors("shell::exec::tests::every_command_ends_with_its_owner_however_the_owner_ends", how, &[]);
+        if cgroup {
+            assert!(left.is_empty(), "after the owner's {how}: {left:?}");
+        } else {
+            let in_group: Vec<&String> =
+                left.iter().filter(|l| l.contains("sleep 8") || l.contains("sleep 6")).collect();
+            assert!(in_group.is_empty(), "after the owner's {how}, processes of the command's group: {in_group:?}");
+        }
+    }
+}

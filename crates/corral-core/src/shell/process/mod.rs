@@ -200,7 +200,7 @@ impl Processes {
             cancel: Some(proc.cancel.clone()),
             on_output: Some(Sink(Arc::new(ToProc(Arc::downgrade(&proc))))),
             input,
-            die_with_parent: true,
+            end_with_shell: true,
             capture_bytes: Some(0),
             stdin: None,
             ..base
