@@ -7,8 +7,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    check_protected, checked_path, file_bytes, hooked_delete, hooked_write, kind_of, lock_path, path_prop, plural,
-    read, str_arg, Ctx, FsToolOptions, MAX_READ_BYTES,
+    bytes_to_change, check_protected, check_read_size, checked_path, file_bytes, hooked_delete, hooked_write, kind_of,
+    lock_path, path_prop, plural, read, str_arg, Ctx, FsToolOptions, MAX_READ_BYTES,
 };
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -205,6 +205,36 @@ fn under(path: &str, dir: &str) -> bool {
     dir == "." || path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// Where `path` really leads, links followed, also when it does not exist yet: its nearest
+/// existing ancestor's real path and the rest as given.
+async fn real_destination(fs: &dyn FsProvider, path: &str) -> Result<String> {
+    let mut head = path;
+    let mut rest: Vec<&str> = Vec::new();
+    loop {
+        if fs.stat(head).await?.is_some() {
+            if let Ok(real) = fs.real_path(head).await {
+                rest.reverse();
+                let mut out = real;
+                for r in rest {
+                    out = if out == "." { r.to_string() } else { format!("{out}/{r}") };
+                }
+                return Ok(out);
+            }
+        }
+        match head.rsplit_once('/') {
+            Some((parent, name)) => {
+                rest.push(name);
+                head = parent;
+            }
+            None if head != "." => {
+                rest.push(head);
+                head = ".";
+            }
+            None => return Ok(path.to_string()),
+        }
+    }
+}
+
 async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let from = checked_path(fs, o, str_arg(args, "from").unwrap_or_default()).await?;
     let to = checked_path(fs, o, str_arg(args, "to").unwrap_or_default()).await?;
@@ -216,6 +246,23 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
     }
     if under(&to, &from) {
         return Err(Error::new(Code::InvalidArguments, format!("Cannot move {from} into itself ({to}).")));
+    }
+    // The same through links: onto a link that leads to the source, or into the source through
+    // a link to it, nothing moves.
+    if fs.caps().real_path {
+        let (real_from, real_to) = (fs.real_path(&from).await?, real_destination(fs, &to).await?);
+        if real_to == real_from {
+            return Err(Error::new(
+                Code::InvalidArguments,
+                format!("Cannot move {from} onto itself ({to} leads to {real_from})."),
+            ));
+        }
+        if under(&real_to, &real_from) {
+            return Err(Error::new(
+                Code::InvalidArguments,
+                format!("Cannot move {from} into itself ({to} leads to {real_to})."),
+            ));
+        }
     }
     let kind = own_kind(fs, &from).await?.ok_or_else(|| Error::not_found(&from))?;
     if kind == EntryType::Symlink {
@@ -251,6 +298,9 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
         check_protected(fs, o, f).await?;
         check_protected(fs, o, &t).await?;
         check_undoable(fs, o, f, "moving").await?;
+        // Moved by copying: a file too large to hold is refused before anything changes.
+        let size = fs.stat(f).await?.map_or(0, |s| s.size);
+        check_read_size(f, size, "move", " Move it with a command instead.")?;
         pairs.push((f.clone(), t));
     }
     let mut paths: Vec<&String> = pairs.iter().flat_map(|(a, b)| [a, b]).collect();
@@ -266,7 +316,7 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
         _ => match kind_of(fs, &to).await? {
             Some(_) => {
                 // Replacing a file is an overwrite: the stale-file guard holds as for write_file.
-                let bytes = file_bytes(fs, &to).await?;
+                let bytes = bytes_to_change(fs, &to, "replace").await?;
                 o.check_read(ctx, &to, &[&bytes])?;
                 Some(bytes)
             }
@@ -277,7 +327,9 @@ async fn move_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &C
     for (f, t) in &pairs {
         ctx.check_cancel()?;
         let copied = async {
-            let bytes = file_bytes(fs, f).await?;
+            let bytes = bytes_to_change(fs, f, "move").await?;
+            // requireRead: a file moved away must have been read, as it is now.
+            o.check_read(ctx, f, &[&bytes])?;
             hooked_write(fs, o, ctx, t, &bytes).await?;
             // Written, so taken back if anything after fails.
             written.push(t);
@@ -325,6 +377,7 @@ async fn delete_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: 
             for f in &files {
                 check_protected(fs, o, f).await?;
                 check_undoable(fs, o, f, "deleting").await?;
+                o.check_read_to_remove(fs, ctx, f).await?;
             }
             for f in &files {
                 ctx.check_cancel()?;
@@ -337,6 +390,7 @@ async fn delete_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: 
             check_protected(fs, o, &path).await?;
             check_undoable(fs, o, &path, "deleting").await?;
             let _lock = lock_path(fs, &path).await;
+            o.check_read_to_remove(fs, ctx, &path).await?;
             hooked_delete(fs, o, ctx, &path).await?;
         }
     }

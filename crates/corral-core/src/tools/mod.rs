@@ -126,6 +126,20 @@ impl FsToolOptions {
         }
     }
 
+    /// With `requireRead`: whether the session may delete or move away `path` (as it is now). A
+    /// file too large to read cannot have been read.
+    pub(crate) async fn check_read_to_remove(&self, fs: &dyn FsProvider, ctx: &Ctx, path: &str) -> Result<()> {
+        if self.reads.is_none() {
+            return Ok(());
+        }
+        let size = fs.stat(path).await?.map_or(0, |s| s.size);
+        if size > MAX_READ_BYTES {
+            return Err(Error::new(Code::NotRead, format!("Read {path} first: it has not been read in this session.")));
+        }
+        let bytes = file_bytes(fs, path).await?;
+        self.check_read(ctx, path, &[&bytes])
+    }
+
     /// These options with `protect` globs (same syntax as `glob`).
     pub fn with_protect(mut self, globs: Vec<String>) -> Result<FsToolOptions> {
         let mut set = globset::GlobSetBuilder::new();
@@ -536,6 +550,15 @@ pub(crate) async fn file_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8
     } else {
         fs.read_file(path).await.map(String::into_bytes)
     }
+}
+
+/// The bytes of a file a tool is about to change (overwrite, move, patch), its size checked
+/// first: a file over `MAX_READ_BYTES` is `TooLarge` and never read (a sparse 1 TiB file must not
+/// make this process allocate its size). `what` ends the sentence "too large to …".
+pub(crate) async fn bytes_to_change(fs: &dyn FsProvider, path: &str, what: &str) -> Result<Vec<u8>> {
+    let size = fs.stat(path).await?.map_or(0, |s| s.size);
+    check_read_size(path, size, what, " Change it with a command instead.")?;
+    file_bytes(fs, path).await
 }
 
 /// Deletes a file through the provider; with checkpoints, its content is stored first, so a

@@ -65,13 +65,17 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     if !fs.caps().read_bytes {
         // A provider that reads text only: its text is shown as it comes.
         let content = fs.read_file(&path).await?;
-        o.note_read(ctx, &path, &[content.as_bytes()]);
+        if shows_a_line(content.as_bytes(), offset) {
+            o.note_read(ctx, &path, &[content.as_bytes()]);
+        }
         return Ok(Value::String(format_lines(&path, &content, offset, limit, o.max_output_chars, None)));
     }
     let bytes = fs.read_file_bytes(&path).await?;
     check_read_size(&path, bytes.len() as u64, "read", " Use grep to find the lines you need.")?;
-    // Any successful read counts, whole or in part.
-    o.note_read(ctx, &path, &[&bytes]);
+    // Any read that showed the file counts, whole or in part (not an offset past its end).
+    if image::sniff(&bytes).is_some() || image::is_binary(&bytes) || shows_a_line(&bytes, offset) {
+        o.note_read(ctx, &path, &[&bytes]);
+    }
     if let Some(kind) = image::sniff(&bytes) {
         if o.read_images {
             return Ok(image_result(&path, kind, bytes));
@@ -150,6 +154,14 @@ pub fn model_output(output: &Value) -> Value {
         Value::String(s) => json!({ "type": "text", "value": s }),
         other => json!({ "type": "text", "value": other.to_string() }),
     }
+}
+
+/// Whether `format_lines` shows `content` from `offset`: an empty file is shown whole, an offset
+/// past the end shows nothing.
+fn shows_a_line(content: &[u8], offset: i64) -> bool {
+    let body = content.strip_suffix(b"\n").unwrap_or(content);
+    let total = body.iter().filter(|&&b| b == b'\n').count() + 1;
+    content.is_empty() || offset < 0 || offset as usize <= total
 }
 
 /// Formats `content` as numbered lines from 1-based `offset`, at most `limit` lines and about

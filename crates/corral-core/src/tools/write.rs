@@ -1,8 +1,8 @@
 //! `write_file`: creates or overwrites a file, creating missing parent directories.
 
 use super::{
-    check_protected, check_write_size, checked_path, file_bytes, hooked_write, lock_path, notify_edit, path_prop,
-    plural, str_arg, Ctx, FsToolOptions,
+    bytes_to_change, check_protected, check_write_size, checked_path, hooked_write, lock_path, notify_edit, path_prop,
+    plural, str_arg, Ctx, FsToolOptions, MAX_READ_BYTES,
 };
 use serde_json::{json, Value};
 
@@ -33,7 +33,9 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     check_write_size(&path, content.len() as u64, "the content")?;
     check_protected(fs, o, &path).await?;
     let _writer = lock_path(fs, &path).await;
-    let existed = match fs.stat(&path).await? {
+    let stat = fs.stat(&path).await?;
+    let old_size = stat.as_ref().map_or(0, |s| s.size);
+    let existed = match stat {
         Some(s) if s.kind == EntryType::Directory => {
             return Err(Error::new(Code::IsADirectory, format!("{path} is a directory; give a file path.")))
         }
@@ -44,8 +46,11 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         None => false,
     };
     let mut before = String::new();
-    if existed {
-        let old = file_bytes(fs, &path).await?;
+    // A file too large to read is replaced without reading it when nothing needs what it held
+    // (no read guard, no onEdit; checkpoints keep only what fits their own limit).
+    let unread = existed && old_size > MAX_READ_BYTES && o.reads.is_none() && o.on_edit.is_none();
+    if existed && !unread {
+        let old = bytes_to_change(fs, &path, "overwrite").await?;
         if old == content.as_bytes() {
             return Ok(format!("{path} already has this content; nothing was written."));
         }

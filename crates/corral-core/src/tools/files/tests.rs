@@ -223,3 +223,48 @@ async fn move_file_over_an_unread_file_is_refused_by_the_stale_file_guard() {
     assert_eq!(e.code, Code::NotRead);
     assert_eq!(fs.snapshot(), tree(&[("a.txt", "a"), ("b.txt", "b")]));
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_move_onto_a_link_to_its_own_source_or_into_itself_through_a_link_is_refused() {
+    // The attacks: `move_file a.txt alink` with alink -> a.txt (overwrite) deleted a.txt and left
+    // a dangling link; `move_file d dlink/inner` with dlink -> d half-moved d into itself.
+    let (dir, fs) = linked();
+    std::os::unix::fs::symlink("src/a.txt", dir.path().join("alink")).unwrap();
+    let e = run(&fs, &opts(), "move_file", json!({ "from": "src/a.txt", "to": "alink", "overwrite": true }))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments, "{}", e.message);
+    assert_eq!(std::fs::read_to_string(dir.path().join("src/a.txt")).unwrap(), "a");
+    assert!(dir.path().join("alink").symlink_metadata().unwrap().file_type().is_symlink());
+    let e = run(&fs, &opts(), "move_file", json!({ "from": "src", "to": "src_link/inner" })).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArguments, "{}", e.message);
+    assert_eq!(std::fs::read_to_string(dir.path().join("src/a.txt")).unwrap(), "a");
+    assert!(!dir.path().join("src/inner").exists());
+    // A plain move still works (the positive control).
+    run(&fs, &opts(), "move_file", json!({ "from": "src/a.txt", "to": "b.txt" })).await.unwrap();
+    assert_eq!(std::fs::read_to_string(dir.path().join("b.txt")).unwrap(), "a");
+}
+
+#[tokio::test]
+async fn require_read_covers_delete_and_move_so_an_unread_file_cannot_be_replaced_that_way() {
+    // The attack: delete (or move away) an unread file, then write it: no read was ever needed.
+    let fs = mem(&[("a.txt", "secret plan"), ("b.txt", "b")]);
+    let o = FsToolOptions { reads: Some(Default::default()), ..opts() };
+    let e = run(&fs, &o, "delete_file", json!({ "path": "a.txt" })).await.unwrap_err();
+    assert_eq!(e.code, Code::NotRead, "{}", e.message);
+    let e = run(&fs, &o, "move_file", json!({ "from": "a.txt", "to": "c.txt" })).await.unwrap_err();
+    assert_eq!(e.code, Code::NotRead, "{}", e.message);
+    // A read past the end showed nothing: it is not a read.
+    let out = run(&fs, &o, "read_file", json!({ "path": "a.txt", "offset": 50 })).await.unwrap();
+    assert!(out.contains("past the end"), "{out}");
+    let e = run(&fs, &o, "delete_file", json!({ "path": "a.txt" })).await.unwrap_err();
+    assert_eq!(e.code, Code::NotRead, "{}", e.message);
+    assert_eq!(fs.snapshot(), tree(&[("a.txt", "secret plan"), ("b.txt", "b")]));
+    // Once read, both work.
+    run(&fs, &o, "read_file", json!({ "path": "a.txt" })).await.unwrap();
+    run(&fs, &o, "move_file", json!({ "from": "a.txt", "to": "c.txt" })).await.unwrap();
+    run(&fs, &o, "read_file", json!({ "path": "b.txt" })).await.unwrap();
+    run(&fs, &o, "delete_file", json!({ "path": "b.txt" })).await.unwrap();
+    assert_eq!(fs.snapshot(), tree(&[("c.txt", "secret plan")]));
+}

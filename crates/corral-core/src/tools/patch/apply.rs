@@ -2,7 +2,7 @@
 //! the previous one (and after its `@@` anchor line), then every replacement made at once.
 
 use super::parse::Chunk;
-use super::seek::seek;
+use super::seek::Seeker;
 use crate::error::{Code, Error, Result};
 
 fn mismatch(message: String) -> Error {
@@ -10,18 +10,20 @@ fn mismatch(message: String) -> Error {
 }
 
 /// The content of `path` after `chunks`; a chunk whose lines or anchor are not found is a
-/// `PatchMismatch` naming them. The result ends with a newline.
-pub fn updated(path: &str, original: &str, chunks: &[Chunk]) -> Result<String> {
+/// `PatchMismatch` naming them. The result ends with a newline. `stop` is asked while matching
+/// (an abort or a spent timeout ends the call).
+pub fn updated(path: &str, original: &str, chunks: &[Chunk], stop: &dyn Fn() -> Result<()>) -> Result<String> {
     let mut lines: Vec<String> = original.split('\n').map(str::to_string).collect();
     if lines.last().is_some_and(String::is_empty) {
         lines.pop();
     }
+    let mut seeker = Seeker::new(&lines, stop);
     let mut replacements: Vec<(usize, usize, Vec<String>)> = Vec::new();
     let mut at = 0;
     for chunk in chunks {
         let mut anchored = false;
         if let Some(ctx) = &chunk.context {
-            match seek(&lines, std::slice::from_ref(ctx), at, false) {
+            match seeker.seek(std::slice::from_ref(ctx), at, false)? {
                 Some(i) => {
                     at = i + 1;
                     anchored = true;
@@ -37,14 +39,14 @@ pub fn updated(path: &str, original: &str, chunks: &[Chunk]) -> Result<String> {
         }
         let mut old: &[String] = &chunk.old_lines;
         let mut new: &[String] = &chunk.new_lines;
-        let mut found = seek(&lines, old, at, chunk.end_of_file);
+        let mut found = seeker.seek(old, at, chunk.end_of_file)?;
         if found.is_none() && old.last().is_some_and(String::is_empty) {
             // A trailing empty line in the chunk stands for the file's final newline.
             old = &old[..old.len() - 1];
             if new.last().is_some_and(String::is_empty) {
                 new = &new[..new.len() - 1];
             }
-            found = seek(&lines, old, at, chunk.end_of_file);
+            found = seeker.seek(old, at, chunk.end_of_file)?;
         }
         match found {
             Some(i) => {
@@ -59,6 +61,7 @@ pub fn updated(path: &str, original: &str, chunks: &[Chunk]) -> Result<String> {
             }
         }
     }
+    drop(seeker);
     replacements.sort_by_key(|r| r.0);
     // Each chunk is found after the one before it, so they cannot overlap; checked all the same,
     // since splicing overlapping ranges would go past the end.
@@ -78,6 +81,10 @@ pub fn updated(path: &str, original: &str, chunks: &[Chunk]) -> Result<String> {
 mod tests {
     use super::*;
 
+    fn upd(path: &str, original: &str, chunks: &[Chunk]) -> Result<String> {
+        updated(path, original, chunks, &|| Ok(()))
+    }
+
     fn chunk(context: Option<&str>, old: &[&str], new: &[&str]) -> Chunk {
         Chunk {
             context: context.map(str::to_string),
@@ -89,34 +96,34 @@ mod tests {
 
     #[test]
     fn chunks_replace_in_order_and_the_result_ends_with_a_newline() {
-        let out = updated("a", "a\nb\nc\nb\n", &[chunk(None, &["b"], &["B"]), chunk(None, &["b"], &["B2"])]).unwrap();
+        let out = upd("a", "a\nb\nc\nb\n", &[chunk(None, &["b"], &["B"]), chunk(None, &["b"], &["B2"])]).unwrap();
         assert_eq!(out, "a\nB\nc\nB2\n");
-        assert_eq!(updated("a", "x", &[chunk(None, &["x"], &["y"])]).unwrap(), "y\n");
+        assert_eq!(upd("a", "x", &[chunk(None, &["x"], &["y"])]).unwrap(), "y\n");
     }
 
     #[test]
     fn an_anchor_moves_the_search_past_its_line_and_a_pure_addition_goes_right_after_it() {
         let src = "fn a() {\n    x\n}\nfn b() {\n    x\n}\n";
-        let out = updated("f", src, &[chunk(Some("fn b() {"), &["    x"], &["    y"])]).unwrap();
+        let out = upd("f", src, &[chunk(Some("fn b() {"), &["    x"], &["    y"])]).unwrap();
         assert_eq!(out, "fn a() {\n    x\n}\nfn b() {\n    y\n}\n");
-        let out = updated("f", src, &[chunk(Some("fn a() {"), &[], &["    // first"])]).unwrap();
+        let out = upd("f", src, &[chunk(Some("fn a() {"), &[], &["    // first"])]).unwrap();
         assert!(out.starts_with("fn a() {\n    // first\n    x\n"), "{out}");
-        let out = updated("f", "a\nb\n", &[chunk(None, &[], &["c"])]).unwrap();
+        let out = upd("f", "a\nb\n", &[chunk(None, &[], &["c"])]).unwrap();
         assert_eq!(out, "a\nb\nc\n");
     }
 
     #[test]
     fn missing_lines_or_anchor_are_a_mismatch_naming_them() {
-        let e = updated("src/x.rs", "a\n", &[chunk(None, &["zzz", "yyy"], &[])]).unwrap_err();
+        let e = upd("src/x.rs", "a\n", &[chunk(None, &["zzz", "yyy"], &[])]).unwrap_err();
         assert_eq!(e.code, Code::PatchMismatch);
         assert_eq!(e.message, "Failed to find expected lines in src/x.rs:\nzzz\nyyy");
-        let e = updated("src/x.rs", "a\n", &[chunk(Some("impl Q"), &["a"], &["b"])]).unwrap_err();
+        let e = upd("src/x.rs", "a\n", &[chunk(Some("impl Q"), &["a"], &["b"])]).unwrap_err();
         assert_eq!(e.message, "Failed to find context 'impl Q' in src/x.rs");
     }
 
     #[test]
     fn a_trailing_empty_line_in_the_chunk_matches_the_end_of_the_file() {
-        let out = updated("a", "x\ny\n", &[chunk(None, &["y", ""], &["z", ""])]).unwrap();
+        let out = upd("a", "x\ny\n", &[chunk(None, &["y", ""], &["z", ""])]).unwrap();
         assert_eq!(out, "x\nz\n");
     }
 }

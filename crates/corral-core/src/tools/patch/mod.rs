@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{
-    check_protected, check_write_size, checked_path, file_bytes, hooked_delete, hooked_write, lock_path, notify_edit,
-    str_arg, Ctx, FsToolOptions,
+    check_protected, check_read_size, check_write_size, checked_path, file_bytes, hooked_delete, hooked_write,
+    lock_path, notify_edit, str_arg, Ctx, FsToolOptions, MAX_READ_BYTES,
 };
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -57,6 +57,8 @@ struct Overlay {
     state: BTreeMap<String, Option<String>>,
     /// What each touched path held before the patch (`None`: nothing), for rollback and `onEdit`.
     before: BTreeMap<String, Option<Vec<u8>>>,
+    /// Files the patch deletes that are too large to hold: never read, deleted last.
+    unread: BTreeMap<String, u64>,
 }
 
 impl Overlay {
@@ -77,7 +79,8 @@ impl Overlay {
         Ok(text)
     }
 
-    /// What the provider holds at `path` before the patch, remembered.
+    /// What the provider holds at `path` before the patch, remembered. A file over
+    /// `MAX_READ_BYTES` is `TooLarge`, its size checked before any byte is read.
     async fn original(&mut self, fs: &dyn FsProvider, path: &str, dir_code: Code) -> Result<Option<Vec<u8>>> {
         if let Some(b) = self.before.get(path) {
             return Ok(b.clone());
@@ -90,10 +93,28 @@ impl Overlay {
             Some(s) if s.kind != EntryType::File => {
                 return Err(Error::new(Code::NotAFile, format!("{path} is not a regular file.")))
             }
-            Some(_) => Some(file_bytes(fs, path).await?),
+            Some(s) => {
+                check_read_size(path, s.size, "patch", " Change it with a command instead.")?;
+                Some(file_bytes(fs, path).await?)
+            }
         };
         self.before.insert(path.to_string(), bytes.clone());
         Ok(bytes)
+    }
+
+    /// The size of a file the patch deletes (`None`: no file). One too large to hold is not read:
+    /// it is deleted last, after every other change has been made.
+    async fn size_to_delete(&mut self, fs: &dyn FsProvider, path: &str) -> Result<Option<u64>> {
+        if let Some(s) = self.state.get(path) {
+            return Ok(s.as_ref().map(|t| t.len() as u64));
+        }
+        if !self.before.contains_key(path) {
+            if let Some(s) = fs.stat(path).await?.filter(|s| s.kind == EntryType::File && s.size > MAX_READ_BYTES) {
+                self.unread.insert(path.to_string(), s.size);
+                return Ok(Some(s.size));
+            }
+        }
+        Ok(self.original(fs, path, Code::NotAFile).await?.map(|b| b.len() as u64))
     }
 }
 
@@ -140,7 +161,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     }
 
     // The whole patch, worked out before the first write.
-    let mut overlay = Overlay { state: BTreeMap::new(), before: BTreeMap::new() };
+    let mut overlay = Overlay { state: BTreeMap::new(), before: BTreeMap::new(), unread: BTreeMap::new() };
     let (mut added, mut modified, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
     let mut guarded = std::collections::BTreeSet::new();
     for (h, path, to) in &steps {
@@ -155,22 +176,20 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
             }
             Hunk::Delete { .. } => {
                 // Any file can be deleted, text or not.
-                let size = match overlay.state.get(path) {
-                    Some(s) => s.as_ref().map(String::len),
-                    None => overlay.original(fs, path, Code::NotAFile).await?.map(|b| b.len()),
-                };
-                let Some(size) = size else {
+                let Some(size) = overlay.size_to_delete(fs, path).await? else {
                     return Err(Error::new(Code::NotFound, format!("File not found: {path} (the patch deletes it)")));
                 };
-                check_undoable(o, path, size)?;
+                check_undoable(o, path, size as usize)?;
                 overlay.state.insert(path.clone(), None);
+                guarded.insert(path.clone());
                 deleted.push(path.clone());
             }
             Hunk::Update { chunks, .. } => {
                 let Some(text) = overlay.text(fs, path).await? else {
                     return Err(Error::new(Code::NotFound, format!("File not found: {path} (the patch updates it)")));
                 };
-                let new = apply::updated(path, &text, chunks)?;
+                let stop = || ctx.check_cancel();
+                let new = apply::updated(path, &text, chunks, &stop)?;
                 guarded.insert(path.clone());
                 check_write_size(path, new.len() as u64, "the patched file")?;
                 match to {
@@ -191,13 +210,36 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         }
     }
 
-    // requireRead: a file the patch updates, or replaces by an Add or a Move, that existed before
-    // it must have been read by this session, as it is now.
+    // requireRead: a file the patch updates, deletes, moves away, or replaces by an Add or a Move,
+    // that existed before it must have been read by this session, as it is now (one too large to
+    // read cannot have been).
     for path in &guarded {
         if let Some(Some(bytes)) = overlay.before.get(path) {
             o.check_read(ctx, path, &[bytes])?;
         }
+        if o.reads.is_some() && overlay.unread.contains_key(path) {
+            return Err(Error::new(Code::NotRead, format!("Read {path} first: it has not been read in this session.")));
+        }
     }
+    // Modes of the files the patch removes, to put back exactly on a rollback; and the
+    // directories its new files will make, to take away again.
+    let mut modes = BTreeMap::new();
+    if fs.caps().mode {
+        for (path, state) in &overlay.state {
+            if state.is_none() && matches!(overlay.before.get(path), Some(Some(_))) {
+                modes.insert(path.clone(), fs.get_mode(path).await?);
+            }
+        }
+    }
+    let made_dirs = new_dirs(
+        fs,
+        overlay
+            .state
+            .iter()
+            .filter(|(p, s)| s.is_some() && overlay.before.get(*p) == Some(&None))
+            .map(|(p, _)| p.as_str()),
+    )
+    .await?;
 
     // The writes, then the deletions (a moved file exists at its new path before the old goes).
     let changes: Vec<(&String, &Option<String>)> = overlay
@@ -205,7 +247,12 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         .iter()
         .filter(|(p, s)| overlay.before.get(*p).map(|b| b.as_deref()) != Some(s.as_deref().map(str::as_bytes)))
         .collect();
-    let order = changes.iter().filter(|(_, s)| s.is_some()).chain(changes.iter().filter(|(_, s)| s.is_none()));
+    let large = |p: &String| overlay.unread.contains_key(p);
+    let order = changes
+        .iter()
+        .filter(|(_, s)| s.is_some())
+        .chain(changes.iter().filter(|(p, s)| s.is_none() && !large(p)))
+        .chain(changes.iter().filter(|(p, s)| s.is_none() && large(p)));
     let mut done: Vec<&String> = Vec::new();
     for (path, state) in order {
         let result = match state {
@@ -213,7 +260,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
             None => hooked_delete(fs, o, ctx, path).await,
         };
         if let Err(e) = result {
-            undo(fs, &overlay, &done).await;
+            undo(fs, &overlay, &done, &modes, &made_dirs).await;
             return Err(e);
         }
         if let Some(text) = state {
@@ -236,15 +283,50 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
 }
 
 /// Puts back what the patch already changed when a later write failed (best effort: the error
-/// the caller sees is the write's).
-async fn undo(fs: &dyn FsProvider, overlay: &Overlay, done: &[&String]) {
+/// the caller sees is the write's): contents, the modes of files it removed, and no directory it
+/// made.
+async fn undo(
+    fs: &dyn FsProvider,
+    overlay: &Overlay,
+    done: &[&String],
+    modes: &BTreeMap<String, u32>,
+    made_dirs: &[String],
+) {
     for path in done.iter().rev() {
         let _ = match overlay.before.get(*path).cloned().flatten() {
             Some(bytes) if fs.caps().write_bytes => fs.write_file_bytes(path, &bytes).await,
             Some(bytes) => fs.write_file(path, &String::from_utf8_lossy(&bytes)).await,
             None => fs.rm(path, false).await,
         };
+        if let Some(mode) = modes.get(*path) {
+            let _ = fs.chmod(path, *mode).await;
+        }
     }
+    // Deepest first, each only while empty.
+    for d in made_dirs.iter().rev() {
+        if fs.readdir(d).await.is_ok_and(|e| e.is_empty()) {
+            let _ = fs.rm(d, false).await;
+        }
+    }
+}
+
+/// The directories that do not exist yet above `paths`, outer ones first.
+async fn new_dirs(fs: &dyn FsProvider, paths: impl Iterator<Item = &str>) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for p in paths {
+        let mut dir = p;
+        let mut missing = Vec::new();
+        while let Some((parent, _)) = dir.rsplit_once('/') {
+            if out.iter().any(|d| d == parent) || fs.stat(parent).await?.is_some() {
+                break;
+            }
+            missing.push(parent.to_string());
+            dir = parent;
+        }
+        out.extend(missing.into_iter().rev());
+    }
+    out.sort_by_key(|d| d.matches('/').count());
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -141,7 +141,38 @@ pub fn parse(input: &str) -> Result<Vec<Hunk>> {
     if hunks.is_empty() {
         return Err(invalid("The patch holds no changes: give at least one Add File, Delete File or Update File."));
     }
+    check_bounds(&hunks)?;
     Ok(hunks)
+}
+
+/// The most lines a chunk may have to find (context and removed lines).
+pub const MAX_CHUNK_LINES: usize = 10_000;
+/// The most chunks and files one patch may hold.
+pub const MAX_HUNKS: usize = 2_000;
+
+/// A patch whose matching cost is past what one call may spend is `InvalidPatch`.
+fn check_bounds(hunks: &[Hunk]) -> Result<()> {
+    let mut count = 0usize;
+    for h in hunks {
+        count += match h {
+            Hunk::Update { chunks, .. } => chunks.len(),
+            _ => 1,
+        };
+        if let Hunk::Update { path, chunks, .. } = h {
+            if let Some(c) = chunks.iter().find(|c| c.old_lines.len() > MAX_CHUNK_LINES) {
+                return Err(invalid(format!(
+                    "A chunk for {path} has {} lines to find; the limit is {MAX_CHUNK_LINES}. Give about three lines of context around each change.",
+                    c.old_lines.len()
+                )));
+            }
+        }
+    }
+    if count > MAX_HUNKS {
+        return Err(invalid(format!(
+            "The patch holds {count} chunks and files; the limit is {MAX_HUNKS}. Split it into several patches."
+        )));
+    }
+    Ok(())
 }
 
 /// One chunk from its `@@` line (optional for a file's first chunk); returns it and how many

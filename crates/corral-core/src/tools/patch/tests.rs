@@ -240,19 +240,21 @@ async fn with_checkpoints_deleting_a_file_too_large_to_back_up_is_refused() {
     assert_eq!(fs.snapshot(), tree(&[("big.txt", &big), ("a.txt", "a\n")]));
 }
 
-/// A provider whose writes of one path fail, as a full disk would.
-struct FailingWrites {
+/// A provider (with modes) whose writes of one path fail, as a full disk would, or whose removal
+/// of one path fails.
+struct Failing {
     inner: MemoryFs,
-    fails: &'static str,
+    writes: &'static str,
+    removals: &'static str,
 }
 
 #[async_trait::async_trait]
-impl FsProvider for FailingWrites {
+impl FsProvider for Failing {
     async fn read_file(&self, p: &str) -> Result<String> {
         self.inner.read_file(p).await
     }
     async fn write_file(&self, p: &str, c: &str) -> Result<()> {
-        if p == self.fails {
+        if p == self.writes {
             return Err(crate::error::Error::new(Code::Io, "disk full"));
         }
         self.inner.write_file(p, c).await
@@ -267,13 +269,25 @@ impl FsProvider for FailingWrites {
         self.inner.mkdir(p).await
     }
     async fn rm(&self, p: &str, r: bool) -> Result<()> {
+        if p == self.removals {
+            return Err(crate::error::Error::new(Code::Io, "device busy"));
+        }
         self.inner.rm(p, r).await
+    }
+    fn caps(&self) -> crate::fs::Caps {
+        crate::fs::Caps { mode: true, ..Default::default() }
+    }
+    async fn get_mode(&self, p: &str) -> Result<u32> {
+        self.inner.get_mode(p).await
+    }
+    async fn chmod(&self, p: &str, m: u32) -> Result<()> {
+        self.inner.chmod(p, m).await
     }
 }
 
 #[tokio::test]
 async fn a_write_that_fails_half_way_puts_back_the_files_already_written() {
-    let fs = FailingWrites { inner: mem(&[("a.txt", "a\n"), ("b.txt", "b\n")]), fails: "b.txt" };
+    let fs = Failing { inner: mem(&[("a.txt", "a\n"), ("b.txt", "b\n")]), writes: "b.txt", removals: "" };
     let e = patch(&fs, &opts(), "*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Add File: new.txt\n+n\n*** Update File: b.txt\n-b\n+B\n*** End Patch").await.unwrap_err();
     assert_eq!((e.code, e.message.as_str()), (Code::Io, "disk full"));
     assert_eq!(fs.inner.snapshot(), tree(&[("a.txt", "a\n"), ("b.txt", "b\n")]));
@@ -289,4 +303,42 @@ async fn an_end_of_file_chunk_cannot_land_inside_the_chunk_before_it() {
         "f.txt",
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_failed_patch_leaves_no_directory_it_made_and_gives_back_modes_exactly() {
+    let fs = Failing { inner: mem(&[("a.sh", "run\n"), ("b.txt", "b\n")]), writes: "", removals: "b.txt" };
+    fs.inner.chmod("a.sh", 0o755).await.unwrap();
+    let e = patch(
+        &fs,
+        &opts(),
+        "*** Begin Patch\n*** Add File: new/deep/c.txt\n+c\n*** Delete File: a.sh\n*** Delete File: b.txt\n*** End Patch",
+    )
+    .await
+    .unwrap_err();
+    assert_eq!((e.code, e.message.as_str()), (Code::Io, "device busy"));
+    assert_eq!(fs.inner.snapshot(), tree(&[("a.sh", "run\n"), ("b.txt", "b\n")]));
+    assert_eq!(fs.inner.get_mode("a.sh").await.unwrap(), 0o755, "the deleted file's mode comes back");
+    assert!(fs.inner.stat("new").await.unwrap().is_none(), "no directory the patch made is left");
+}
+
+#[tokio::test]
+async fn a_patch_past_its_bounds_is_invalid_before_any_matching() {
+    let big_hunk = format!("*** Begin Patch\n*** Update File: f.txt\n{}*** End Patch", " x\n".repeat(10_001));
+    refused(&[("f.txt", "x\n")], &big_hunk, Code::InvalidPatch, "10000").await;
+    let many: String = (0..2_001).map(|i| format!("*** Add File: f{i}.txt\n+x\n")).collect();
+    refused(&[("f.txt", "x\n")], &format!("*** Begin Patch\n{many}*** End Patch"), Code::InvalidPatch, "2000").await;
+}
+
+#[tokio::test]
+async fn require_read_covers_a_patch_that_deletes_or_moves_an_unread_file() {
+    let fs = mem(&[("a.txt", "a\n")]);
+    let o = FsToolOptions { reads: Some(Default::default()), ..opts() };
+    let e = patch(&fs, &o, "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch").await.unwrap_err();
+    assert_eq!(e.code, Code::NotRead, "{}", e.message);
+    let e = patch(&fs, &o, "*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n@@\n-a\n+a\n*** End Patch")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::NotRead, "{}", e.message);
+    assert_eq!(fs.snapshot(), tree(&[("a.txt", "a\n")]));
 }
