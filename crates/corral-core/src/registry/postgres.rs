@@ -48,7 +48,6 @@ pub struct PostgresToolStore {
     /// Where the server is (host, port, database, user): what errors name instead of the
     /// connection string.
     target: String,
-    password: Option<String>,
     migrated: OnceCell<()>,
 }
 
@@ -85,7 +84,6 @@ impl PostgresToolStore {
         let mut config = parsed.config;
         config.connect_timeout(CONNECT_TIMEOUT);
         config.application_name("corral");
-        let password = config.get_password().map(|p| String::from_utf8_lossy(p).into_owned());
         let target = target_of(&config);
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Verified };
         let manager = match parsed.tls {
@@ -100,23 +98,14 @@ impl PostgresToolStore {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| Error::config(format!("PostgresToolStore: {e}")))?;
-        Ok(PostgresToolStore {
-            pool,
-            schema: format!("\"{}\"", options.schema),
-            target,
-            password,
-            migrated: OnceCell::new(),
-        })
+        Ok(PostgresToolStore { pool, schema: format!("\"{}\"", options.schema), target, migrated: OnceCell::new() })
     }
 
-    /// An error of this store: what failed and where, with the causes the server or the network
-    /// gave, never the password.
+    /// An error of this store: what failed and where (host, port, database, user), with the
+    /// causes the server or the network gave. Built from parts that hold no password (the
+    /// driver's errors never carry it), never by searching a text for it and masking it.
     fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {
-        let mut text = format!("PostgresToolStore ({}): {what}: {e}", self.target);
-        if let Some(p) = self.password.as_deref().filter(|p| !p.is_empty()) {
-            text = text.replace(p, "********");
-        }
-        Error::new(Code::Io, text)
+        Error::new(Code::Io, format!("PostgresToolStore ({}): {what}: {e}", self.target))
     }
 
     /// A connection of the pool, the schema made and migrated first (once per store).
@@ -307,3 +296,19 @@ impl ToolStore for PostgresToolStore {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn an_error_names_the_server_whole_even_when_the_password_is_a_letter_of_it() {
+        let options = PostgresOptions::from_json(&serde_json::json!({
+            "connectionString": "postgres://corral:a@127.0.0.1:1/corral"
+        }))
+        .unwrap();
+        let store = PostgresToolStore::new(options).unwrap();
+        let e = store.error("cannot connect", "refused");
+        assert!(e.message.contains("corral") && !e.message.contains('*'), "{}", e.message);
+    }
+}

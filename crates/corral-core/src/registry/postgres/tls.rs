@@ -36,11 +36,8 @@ fn bad(why: impl std::fmt::Display) -> Error {
 /// `verify-*` nor `sslrootcert`) and parses the rest.
 pub fn parse(s: &str) -> Result<Parsed> {
     let (rest, mode, rootcert) = take_tls_params(s)?;
-    let mut config: tokio_postgres::Config = rest.parse().map_err(|e: tokio_postgres::Error| {
-        // The parser's message names an option or a value, never the password; but be sure.
-        let text = e.to_string();
-        bad(if s.contains(&text) && text.len() > 8 { "a value is malformed".to_string() } else { text })
-    })?;
+    let mut config: tokio_postgres::Config =
+        rest.parse().map_err(|e: tokio_postgres::Error| bad(parse_error(&e.to_string())))?;
     if config.get_hosts().is_empty() {
         return Err(bad("it names no host"));
     }
@@ -78,17 +75,40 @@ pub fn parse(s: &str) -> Result<Parsed> {
     Ok(Parsed { config, tls: Some(MakeRustlsConnect::new(tls)) })
 }
 
+/// The parser's message, built again without any text of the connection string but an option's
+/// name: `unknown option \`password:secret\`` names the key `password`, and a character the
+/// parser did not expect is named by its position only.
+fn parse_error(text: &str) -> String {
+    if let Some(rest) = text.split("unknown option `").nth(1) {
+        let key: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').take(40).collect();
+        return if key.is_empty() {
+            "an option is malformed (write key=value)".to_string()
+        } else {
+            format!("the option '{key}' is malformed or unknown (write {key}=value)")
+        };
+    }
+    if let Some(rest) = text.split("invalid value for option `").nth(1) {
+        let key: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').take(40).collect();
+        return format!("the value of '{key}' is invalid");
+    }
+    if let Some(rest) = text.split("unexpected character at byte ").nth(1) {
+        let at: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        return format!("it is malformed at byte {at}");
+    }
+    if text.contains("unexpected EOF") {
+        return "it ends in the middle of an option".to_string();
+    }
+    "it is malformed".to_string()
+}
+
 fn mode_of(v: &str) -> Result<Mode> {
     Ok(match v {
         "disable" | "allow" | "prefer" => Mode::Clear,
         "require" => Mode::Require,
         "verify-ca" => Mode::VerifyCa,
         "verify-full" => Mode::VerifyFull,
-        other => {
-            return Err(bad(format!(
-                "sslmode '{}' is none of disable, prefer, require, verify-ca, verify-full",
-                other.chars().take(20).collect::<String>()
-            )))
+        _ => {
+            return Err(bad("its sslmode is none of disable, prefer, require, verify-ca, verify-full"));
         }
     })
 }
@@ -150,7 +170,13 @@ fn take_tls_params(s: &str) -> Result<(String, Mode, Option<String>)> {
             chars.next();
         }
         if chars.next() != Some('=') {
-            return Err(bad(format!("'{}' has no value", key.chars().take(20).collect::<String>())));
+            // Named by its key only: `password:secret` is the key `password` written wrong.
+            let name: String = key.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').take(40).collect();
+            return Err(bad(if name.is_empty() {
+                "an option has no value (write key=value)".to_string()
+            } else {
+                format!("the option '{name}' has no value (write {name}=value)")
+            }));
         }
         while chars.peek().is_some_and(|c| c.is_whitespace()) {
             chars.next();
@@ -287,6 +313,23 @@ impl ServerCertVerifier for Lenient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_malformed_key_is_named_by_its_key_and_no_text_of_its_value_is_shown() {
+        for s in [
+            "host=db user=u password:hunter2hunter2hunter2",
+            "host=db user=u password=ok dbname:hunter2hunter2",
+            "postgres://u:hunter2hunter2@db:notaport/x",
+        ] {
+            let e = parse(s).err().expect("malformed");
+            assert!(!e.message.contains("hunter2"), "{}", e.message);
+            assert!(!e.message.contains("notaport"), "{}", e.message);
+        }
+        let e = parse("host=db user=u password:hunter2").err().unwrap();
+        assert!(e.message.contains("'password'"), "{}", e.message);
+        let e = parse("host=db user=u sslmode=hunter2hunter2").err().unwrap();
+        assert!(!e.message.contains("hunter2") && e.message.contains("sslmode"), "{}", e.message);
+    }
 
     #[test]
     fn tls_parameters_are_taken_from_both_forms_and_the_rest_parses() {
