@@ -19,7 +19,7 @@ async function connect(args, { answer } = {}) {
   if (answer) {
     client.setRequestHandler(ElicitRequestSchema, async (request) => {
       asked.push(request.params);
-      return answer;
+      return typeof answer === 'function' ? answer(request.params) : answer;
     });
   }
   const stderr = [];
@@ -261,6 +261,53 @@ describe('corral mcp asks before a command runs', () => {
     expect(denied.isError).toBe(true);
     expect(existsSync(join(root, 'keep.txt'))).toBe(true);
     expect(c.asked).toHaveLength(0);
+  });
+
+  it('text for the input of a background command the user approved is put to the user too', async () => {
+    // The attack: the user approves `sh` in the background; the model then writes a command to
+    // its standard input, which ran unasked.
+    const answers = [ACCEPT, { action: 'decline' }];
+    const c = await open(['--root', root, '--tools', 'all'], { answer: () => answers.shift() ?? { action: 'decline' } });
+    const started = await c.client.callTool({ name: 'shell', arguments: { command: 'sh', run_in_background: true } });
+    expect(started.isError, JSON.stringify(started)).toBeFalsy();
+    const { id } = started.structuredContent;
+    expect(c.asked[0].message).toMatch(/^Run this command in the background in approval-proj\?/);
+    expect(c.asked[0].message).toContain('standard input is put to you too');
+    const input = await c.client.callTool({ name: 'process_input', arguments: { id, text: 'touch unasked.txt; echo done\n' } });
+    expect(input.isError).toBe(true);
+    expect(input.content[0].text).toMatch(/^Not run: the user declined/);
+    expect(c.asked).toHaveLength(2);
+    expect(c.asked[1].message).toContain(`standard input of the background command ${id}`);
+    expect(c.asked[1].message).toContain('touch unasked.txt; echo done');
+    // Closing its input writes no text: nothing to ask.
+    const closed = await c.client.callTool({ name: 'process_input', arguments: { id, text: '', close: true } });
+    expect(closed.isError, JSON.stringify(closed)).toBeFalsy();
+    expect(c.asked).toHaveLength(2);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(existsSync(join(root, 'unasked.txt'))).toBe(false);
+    // The positive control: approved, the same text runs.
+    const d = await open(['--root', root, '--tools', 'all'], { answer: ACCEPT });
+    const again = await d.client.callTool({ name: 'shell', arguments: { command: 'sh', run_in_background: true } });
+    const id2 = again.structuredContent.id;
+    const ok = await d.client.callTool({ name: 'process_input', arguments: { id: id2, text: 'touch asked.txt; echo done\n', close: true } });
+    expect(ok.isError, JSON.stringify(ok)).toBeFalsy();
+    for (let i = 0; i < 100 && !existsSync(join(root, 'asked.txt')); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(existsSync(join(root, 'asked.txt'))).toBe(true);
+    expect(d.asked).toHaveLength(2);
+  });
+
+  it('an --allow entry for a script runner beside the file tools is warned about on stderr, not in the tool description', async () => {
+    const c = await open(['--root', root, '--allow', 'npm test', '--allow', 'git status']);
+    for (let i = 0; i < 100 && !c.stderr.join('').includes('warning'); i++) await new Promise((r) => setTimeout(r, 20));
+    const text = c.stderr.join('');
+    expect(text).toContain("corral mcp: warning: --allow 'npm test' runs code the model can change");
+    expect(text).toContain('--read-only');
+    expect(text).not.toContain("'git status'");
+    const { tools } = await c.client.listTools();
+    expect(tools.find((x) => x.name === 'shell').description).not.toContain('warning');
+    const quiet = await open(['--root', root, '--allow', 'npm test', '--read-only']);
+    await quiet.client.listTools();
+    expect(quiet.stderr.join('')).not.toContain('warning');
   });
 
   it('the shell tool says what runs without asking', async () => {

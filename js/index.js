@@ -393,18 +393,25 @@ function createShellTool(shell, options) {
   const spillFs = options?.spillFs != null ? nativeFs(options.spillFs) : nativeOf.get(shell);
   const given = typeof options?.onProgress === 'function' ? { ...options, onProgress: notifier(options.onProgress) } : options ?? null;
   const tool = keep(new native.NativeShellTool(handle, optionData(given, fns), functionsCallback(fns), spillFs), handle, fns, spillFs);
-  const shellTool = describedBy(defineTool({
+  // The question a person is asked before a call runs (corral mcp), from the core.
+  const withPrompt = (t) => Object.defineProperty(t, 'approvalPrompt', {
+    value: (args, rootName) => tool.approvalPrompt(t.name, args ?? null, String(rootName)),
+    enumerable: false,
+  });
+  const shellTool = withPrompt(describedBy(defineTool({
     ...tool.spec(),
     // A command allow/deny refuse is never offered to a human: execute() throws CommandRefused.
     needsApproval: (args) => tool.needsApproval(args ?? null),
     execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.call(args === undefined ? null : args, ctxData(ctx), token)),
-  }), tool);
+  }), tool));
   if (options?.background !== true) return shellTool;
   // With background: the shell tool, then the process tools, and close() to stop every process.
-  const tools = [shellTool, ...tool.processSpecs().map((spec) => defineTool({
+  // Text for the input of a command that needed approval needs approval too (the core decides).
+  const tools = [shellTool, ...tool.processSpecs().map((spec) => withPrompt(defineTool({
     ...spec,
+    needsApproval: (args) => tool.processNeedsApproval(spec.name, args ?? null),
     execute: (args, ctx) => withSignal(ctx?.signal, (token) => tool.callProcessTool(spec.name, args === undefined ? null : args, ctxData(ctx), token)),
-  }))];
+  })))];
   Object.defineProperty(tools, 'close', { value: () => tool.close(), enumerable: false });
   return tools;
 }

@@ -108,21 +108,6 @@ const shellQuote = (s) => `'${s.replaceAll("'", `'"'"'`)}'`;
 
 const notRun = (text) => ({ content: [{ type: 'text', text }], isError: true });
 
-/**
- * Text as the user is shown it: control characters (a carriage return or a line of padding
- * that hides the rest) and bidirectional overrides written as escapes, so what is shown is what
- * runs. Newlines stay where `keepNewlines` says so.
- */
-function visible(text, keepNewlines) {
-  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|\n/g, (c) => {
-    if (c === '\n') return keepNewlines ? '\n' : '\\n';
-    return `\\u{${c.codePointAt(0).toString(16)}}`;
-  });
-}
-
-/** The most of a command's stdin an approval request shows. */
-const STDIN_SHOWN = 2000;
-
 /** A human has this long to answer an approval request (the SDK's default is a minute). */
 const APPROVAL_TIMEOUT_MS = 10 * 60_000;
 
@@ -140,7 +125,7 @@ async function approval(server, tool, args, rootName, extra) {
   let answer;
   try {
     answer = await server.elicitInput({
-      message: `Run this command in ${rootName}?\n\n${visible(command, false)}${typeof args.stdin === 'string' ? `\n\nwith this on its standard input${args.stdin.length > STDIN_SHOWN ? ` (the first ${STDIN_SHOWN} of ${args.stdin.length} characters)` : ''}:\n${visible(args.stdin.slice(0, STDIN_SHOWN), true)}` : ''}`,
+      message: tool.approvalPrompt(args, rootName),
       requestedSchema: { type: 'object', properties: { run: { type: 'boolean', title: 'Run this command' } }, required: ['run'] },
     }, { signal: extra.signal, relatedRequestId: extra.requestId, timeout: APPROVAL_TIMEOUT_MS });
   } catch (e) {
@@ -219,6 +204,8 @@ async function serve(argv) {
     p.send({ method: 'notifications/progress', params: { progressToken: p.token, progress: p.count, message: text.slice(0, 2000) } }).catch(() => {});
   };
   const tools = toolsFor(o, onProgress);
+  const warning = addon.mcpAllowWarning(o.allow, o.readOnly, o.sandbox);
+  if (warning) console.error(warning);
   const byName = new Map(tools.map((t) => [t.name, t]));
   // The user is told the root's name, never its host path.
   const rootName = basename(resolve(o.root)) || '/';

@@ -292,6 +292,21 @@ impl NativeShellTool {
         tool::info(&self.opts, self.shell.shell().as_deref())
     }
 
+    /// A process tool's `needsApproval(args)`: text for the input of a command that needed
+    /// approval needs it too.
+    #[napi(catch_unwind)]
+    pub fn process_needs_approval(&self, name: String, args: Value) -> bool {
+        name == "process_input" && self.processes.as_ref().is_some_and(|p| p.input_needs_approval(&args))
+    }
+
+    /// The question a person is asked before the call `name(args)` runs in the workspace named
+    /// `rootName` (the shell tool's or `process_input`'s).
+    #[napi(catch_unwind)]
+    pub fn approval_prompt(&self, name: String, args: Value, root_name: String) -> Option<String> {
+        let tool = if name == self.opts.name { "shell" } else { name.as_str() };
+        corral_core::shell::approval::prompt(tool, &args, &root_name, self.processes.as_deref())
+    }
+
     /// The tool's `needsApproval(args)`.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn needs_approval<'e>(&self, env: &'e Env, args: Value) -> Result<PromiseRaw<'e, bool>> {

@@ -93,6 +93,12 @@ pub fn extra_fs_tools() -> Vec<&'static str> {
     tools::EXTRA_TOOLS.to_vec()
 }
 
+/// `corral mcp`'s start-up warning about `--allow` entries that run workspace code, if any.
+#[napi(catch_unwind)]
+pub fn mcp_allow_warning(allow: Vec<String>, read_only: bool, sandbox: String) -> Option<String> {
+    corral_core::shell::approval::allow_warning(&allow, read_only, &sandbox)
+}
+
 /// The MCP `annotations` of a tool, by its name.
 #[napi(catch_unwind)]
 pub fn tool_annotations(name: String) -> Value {

@@ -1,5 +1,6 @@
 //! The shell provider interface (API.md `ShellProvider`).
 
+pub mod approval;
 pub mod exec;
 pub mod process;
 pub mod progress;

@@ -10,7 +10,7 @@ mod buffer;
 pub mod tools;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,6 +41,8 @@ struct Proc {
     done: Mutex<Option<ExecResult>>,
     cancel: Cancel,
     input: Mutex<Option<Sender<Vec<u8>>>>,
+    /// Its start needed approval: so does text written to its input.
+    asked: AtomicBool,
 }
 
 impl Proc {
@@ -147,6 +149,32 @@ impl Processes {
         Processes { next: AtomicU64::new(1), procs: Mutex::new(BTreeMap::new()), closed: Cancel::new(), lifetime_ms }
     }
 
+    /// The process `id` names, in any session (ids are unique across a tool set).
+    fn by_id(&self, id: &str) -> Option<Arc<Proc>> {
+        let n = id.strip_prefix('p').and_then(|n| n.parse::<u64>().ok())?;
+        self.procs.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned()
+    }
+
+    /// Marks a process whose start needed approval: text later written to its input needs it too.
+    pub fn mark_asked(&self, id: &str) {
+        if let Some(p) = self.by_id(id) {
+            p.asked.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// `process_input`'s `needsApproval`: text for a process whose start needed approval. (Its
+    /// session is not known here; the id names one process.)
+    pub fn input_needs_approval(&self, args: &Value) -> bool {
+        let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+        let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+        !text.is_empty() && self.by_id(id).is_some_and(|p| p.asked.load(Ordering::SeqCst))
+    }
+
+    /// The command a process runs, for an approval prompt.
+    pub fn command_of(&self, id: &str) -> Option<String> {
+        self.by_id(id).map(|p| p.command.clone())
+    }
+
     fn find(&self, session: &str, id: &str) -> Result<Arc<Proc>> {
         let n = id.strip_prefix('p').and_then(|n| n.parse::<u64>().ok());
         let p = n.and_then(|n| self.procs.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned());
@@ -194,6 +222,7 @@ impl Processes {
             done: Mutex::new(None),
             cancel: self.closed.child_token(),
             input: Mutex::new(tx),
+            asked: AtomicBool::new(false),
         });
         let options = ExecOptions {
             timeout_ms: Some(self.lifetime_ms),

@@ -109,7 +109,12 @@ pub async fn start_background(
     }
     // The model may write to it later (process_input) wherever the shell can pass input.
     let request = Request { input: shell.takes_input(), ..Request::default() };
+    // Approval covers input: text for a command that needed approval needs it too.
+    let asked = crate::shell::tool::needs_approval(shell.as_ref(), opts, args).await?;
     let id = spawn(shell, opts, procs, command, &request, session).await?;
+    if asked {
+        procs.mark_asked(&id);
+    }
     // `stdin` is the process's first input.
     if let Some(text) = stdin {
         procs.input(session, &id, text.as_bytes(), false)?;

@@ -1,0 +1,169 @@
+//! What a person is asked before a command runs (`corral mcp`'s elicitation, or any host that puts
+//! a tool call to its user): the text comes from here, so every surface asks the same question.
+//!
+//! Control characters (a carriage return, or padding that pushes the rest out of sight) and
+//! bidirectional overrides are written as escapes, so what is shown is what runs.
+
+use serde_json::Value;
+
+use super::process::Processes;
+
+/// The most of a command's standard input, or of text for a running process, a prompt shows.
+pub const TEXT_SHOWN: usize = 2000;
+
+/// `text` as it is shown to a person: invisible and reordering characters as `\u{…}` escapes;
+/// newlines kept with `keep_newlines`, else written `\n`.
+pub fn visible(text: &str, keep_newlines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let hidden = matches!(c as u32, 0x00..=0x09 | 0x0b..=0x1f | 0x7f..=0x9f | 0x61c | 0x200e | 0x200f | 0x202a..=0x202e | 0x2066..=0x2069);
+        if c == '\n' {
+            out.push_str(if keep_newlines { "\n" } else { "\\n" });
+        } else if hidden {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The first `TEXT_SHOWN` characters of `text` as shown, with a line that says how much more
+/// there is.
+fn shown_text(text: &str, what: &str) -> String {
+    let total = text.chars().count();
+    let head: String = text.chars().take(TEXT_SHOWN).collect();
+    let cut =
+        if total > TEXT_SHOWN { format!(" (the first {TEXT_SHOWN} of {total} characters)") } else { String::new() };
+    format!("\n\n{what}{cut}:\n{}", visible(&head, true))
+}
+
+/// The question for one call of `tool` with `args`, in the workspace named `root_name`: a shell
+/// command (in the background or not, with its standard input), or text for a background
+/// process's input (naming the command it goes to). `None` for a call no prompt is made for here.
+pub fn prompt(tool: &str, args: &Value, root_name: &str, procs: Option<&Processes>) -> Option<String> {
+    let text = |k: &str| args.get(k).and_then(Value::as_str);
+    if tool == "process_input" {
+        let id = text("id")?;
+        let command = procs.and_then(|p| p.command_of(id)).unwrap_or_default();
+        return Some(format!(
+            "Write this to the standard input of the background command {id} in {root_name}?\n\n{}{}",
+            visible(&command, false),
+            shown_text(text("text").unwrap_or_default(), "the text")
+        ));
+    }
+    let command = text("command")?;
+    let background = args.get("run_in_background").and_then(Value::as_bool) == Some(true);
+    let mut out = if background {
+        format!(
+            "Run this command in the background in {root_name}? (Text later written to its standard input is put to you too.)\n\n{}",
+            visible(command, false)
+        )
+    } else {
+        format!("Run this command in {root_name}?\n\n{}", visible(command, false))
+    };
+    if let Some(stdin) = text("stdin") {
+        out.push_str(&shown_text(stdin, "with this on its standard input"));
+    }
+    Some(out)
+}
+
+/// Commands that run code the workspace holds (a script, a build file, a test suite).
+const SCRIPT_RUNNERS: &[&str] = &[
+    "npm",
+    "npx",
+    "pnpm",
+    "yarn",
+    "bun",
+    "deno",
+    "node",
+    "make",
+    "cargo",
+    "go",
+    "python",
+    "python3",
+    "pytest",
+    "tox",
+    "nox",
+    "uv",
+    "poetry",
+    "gradle",
+    "./gradlew",
+    "gradlew",
+    "mvn",
+    "./mvnw",
+    "rake",
+    "bundle",
+    "ruby",
+    "perl",
+    "php",
+    "composer",
+    "just",
+    "sh",
+    "bash",
+    "zsh",
+    "dotnet",
+    "swift",
+    "mix",
+    "dune",
+    "jest",
+    "vitest",
+    "tsx",
+    "ts-node",
+];
+
+/// `corral mcp`'s start-up warning (for its standard error, never the tool's description): an
+/// `--allow` entry for a script runner lets the model run anything when it can also write the
+/// files that runner reads (`npm test` after `apply_patch` rewrote `package.json`). `None` with
+/// `--read-only` or a sandbox, or when no entry runs scripts.
+pub fn allow_warning(allow: &[String], read_only: bool, sandbox: &str) -> Option<String> {
+    if read_only || sandbox != "none" {
+        return None;
+    }
+    let runners: Vec<&String> =
+        allow.iter().filter(|p| p.split_whitespace().next().is_some_and(|w| SCRIPT_RUNNERS.contains(&w))).collect();
+    let first = runners.first()?;
+    let list = runners.iter().map(|p| format!("'{p}'")).collect::<Vec<_>>().join(", ");
+    Some(format!(
+        "corral mcp: warning: --allow {list} runs code the model can change: with the file tools it can rewrite what {first} reads (package.json, a Makefile, a test) and then call {first}, which then runs anything, unasked, on this machine. Add --read-only, or run commands in a sandbox (--sandbox linux, or --sandbox docker --image IMAGE), or leave such commands to be approved each time."
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_script_runner_allowed_beside_the_file_tools_is_warned_about_unless_read_only_or_sandboxed() {
+        let allow = vec!["git status".to_string(), "npm test".to_string()];
+        let w = allow_warning(&allow, false, "none").unwrap();
+        assert!(w.contains("'npm test'") && w.contains("--read-only") && w.contains("--sandbox linux"), "{w}");
+        assert!(!w.contains("git status"), "{w}");
+        assert_eq!(allow_warning(&allow, true, "none"), None);
+        assert_eq!(allow_warning(&allow, false, "linux"), None);
+        assert_eq!(allow_warning(&["git status".to_string()], false, "none"), None);
+    }
+
+    #[test]
+    fn hidden_characters_are_shown_as_escapes_and_long_input_is_cut_with_a_count() {
+        let p = prompt(
+            "shell",
+            &serde_json::json!({ "command": "ls\rrm -rf x\u{202e}", "stdin": "y".repeat(2500) }),
+            "proj",
+            None,
+        )
+        .unwrap();
+        assert!(p.starts_with("Run this command in proj?\n\nls\\u{d}rm -rf x\\u{202e}"), "{p}");
+        assert!(p.contains("(the first 2000 of 2500 characters)"), "{p}");
+        let bg =
+            prompt("shell", &serde_json::json!({ "command": "sh", "run_in_background": true }), "proj", None).unwrap();
+        assert!(bg.contains("in the background") && bg.contains("standard input is put to you too"), "{bg}");
+        let input =
+            prompt("process_input", &serde_json::json!({ "id": "p1", "text": "touch x; echo done\n" }), "proj", None)
+                .unwrap();
+        assert!(
+            input.contains("standard input of the background command p1") && input.contains("touch x; echo done"),
+            "{input}"
+        );
+    }
+}
