@@ -182,6 +182,23 @@ export declare function readOnlyCommands(commands: string[]): (command: string) 
 
 export type FsToolName = 'read_file' | 'write_file' | 'edit_file' | 'list_dir' | 'glob' | 'grep';
 
+/**
+ * The file tools' options an adapter's reads and writes take (`files` of `toAiSdkSandbox`,
+ * `corralSandboxClient` and `createEditor`): the same path as `createFsTools`, `.git` denied by
+ * default.
+ */
+export type AdapterFilesOptions = Pick<FsToolsOptions, 'deny' | 'protect' | 'readOnly' | 'requireRead' | 'checkpoints' | 'onEdit' | 'maxReadLines' | 'maxOutputChars' | 'maxGrepFileBytes'>;
+
+/** What an adapter's changes are recorded under (checkpoints, `onEdit`). */
+export interface AdapterSessionOptions {
+  /** The file tools' options for its reads and writes. */
+  files?: AdapterFilesOptions;
+  /** The session its changes belong to (default 'default'). */
+  sessionId?: string;
+  /** The turn its changes belong to: a number, or a function read at each change. */
+  turn?: number | (() => number);
+}
+
 export interface FsToolsOptions {
   /** Only create read_file, list_dir, glob and grep. */
   readOnly?: boolean;

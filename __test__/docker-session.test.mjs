@@ -2,7 +2,7 @@
 // (CORRAL_DOCKER_HOST; scripts/dockerd-test.sh starts one as root). Skipped without one.
 import { describe, it, expect } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SandboxShell, SubprocessSandbox, ConfigurationError } from 'corral';
 import { perTestTrees } from './helpers.mjs';
@@ -71,6 +71,34 @@ describe.skipIf(!DOCKER_HOST)("SubprocessSandbox reuse: 'session' against a real
     expect(await other).toMatchObject({ exitCode: 0, stdout: 'other finished\n' });
     expect((await processes(shell)).filter((a) => a.includes('sleep 41'))).toEqual([]);
   });
+
+  it('an abort at any moment of a command kills only that command (repeated, the abort at each stage)', async () => {
+    // Once in ten runs under load the abort came before the wrapper's pid line had been read,
+    // and the aborted command kept running.
+    const t = tree();
+    const shell = new SandboxShell(session(), { cwd: t.root });
+    await shell.exec('true');
+    const moments = [
+      () => {},
+      () => Promise.resolve(),
+      () => new Promise((r) => setTimeout(r, 0)),
+      () => new Promise((r) => setTimeout(r, Math.random() * 300)),
+      async () => { while (!existsSync(join(t.root, 'started'))) await new Promise((r) => setImmediate(r)); },
+    ];
+    for (let i = 0; i < 15; i++) {
+      rmSync(join(t.root, 'started'), { force: true });
+      const c = new AbortController();
+      const aborted = shell.exec(`touch started; sleep ${500 + i}`, { signal: c.signal });
+      const other = shell.exec('sleep 1; echo other finished');
+      await moments[i % moments.length]();
+      c.abort();
+      expect(await aborted).toMatchObject({ aborted: true, exitCode: null });
+      expect(await other).toMatchObject({ exitCode: 0, stdout: 'other finished\n' });
+      // An exec that started late would show now.
+      await new Promise((r) => setTimeout(r, 200));
+      expect((await processes(shell)).filter((a) => a.includes(`sleep ${500 + i}`))).toEqual([]);
+    }
+  }, 300_000);
 
   it('close() removes the kept container; a later command starts a new one', async () => {
     const t = tree();
@@ -237,6 +265,29 @@ describe.skipIf(!DOCKER_HOST)('SubprocessSandbox protect against a real Docker E
       // protect: [] is the reference's behaviour: all of cwd writable.
       const open = new SandboxShell(kept({ protect: [] }), { cwd: t.root });
       expect((await open.exec('echo fine > .git/hooks/pre-commit')).exitCode).toBe(0);
+    });
+
+    it(`a .git a command makes is removed when it ends, and the note says so (reuse: '${reuse}')`, async () => {
+      // The attack: a repository (or a gitdir: file) whose core.fsmonitor the host's next
+      // `git status` runs outside the container. The image has no git: the files are written.
+      const t = tree({ 'keep/.git/HEAD': 'ref: refs/heads/main\n' });
+      const s = new SubprocessSandbox({ image: IMAGE, dockerHost: DOCKER_HOST, reuse });
+      cleanups.push(() => s.close());
+      const shell = new SandboxShell(s, { cwd: t.root });
+      const plant = "mkdir -p src/.git/objects src/.git/refs sub && echo 'ref: refs/heads/main' > src/.git/HEAD && printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n' > src/.git/config && echo 'gitdir: ../src/.git' > sub/.git && echo planted";
+      const r = await shell.exec(plant);
+      expect(r.stdout, r.stderr).toBe('planted\n');
+      expect(r.note).toContain('removed src/.git: made by the command, and protected');
+      expect(r.note).toContain('removed sub/.git');
+      expect(existsSync(join(t.root, 'src/.git'))).toBe(false);
+      expect(existsSync(join(t.root, 'sub/.git'))).toBe(false);
+      expect(existsSync(join(t.root, 'keep/.git/HEAD'))).toBe(true);
+      // protect: [] keeps what the command made (an agent's own clone).
+      const s2 = new SubprocessSandbox({ image: IMAGE, dockerHost: DOCKER_HOST, reuse, protect: [] });
+      cleanups.push(() => s2.close());
+      const kept = await new SandboxShell(s2, { cwd: t.root }).exec(plant);
+      expect(kept.note ?? '').not.toContain('removed');
+      expect(existsSync(join(t.root, 'src/.git/config'))).toBe(true);
     });
   }
 });

@@ -1,4 +1,4 @@
-import type { Tool, FsProvider, ShellProvider, CommandPattern } from '../index';
+import type { Tool, FsProvider, ShellProvider, CommandPattern, AdapterSessionOptions } from '../index';
 // `ai` is an optional peer dependency: where it is absent (or is ai 6, which has no sandbox
 // type), the SDK's types below are `any` and this file still compiles.
 // @ts-ignore
@@ -23,7 +23,7 @@ export interface AiSdkToolsOptions {
 /** corral's tools as the record `generateText({ tools })` takes. */
 export declare function toAiSdkTools(tools: Tool[], options?: AiSdkToolsOptions): AiSdkToolSet;
 
-export interface AiSdkSandboxOptions {
+export interface AiSdkSandboxOptions extends AdapterSessionOptions {
   /** Runs `run` and `spawn`; default `fs` when it is also a ShellProvider. */
   shell?: ShellProvider;
   /** When set, only matching commands run (the shell tool's rules). */

@@ -7,8 +7,8 @@
 
 const { executeTool } = require('./executor.js');
 const { WorkspaceError, ConfigurationError } = require('./index.js');
-const { checkOptions, normalize } = require('./index.js')[Symbol.for('corral.internal')];
-const { workspacePath, entryOf, orNull, isMissing, Commands, READ_WAIT_MS, lostOutput } = require('./sandbox-session.js');
+const { checkOptions, fileOps } = require('./index.js')[Symbol.for('corral.internal')];
+const { workspacePath, Commands, READ_WAIT_MS, lostOutput } = require('./sandbox-session.js');
 
 /**
  * `toAiSdkTools(tools, { ai?, sessionId?, turn? })`: `ai` is the SDK module (default: require('ai')).
@@ -37,35 +37,24 @@ function toAiSdkTools(tools, options) {
 }
 
 /**
- * `toAiSdkSandbox(fs, { shell?, allow?, deny?, description?, root? })`: a workspace as AI SDK 7's
- * `Experimental_SandboxSession`, for `generateText({ experimental_sandbox })`.
+ * `toAiSdkSandbox(fs, { shell?, allow?, deny?, description?, root?, files?, sessionId?, turn? })`:
+ * a workspace as AI SDK 7's `Experimental_SandboxSession`, for `generateText({ experimental_sandbox })`.
+ * Its reads and writes take the file tools' path in the core (`files`: their options, `.git`
+ * denied by default); `allow`/`deny` are command patterns.
  */
 function toAiSdkSandbox(fs, options) {
   checkOptions('toAiSdkSandbox', options);
   options ??= {};
-  for (const m of ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm']) {
-    if (typeof fs?.[m] !== 'function') throw new ConfigurationError(`toAiSdkSandbox: fs must be an FsProvider (it has no ${m}).`);
-  }
+  const ops = fileOps(fs, options.files, options);
   const root = options.root ?? '/workspace';
   workspacePath(root, '.'); // A bad root is a ConfigurationError now, not on the first call.
   const shell = options.shell ?? (typeof fs.exec === 'function' ? fs : undefined);
   const rules = { ...(options.allow === undefined ? {} : { allow: options.allow }), ...(options.deny === undefined ? {} : { deny: options.deny }) };
   const commands = shell === undefined ? undefined : new Commands(shell, rules);
   const at = (path) => workspacePath(root, path, fs.root);
-
-  const readBytes = async (rel) => {
-    if (typeof fs.readFileBytes === 'function') return toBytes(await fs.readFileBytes(rel));
-    return new TextEncoder().encode(await fs.readFile(rel));
-  };
-  const writeBytes = async (path, bytes) => {
-    const rel = at(path);
-    if ((await orNull(fs.stat(rel)))?.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
-    const text = utf8(bytes);
-    if (text !== undefined) return fs.writeFile(rel, text);
-    if (typeof fs.writeFileBytes !== 'function') {
-      throw new WorkspaceError(`Cannot write ${path}: its bytes are not UTF-8 and this provider has no writeFileBytes.`, 'NotUtf8');
-    }
-    return fs.writeFileBytes(rel, bytes);
+  const read = async (path) => {
+    const bytes = await ops.read(at(path));
+    return bytes === null ? null : toBytes(bytes);
   };
   const start = async ({ command, workingDirectory, env, stdin }) => {
     if (commands === undefined) {
@@ -74,8 +63,8 @@ function toAiSdkSandbox(fs, options) {
     let cwd;
     if (workingDirectory !== undefined) {
       cwd = at(workingDirectory);
-      const s = await orNull(fs.stat(cwd));
-      if (s === null || s === undefined) throw new WorkspaceError(`Working directory not found: ${workingDirectory}`, 'NotFound');
+      const s = await ops.stat(cwd);
+      if (s === null) throw new WorkspaceError(`Working directory not found: ${workingDirectory}`, 'NotFound');
       if (s.type !== 'directory') throw new WorkspaceError(`Working directory is not a directory: ${workingDirectory}`, 'NotAFile');
     }
     return commands.start(command, { cwd, env, input: stdin === true });
@@ -84,16 +73,16 @@ function toAiSdkSandbox(fs, options) {
   return {
     description: options.description ?? `A workspace, ${root}: relative paths and paths under ${root} name its files; no other path is reachable. Commands start in ${root} and run under the workspace's rules, so some may be refused.`,
     async readFile({ path }) {
-      const bytes = await orNull(readBytes(at(path)));
+      const bytes = await read(path);
       return bytes === null ? null : new ReadableStream({ start(c) { if (bytes.length) c.enqueue(bytes); c.close(); } });
     },
     async readBinaryFile({ path }) {
-      return orNull(readBytes(at(path)));
+      return read(path);
     },
     async readTextFile({ path, encoding, startLine, endLine }) {
       const first = lineNumber('startLine', startLine, 1);
       const last = lineNumber('endLine', endLine, Infinity);
-      const bytes = await orNull(readBytes(at(path)));
+      const bytes = await read(path);
       if (bytes === null) return null;
       const text = decode(bytes, encoding);
       if (startLine === undefined && endLine === undefined) return text;
@@ -101,47 +90,32 @@ function toAiSdkSandbox(fs, options) {
       return (text.match(/[^\n]*\n|[^\n]+$/g) ?? []).slice(first - 1, last).join('');
     },
     async writeFile({ path, content }) {
-      return writeBytes(path, await collect(content));
+      return ops.write(at(path), await collect(content));
     },
     async writeBinaryFile({ path, content }) {
       if (!(content instanceof Uint8Array)) throw new WorkspaceError('writeBinaryFile: content must be a Uint8Array.', 'InvalidArguments');
-      return writeBytes(path, content);
+      return ops.write(at(path), content);
     },
     async writeTextFile({ path, content, encoding }) {
       if (typeof content !== 'string') throw new WorkspaceError('writeTextFile: content must be a string.', 'InvalidArguments');
-      return writeBytes(path, encode(content, encoding));
+      return ops.write(at(path), encode(content, encoding));
     },
     async stat({ path }) {
-      const s = await orNull(fs.stat(at(path)));
-      if (s === null || s === undefined) return null;
+      const s = await ops.stat(at(path));
+      if (s === null) return null;
       return { type: s.type === 'file' || s.type === 'directory' ? s.type : 'other', size: s.size };
     },
     async listDirectory({ path }) {
-      const rel = at(path);
-      const entries = await orNull(fs.readdir(rel));
-      if (entries === null) {
-        // Missing, or a file (a provider may say NotFound for a file it cannot list).
-        if ((await orNull(fs.stat(rel))) == null) return null;
-        throw new WorkspaceError(`Not a directory: ${path}`, 'NotAFile');
-      }
-      return entries.map((e) => ({ name: e.name, type: ['file', 'directory', 'symlink'].includes(e.type) ? e.type : 'other' }));
+      const entries = await ops.list(at(path));
+      return entries === null ? null : entries.map((e) => ({ name: e.name, type: ['file', 'directory', 'symlink'].includes(e.type) ? e.type : 'other' }));
     },
     async deleteFile({ path }) {
-      const rel = normalize(at(path));
-      if (rel === '.') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
-      // The entry itself, as its directory lists it: a link is not followed.
-      const entry = await entryOf(fs, rel);
-      if (!entry) return false;
-      if (entry.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
       // `a.txt/` and `a.txt/.` name a directory, as the system reads them.
-      if (/[/\\]\.?$/.test(path)) throw new WorkspaceError(`Not a directory: ${path}`, 'NotAFile');
-      try {
-        await fs.rm(rel);
-      } catch (e) {
-        if (isMissing(e)) return false;
-        throw e;
+      if (/[/\\]\.?$/.test(path)) {
+        const s = await ops.stat(at(path));
+        if (s !== null && s.type !== 'directory') throw new WorkspaceError(`Not a directory: ${path}`, 'NotAFile');
       }
-      return true;
+      return ops.delete(at(path));
     },
     async run({ abortSignal, ...request }) {
       abortSignal?.throwIfAborted();
@@ -247,15 +221,6 @@ function lineNumber(name, v, dflt) {
 }
 
 const toBytes = (b) => (b instanceof Uint8Array ? b : ArrayBuffer.isView(b) ? new Uint8Array(b.buffer, b.byteOffset, b.byteLength) : new Uint8Array(b));
-
-/** The text of `bytes` when they are UTF-8, else undefined. */
-function utf8(bytes) {
-  try {
-    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    return undefined;
-  }
-}
 
 function decode(bytes, encoding) {
   const enc = encoding ?? 'utf-8';

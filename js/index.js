@@ -109,6 +109,7 @@ const native = liftAll(binding);
 // handles live on the addon, so a workspace one copy made is a workspace to the other (not a JS
 // provider without the native one's abilities).
 const handles = (binding[Symbol.for('corral.handles')] ??= { fs: new WeakMap(), shell: new WeakMap() });
+handles.checkpoints ??= new WeakMap();
 
 /** The native handle of a provider; JS objects are wrapped once. */
 const nativeOf = handles.fs;
@@ -386,6 +387,30 @@ function createFsTools(fs, options) {
   });
 }
 
+/**
+ * The file tools' path for an adapter (the SDK sandboxes, the editor): `files` is its
+ * `files: { deny, protect, readOnly, requireRead, checkpoints, onEdit, … }` option, checked by the
+ * core; `sessionId` and `turn` (a value, or a function giving one) go with every change.
+ * Returns `{ ctx(), read, write, stat, list, delete, mkdir, edit }` over the native object.
+ */
+function fileOps(fs, files, { sessionId, turn } = {}) {
+  const handle = nativeFs(fs);
+  const ckpt = files?.checkpoints == null ? undefined : nativeCheckpoints(files.checkpoints);
+  const fns = [];
+  const data = optionData(typeof files?.onEdit === 'function' ? { ...files, onEdit: notifier(files.onEdit) } : files ?? null, fns);
+  const ops = keep(new native.NativeFileOps(handle, data, ckpt, functionsCallback(fns)), handle, ckpt, fns);
+  const ctx = () => ctxData({ sessionId, turn: typeof turn === 'function' ? turn() : turn });
+  return {
+    read: (path) => ops.read(path, ctx()),
+    write: (path, bytes) => ops.write(path, asBuffer(bytes), ctx()),
+    stat: (path) => ops.stat(path),
+    list: (path) => ops.list(path),
+    delete: (path) => ops.delete(path, ctx()),
+    mkdir: (path) => ops.mkdir(path),
+    edit: (op, path, diff, moveTo) => ops.edit(op, path, diff ?? null, moveTo ?? null, ctx()),
+  };
+}
+
 function createShellTool(shell, options) {
   const fns = [];
   const handle = nativeShell(shell);
@@ -542,7 +567,7 @@ function nativeCheckpoints(c) {
   if (!h) throw new ConfigurationError('createFsTools: checkpoints must be a WorkspaceCheckpoints.');
   return h;
 }
-const checkpointsOf = new WeakMap();
+const checkpointsOf = handles.checkpoints;
 
 function fsMethods(cls) {
   Object.assign(cls.prototype, {
@@ -652,5 +677,5 @@ function processRunner(shell, options) {
 }
 
 Object.defineProperty(module.exports, Symbol.for('corral.internal'), {
-  value: Object.freeze({ checkOptions, processRunner, sandboxPath: native.sandboxPath, imageMediaType: native.imageMediaType, normalize: native.normalizeWorkspacePath, withSignal, asBuffer }),
+  value: Object.freeze({ checkOptions, processRunner, fileOps, applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, imageMediaType: native.imageMediaType, normalize: native.normalizeWorkspacePath, withSignal, asBuffer }),
 });

@@ -1,4 +1,4 @@
-import type { Tool, FsProvider, ShellProvider, CommandPattern } from '../index';
+import type { Tool, FsProvider, ShellProvider, CommandPattern, AdapterSessionOptions } from '../index';
 // `@openai/agents` is an optional peer dependency: where it is absent, the SDK's types below are
 // `any` and this file still compiles.
 // @ts-ignore
@@ -26,7 +26,7 @@ export interface OpenAIAgentsToolsOptions {
 /** corral's tools as function tools for `@openai/agents`' Agent. */
 export declare function toOpenAIAgentsTools(tools: Tool[], options?: OpenAIAgentsToolsOptions): OpenAIAgentsFunctionTool[];
 
-export interface CorralSandboxClientOptions {
+export interface CorralSandboxClientOptions extends AdapterSessionOptions {
   /** The workspace the sessions work in. */
   fs: FsProvider;
   /** Runs exec_command; default `fs` when it is also a ShellProvider. */
@@ -49,4 +49,4 @@ export declare function corralSandboxClient(options: CorralSandboxClientOptions)
  * does, all or nothing, through the provider's confined writes. `root` is the workspace's
  * absolute name (default '/workspace').
  */
-export declare function createEditor(fs: FsProvider, options?: { root?: string }): OpenAIAgentsEditor;
+export declare function createEditor(fs: FsProvider, options?: AdapterSessionOptions & { root?: string }): OpenAIAgentsEditor;

@@ -9,8 +9,8 @@ const nodeFs = require('node:fs');
 const nodePath = require('node:path');
 const { executeTool } = require('./executor.js');
 const { WorkspaceError, ConfigurationError } = require('./index.js');
-const { checkOptions, normalize, imageMediaType } = require('./index.js')[Symbol.for('corral.internal')];
-const { workspacePath, entryOf, orNull, Commands } = require('./sandbox-session.js');
+const { checkOptions, normalize, imageMediaType, fileOps } = require('./index.js')[Symbol.for('corral.internal')];
+const { workspacePath, Commands } = require('./sandbox-session.js');
 
 /** `toOpenAIAgentsTools(tools, { agents?, sessionId?, turn? })`: `agents` defaults to require('@openai/agents'). */
 function toOpenAIAgentsTools(tools, options) {
@@ -36,13 +36,6 @@ function toOpenAIAgentsTools(tools, options) {
   });
 }
 
-const FS_METHODS = ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm'];
-function checkFs(what, fs) {
-  for (const m of FS_METHODS) {
-    if (typeof fs?.[m] !== 'function') throw new ConfigurationError(`${what}: fs must be an FsProvider (it has no ${m}).`);
-  }
-}
-
 /** The SDK's sandbox module, loaded when a session is made (an optional peer dependency). */
 const sdkSandbox = () => require('@openai/agents/sandbox');
 /** The SDK's own exec text and output cut (`@openai/agents-core/sandbox/internal`, found from
@@ -54,13 +47,14 @@ function sdkInternal() {
 }
 
 /**
- * `corralSandboxClient({ fs, shell?, allow?, deny? })`: a `SandboxClient` for
- * `run(sandboxAgent, input, { sandbox: { client } })`.
+ * `corralSandboxClient({ fs, shell?, allow?, deny?, files?, sessionId?, turn? })`: a
+ * `SandboxClient` for `run(sandboxAgent, input, { sandbox: { client } })`. Its sessions' reads
+ * and writes (the manifest, the file API, the editor) take the file tools' path in the core.
  */
 function corralSandboxClient(options) {
   checkOptions('corralSandboxClient', options);
   const { fs } = options;
-  checkFs('corralSandboxClient', fs);
+  const ops = fileOps(fs, options.files, options);
   const shell = options.shell ?? (typeof fs.exec === 'function' ? fs : undefined);
   const rules = { ...(options.allow === undefined ? {} : { allow: options.allow }), ...(options.deny === undefined ? {} : { deny: options.deny }) };
   return {
@@ -71,7 +65,7 @@ function corralSandboxClient(options) {
       const isManifest = (m) => typeof m?.iterEntries === 'function' && typeof m?.root === 'string';
       const manifest = isManifest(args) ? args : isManifest(args?.manifest) ? args.manifest
         : sdkSandbox().normalizeSandboxClientCreateArgs(args, manifestOptions).manifest;
-      const session = new CorralSandboxSession(fs, shell, rules, manifest);
+      const session = new CorralSandboxSession(fs, ops, shell, rules, manifest);
       await session.materialize();
       return session;
     },
@@ -87,8 +81,9 @@ const CTRL_C = '\u0003';
 
 /** One session over a workspace: commands as background processes, paths under the manifest's root. */
 class CorralSandboxSession {
-  constructor(fs, shell, rules, manifest) {
+  constructor(fs, ops, shell, rules, manifest) {
     this.fs = fs;
+    this.ops = ops;
     this.root = manifest.root;
     workspacePath(this.root, '.'); // A manifest root that is not absolute is refused here.
     this.state = { manifest, environment: {} };
@@ -114,10 +109,10 @@ class CorralSandboxSession {
     });
     for (const { rel, entry } of entries) {
       switch (entry.type) {
-        case 'dir': await this.fs.mkdir(rel); break;
-        case 'file': await writeContent(this.fs, rel, entry.content); break;
-        case 'local_file': await writeContent(this.fs, rel, nodeFs.readFileSync(entry.src)); break;
-        default: await copyDir(this.fs, entry.src, rel);
+        case 'dir': await this.ops.mkdir(rel); break;
+        case 'file': await this.ops.write(rel, toBytes(entry.content)); break;
+        case 'local_file': await this.ops.write(rel, nodeFs.readFileSync(entry.src)); break;
+        default: await copyDir(this.ops, entry.src, rel);
       }
     }
   }
@@ -131,7 +126,7 @@ class CorralSandboxSession {
     const started = Date.now();
     if (this.commands === undefined) throw new WorkspaceError('This sandbox has no shell: pass corralSandboxClient({ fs, shell }) to run commands.', 'CommandRefused');
     const cwd = args.workdir === undefined || args.workdir === null ? undefined : this.at(args.workdir);
-    if (cwd !== undefined && (await orNull(this.fs.stat(cwd)))?.type !== 'directory') {
+    if (cwd !== undefined && (await this.ops.stat(cwd))?.type !== 'directory') {
       throw new WorkspaceError(`Working directory not found: ${args.workdir}`, 'NotFound');
     }
     const cmd = await this.commands.start(args.cmd, { cwd, env: { ...this.state.environment }, input: this.supportsPty() });
@@ -181,14 +176,16 @@ class CorralSandboxSession {
   }
 
   async readFile({ path, maxBytes }) {
-    const rel = this.at(path);
-    const bytes = typeof this.fs.readFileBytes === 'function' ? toBytes(await this.fs.readFileBytes(rel)) : new TextEncoder().encode(await this.fs.readFile(rel));
+    const found = await this.ops.read(this.at(path));
+    if (found === null) throw new WorkspaceError(`File not found: ${path}`, 'NotFound');
+    const bytes = toBytes(found);
     return Number.isInteger(maxBytes) && maxBytes >= 0 && maxBytes < bytes.length ? bytes.slice(0, maxBytes) : bytes;
   }
 
   async listDir({ path }) {
     const rel = normalize(this.at(path));
-    const entries = await this.fs.readdir(rel);
+    const entries = await this.ops.list(rel);
+    if (entries === null) throw new WorkspaceError(`Directory not found: ${path}`, 'NotFound');
     return entries.map((e) => ({
       name: e.name,
       path: rel === '.' ? e.name : `${rel}/${e.name}`,
@@ -197,18 +194,18 @@ class CorralSandboxSession {
   }
 
   async pathExists(path) {
-    return (await orNull(this.fs.stat(this.at(path)))) != null;
+    return (await this.ops.stat(this.at(path))) !== null;
   }
 
   async directoryExists(path) {
-    return (await orNull(this.fs.stat(this.at(path))))?.type === 'directory';
+    return (await this.ops.stat(this.at(path)))?.type === 'directory';
   }
 
   /** An image file for the model: `{ type: 'image', image: { data, mediaType } }`. */
   async viewImage({ path }) {
     const rel = this.at(path);
-    const s = await orNull(this.fs.stat(rel));
-    if (s == null) throw new WorkspaceError(`Image file not found: ${path}`, 'NotFound');
+    const s = await this.ops.stat(rel);
+    if (s === null) throw new WorkspaceError(`Image file not found: ${path}`, 'NotFound');
     if (s.type !== 'file') throw new WorkspaceError(`Image path ${path} is not a file`, 'NotAFile');
     if (s.size > MAX_IMAGE_BYTES) throw new WorkspaceError(`Image ${path} exceeded the allowed size of 10MB`, 'TooLarge');
     const data = await this.readFile({ path });
@@ -218,7 +215,7 @@ class CorralSandboxSession {
   }
 
   createEditor() {
-    return createEditor(this.fs, { root: this.root });
+    return editorOver(this.ops, this.root, this.fs.root);
   }
 
   async running() {
@@ -300,94 +297,43 @@ function result(out, cmd, sessionId, started, maxOutputTokens) {
 /** The SDK's own exec text: chunk id, wall time, the process's state, then its output. */
 const formatExec = (r) => sdkInternal().formatExecResponse(r);
 
-const toBytes = (b) => (b instanceof Uint8Array ? b : new Uint8Array(b.buffer ?? b, b.byteOffset ?? 0, b.byteLength));
+const toBytes = (b) => (typeof b === 'string' ? Buffer.from(b) : b instanceof Uint8Array ? b : new Uint8Array(b.buffer ?? b, b.byteOffset ?? 0, b.byteLength));
 
-async function writeContent(fs, rel, content) {
-  if (typeof content === 'string') return fs.writeFile(rel, content);
-  const bytes = toBytes(content);
-  let text;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    if (typeof fs.writeFileBytes !== 'function') throw new WorkspaceError(`Cannot write ${rel}: its bytes are not UTF-8 and this provider has no writeFileBytes.`, 'NotUtf8');
-    return fs.writeFileBytes(rel, bytes);
-  }
-  return fs.writeFile(rel, text);
-}
-
-async function copyDir(fs, src, rel) {
-  await fs.mkdir(rel);
+async function copyDir(ops, src, rel) {
+  await ops.mkdir(rel);
   for (const e of nodeFs.readdirSync(src, { withFileTypes: true })) {
     const from = nodePath.join(src, e.name);
     const to = rel === '.' ? e.name : `${rel}/${e.name}`;
-    if (e.isDirectory()) await copyDir(fs, from, to);
-    else if (e.isFile()) await writeContent(fs, to, nodeFs.readFileSync(from));
-  }
-}
-
-/** A file's text, refused (NotUtf8) when its bytes are not UTF-8: a patch must not mangle them. */
-async function readText(fs, rel, path) {
-  if (typeof fs.readFileBytes !== 'function') return fs.readFile(rel);
-  try {
-    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(await fs.readFileBytes(rel));
-  } catch (e) {
-    if (e?.name === 'WorkspaceError') throw e;
-    throw new WorkspaceError(`Cannot patch ${path}: it is not UTF-8 text.`, 'NotUtf8');
+    if (e.isDirectory()) await copyDir(ops, from, to);
+    else if (e.isFile()) await ops.write(to, nodeFs.readFileSync(from));
   }
 }
 
 /**
- * `createEditor(fs, { root? })`: the `Editor` `applyPatchTool({ editor })` takes. Each operation's
- * V4A diff goes through the SDK's own `applyDiff`; the file is written only when the whole diff
- * applies, through the provider's confined writes.
+ * `createEditor(fs, { root?, files?, sessionId?, turn? })`: the `Editor` `applyPatchTool({ editor })`
+ * takes. Each operation's V4A diff is applied by the core as the SDK's own `applyDiff` does, and
+ * written through the file tools' path (all or nothing).
  */
 function createEditor(fs, options) {
-  checkFs('createEditor', fs);
-  const root = options?.root ?? '/workspace';
-  const at = (path) => workspacePath(root, path, fs.root);
-  const apply = (input, diff, mode) => {
-    const { applyDiff } = require('@openai/agents');
-    try {
-      return applyDiff(input, diff, mode);
-    } catch (e) {
-      const message = String(e?.message ?? e);
-      throw new WorkspaceError(message, /^Invalid (Context|EOF Context|Anchor)/.test(message) ? 'PatchMismatch' : 'InvalidPatch');
-    }
-  };
-  const exists = async (rel) => (await orNull(fs.stat(rel))) != null;
+  checkOptions('createEditor', options);
+  return editorOver(fileOps(fs, options?.files, options ?? {}), options?.root ?? '/workspace', fs.root);
+}
+
+function editorOver(ops, root, hostRoot) {
+  workspacePath(root, '.');
+  const at = (path) => workspacePath(root, path, hostRoot);
   return {
     async createFile({ path, diff }) {
-      const rel = at(path);
-      const content = apply('', diff, 'create');
-      if (await exists(rel)) throw new WorkspaceError(`File already exists: ${path}`, 'Exists');
-      await fs.writeFile(rel, content);
+      await ops.edit('create', at(path), diff);
       return { status: 'completed', output: `Created ${path}` };
     },
     async updateFile({ path, diff, moveTo }) {
-      const rel = at(path);
-      const to = moveTo === undefined || moveTo === null ? rel : at(moveTo);
-      const next = apply(await readText(fs, rel, path), diff);
-      const moving = normalize(to) !== normalize(rel);
-      if (moving && (await exists(to))) throw new WorkspaceError(`File already exists: ${moveTo}`, 'Exists');
-      await fs.writeFile(to, next);
-      if (moving) {
-        try {
-          await fs.rm(rel);
-        } catch (e) {
-          // All or nothing: the new file goes when the old one cannot.
-          await fs.rm(to).catch(() => {});
-          throw e;
-        }
-      }
+      const moving = moveTo !== undefined && moveTo !== null && normalize(at(moveTo)) !== normalize(at(path));
+      await ops.edit('update', at(path), diff, moving ? at(moveTo) : undefined);
       return { status: 'completed', output: moving ? `Updated ${path} and moved it to ${moveTo}` : `Updated ${path}` };
     },
     async deleteFile({ path }) {
-      const rel = normalize(at(path));
-      // The entry itself, as its directory lists it: a link goes, not what it points to.
-      const entry = rel === '.' ? { type: 'directory' } : await entryOf(fs, rel);
-      if (entry === undefined) throw new WorkspaceError(`File not found: ${path}`, 'NotFound');
-      if (entry.type === 'directory') throw new WorkspaceError(`Is a directory: ${path}`, 'IsADirectory');
-      await fs.rm(rel);
+      await ops.edit('delete', at(path));
       return { status: 'completed', output: `Deleted ${path}` };
     },
   };

@@ -25,30 +25,11 @@ function workspacePath(root, path, hostRoot) {
   return internal.sandboxPath(root, path, typeof hostRoot === 'string' ? hostRoot : undefined);
 }
 
-/** The entry `rel` names as its directory lists it (a link not followed), or undefined. */
-async function entryOf(fs, rel) {
-  const slash = rel.lastIndexOf('/');
-  const entries = await orNull(fs.readdir(slash < 0 ? '.' : rel.slice(0, slash)));
-  return entries?.find((e) => e.name === rel.slice(slash + 1));
-}
-
 /** A process's exit as the number the SDKs want: the code, or 128 + the signal like a shell. */
 function exitCodeOf(r) {
   if (typeof r.exitCode === 'number') return r.exitCode;
   const n = r.signal ? os.constants.signals[r.signal] : undefined;
   return typeof n === 'number' ? 128 + n : 1;
-}
-
-const isMissing = (e) => e?.code === 'NotFound';
-
-/** The value of `promise`, or `null` when the path is not there. */
-async function orNull(promise) {
-  try {
-    return await promise;
-  } catch (e) {
-    if (isMissing(e)) return null;
-    throw e;
-  }
 }
 
 /** Runs commands of one session as background processes. */
@@ -108,4 +89,4 @@ class Command {
 /** The error for output that came faster than it was read: `cut` bytes were lost. */
 const lostOutput = (cut) => new WorkspaceError(`${cut} bytes of the command's output were lost: it wrote more than ${KEEP_BYTES / 1048576} MiB between two reads.`, 'TooLarge');
 
-module.exports = { workspacePath, entryOf, exitCodeOf, orNull, isMissing, Commands, READ_WAIT_MS, lostOutput };
+module.exports = { workspacePath, exitCodeOf, Commands, READ_WAIT_MS, lostOutput };

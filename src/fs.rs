@@ -33,11 +33,11 @@ pub struct JsCaps {
     pub real_path: bool,
 }
 
-fn stat_js(s: Option<Stat>) -> Option<JsStat> {
+pub(crate) fn stat_js(s: Option<Stat>) -> Option<JsStat> {
     s.map(|s| JsStat { kind: s.kind.as_str().to_string(), size: s.size as f64 })
 }
 
-fn dirents_js(v: Vec<DirEntry>) -> Vec<JsDirent> {
+pub(crate) fn dirents_js(v: Vec<DirEntry>) -> Vec<JsDirent> {
     v.into_iter().map(|e| JsDirent { name: e.name, kind: e.kind.as_str().to_string() }).collect()
 }
 

@@ -16,6 +16,7 @@ mod callbacks;
 mod ckpt;
 mod errors;
 mod fs;
+mod ops;
 mod sandbox;
 mod shell;
 mod tools;

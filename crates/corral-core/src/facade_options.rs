@@ -21,6 +21,8 @@ enum Kind {
     Value,
     /// `needsApproval`: a boolean or a function.
     Approval,
+    /// `turn` of an adapter: a number, or a function that gives one at each change.
+    Turn,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
             Kind::Number => kind == "number",
             Kind::Value => matches!(kind, "object" | "function" | "array"),
             Kind::Approval => matches!(kind, "boolean" | "function"),
+            Kind::Turn => matches!(kind, "number" | "function"),
         }
     }
     fn what(self) -> &'static str {
@@ -44,6 +47,7 @@ impl Kind {
             Kind::Number => "a number",
             Kind::Value => "an object",
             Kind::Approval => "a boolean or a function",
+            Kind::Turn => "a number or a function",
         }
     }
 }
@@ -58,6 +62,11 @@ fn spec(what: &str) -> Option<(&'static str, Spec, &'static [&'static str])> {
     const ALLOW: (&str, Kind, &str) = ("allow", Kind::Array, "the commands that may run");
     const DENY: (&str, Kind, &str) = ("deny", Kind::Array, "the commands that never run");
     const ROOT: (&str, Kind, &str) = ("root", Kind::String, "the workspace's absolute path in the sandbox");
+    // The file tools' options for an adapter's reads and writes (checked by the core's `files`
+    // reader), and the session and turn its changes are recorded under.
+    const FILES: (&str, Kind, &str) = ("files", Kind::Object, "the file tools' options for its reads and writes");
+    const FILES_SESSION: (&str, Kind, &str) = ("sessionId", Kind::String, "the session its changes belong to");
+    const FILES_TURN: (&str, Kind, &str) = ("turn", Kind::Turn, "the turn its changes belong to");
     Some(match what {
         "toAiSdkTools" => ("toAiSdkTools", &[("ai", Kind::Value, "the 'ai' package"), SESSION, TURN], &[]),
         "toOpenAIAgentsTools" => {
@@ -65,12 +74,24 @@ fn spec(what: &str) -> Option<(&'static str, Spec, &'static [&'static str])> {
         }
         "toAiSdkSandbox" => (
             "toAiSdkSandbox",
-            &[SHELL, ALLOW, DENY, ROOT, ("description", Kind::String, "the text the model reads about the sandbox")],
+            &[
+                SHELL,
+                ALLOW,
+                DENY,
+                ROOT,
+                ("description", Kind::String, "the text the model reads about the sandbox"),
+                FILES,
+                FILES_SESSION,
+                FILES_TURN,
+            ],
             &[],
         ),
-        "corralSandboxClient" => {
-            ("corralSandboxClient", &[("fs", Kind::Value, "an FsProvider"), SHELL, ALLOW, DENY], &["fs"])
-        }
+        "corralSandboxClient" => (
+            "corralSandboxClient",
+            &[("fs", Kind::Value, "an FsProvider"), SHELL, ALLOW, DENY, FILES, FILES_SESSION, FILES_TURN],
+            &["fs"],
+        ),
+        "createEditor" => ("createEditor", &[ROOT, FILES, FILES_SESSION, FILES_TURN], &[]),
         "toolsFor" => (
             "toolsFor",
             &[

@@ -156,7 +156,7 @@ async fn check_undoable(fs: &dyn FsProvider, o: &FsToolOptions, path: &str, what
 }
 
 /// What `path` itself is, a link not followed (from its parent's listing); `None` when absent.
-async fn own_kind(fs: &dyn FsProvider, path: &str) -> Result<Option<EntryType>> {
+pub(crate) async fn own_kind(fs: &dyn FsProvider, path: &str) -> Result<Option<EntryType>> {
     let (parent, name) = path.rsplit_once('/').unwrap_or((".", path));
     match fs.readdir(parent).await {
         Ok(entries) => match entries.into_iter().find(|e| e.name == name) {
@@ -169,7 +169,7 @@ async fn own_kind(fs: &dyn FsProvider, path: &str) -> Result<Option<EntryType>> 
 }
 
 /// Refuses a path that really is the workspace root (a link to `.`, say).
-async fn not_the_root(fs: &dyn FsProvider, path: &str, what: &str) -> Result<()> {
+pub(crate) async fn not_the_root(fs: &dyn FsProvider, path: &str, what: &str) -> Result<()> {
     if path == "." || (fs.caps().real_path && fs.real_path(path).await? == ".") {
         return Err(Error::new(
             Code::InvalidArguments,
@@ -386,15 +386,19 @@ async fn delete_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: 
             }
             remove_emptied(fs, &path, &dirs).await?;
         }
-        _ => {
-            check_protected(fs, o, &path).await?;
-            check_undoable(fs, o, &path, "deleting").await?;
-            let _lock = lock_path(fs, &path).await;
-            o.check_read_to_remove(fs, ctx, &path).await?;
-            hooked_delete(fs, o, ctx, &path).await?;
-        }
+        _ => delete_one(fs, o, ctx, &path).await?,
     }
     Ok(format!("Deleted {path}."))
+}
+
+/// Deletes one file or link (`path` already checked, not a directory) on the file tools' path:
+/// `protect`, checkpoints' size limit, the path's lock, `requireRead`, then the recorded delete.
+pub(crate) async fn delete_one(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &Ctx, path: &str) -> Result<()> {
+    check_protected(fs, o, path).await?;
+    check_undoable(fs, o, path, "deleting").await?;
+    let _lock = lock_path(fs, path).await;
+    o.check_read_to_remove(fs, ctx, path).await?;
+    hooked_delete(fs, o, ctx, path).await
 }
 
 async fn make_dir(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Result<String> {

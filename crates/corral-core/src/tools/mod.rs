@@ -21,6 +21,7 @@ mod glob;
 mod grep;
 pub mod image;
 mod list;
+pub mod ops;
 mod patch;
 pub mod read;
 pub mod session;
@@ -158,30 +159,23 @@ impl FsToolOptions {
     /// `createFsTools`'s options (checkpoints are attached by the binding); `fns` gives the
     /// functions their tags name.
     pub fn from_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<FsToolOptions> {
+        Self::read_options("createFsTools", &FS_TOOLS_KEYS, v, fns)
+    }
+
+    /// An adapter's `files: { … }` (`ops::FILES_KEYS`): the file tools' options for the SDK
+    /// sandboxes and the editor (checkpoints are attached by the binding).
+    pub fn from_files_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<FsToolOptions> {
+        Self::read_options("files", &ops::FILES_KEYS, v, fns)
+    }
+
+    fn read_options(
+        what: &'static str,
+        keys: &[&str],
+        v: &Value,
+        fns: crate::options::Functions<'_>,
+    ) -> Result<FsToolOptions> {
         use crate::options::{is_function, is_js_object, Reader};
-        let r = Reader::new(
-            "createFsTools",
-            v,
-            &[
-                "readOnly",
-                "needsApproval",
-                "maxReadLines",
-                "maxOutputChars",
-                "maxResults",
-                "maxFilesScanned",
-                "grepTimeoutMs",
-                "maxGrepFileBytes",
-                "ignore",
-                "deny",
-                "checkpoints",
-                "readImages",
-                "protect",
-                "fuzzyEdit",
-                "onEdit",
-                "include",
-                "requireRead",
-            ],
-        )?;
+        let r = Reader::new(what, v, keys)?;
         let include = r.strings("include")?.unwrap_or_default();
         for (i, name) in include.iter().enumerate() {
             if !EXTRA_TOOLS.contains(&name.as_str()) {
@@ -242,6 +236,27 @@ impl FsToolOptions {
         })
     }
 }
+
+/// The keys `createFsTools` takes.
+const FS_TOOLS_KEYS: [&str; 17] = [
+    "readOnly",
+    "needsApproval",
+    "maxReadLines",
+    "maxOutputChars",
+    "maxResults",
+    "maxFilesScanned",
+    "grepTimeoutMs",
+    "maxGrepFileBytes",
+    "ignore",
+    "deny",
+    "checkpoints",
+    "readImages",
+    "protect",
+    "fuzzyEdit",
+    "onEdit",
+    "include",
+    "requireRead",
+];
 
 /// What the agent loop knows about the call.
 #[derive(Clone, Debug)]

@@ -30,10 +30,36 @@ pub(super) fn description(_o: &FsToolOptions) -> String {
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
     let content = str_arg(args, "content").unwrap_or_default();
-    check_write_size(&path, content.len() as u64, "the content")?;
-    check_protected(fs, o, &path).await?;
-    let _writer = lock_path(fs, &path).await;
-    let stat = fs.stat(&path).await?;
+    let size = format!("{}, {}", plural(content.len(), "byte"), plural(content.lines().count(), "line"));
+    Ok(match write_bytes(fs, o, ctx, &path, content.as_bytes()).await? {
+        Written::Same => format!("{path} already has this content; nothing was written."),
+        Written::Replaced => format!("Overwrote {path} ({size})."),
+        Written::Created => format!("Created {path} ({size})."),
+    })
+}
+
+/// What `write_bytes` did.
+pub(crate) enum Written {
+    Created,
+    Replaced,
+    /// The file already held these bytes: nothing was written.
+    Same,
+}
+
+/// The write path of `write_file` and of every surface that writes a whole file (the SDK
+/// sandboxes, the editor): `path` (already `checked_path`) gets `content`, under the size limit,
+/// `protect`, the path's lock, `requireRead`, checkpoints and `onEdit`.
+pub(crate) async fn write_bytes(
+    fs: &dyn FsProvider,
+    o: &FsToolOptions,
+    ctx: &Ctx,
+    path: &str,
+    content: &[u8],
+) -> Result<Written> {
+    check_write_size(path, content.len() as u64, "the content")?;
+    check_protected(fs, o, path).await?;
+    let _writer = lock_path(fs, path).await;
+    let stat = fs.stat(path).await?;
     let old_size = stat.as_ref().map_or(0, |s| s.size);
     let existed = match stat {
         Some(s) if s.kind == EntryType::Directory => {
@@ -50,18 +76,17 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     // (no read guard, no onEdit; checkpoints keep only what fits their own limit).
     let unread = existed && old_size > MAX_READ_BYTES && o.reads.is_none() && o.on_edit.is_none();
     if existed && !unread {
-        let old = bytes_to_change(fs, &path, "overwrite").await?;
-        if old == content.as_bytes() {
-            return Ok(format!("{path} already has this content; nothing was written."));
+        let old = bytes_to_change(fs, path, "overwrite").await?;
+        if old == content {
+            return Ok(Written::Same);
         }
-        o.check_read(ctx, &path, &[&old])?;
+        o.check_read(ctx, path, &[&old])?;
         if o.on_edit.is_some() {
             before = String::from_utf8_lossy(&old).into_owned();
         }
     }
-    hooked_write(fs, o, ctx, &path, content.as_bytes()).await?;
-    o.note_read(ctx, &path, &[content.as_bytes()]);
-    notify_edit(o, ctx, &path, &before, content).await;
-    let size = format!("{}, {}", plural(content.len(), "byte"), plural(content.lines().count(), "line"));
-    Ok(if existed { format!("Overwrote {path} ({size}).") } else { format!("Created {path} ({size}).") })
+    hooked_write(fs, o, ctx, path, content).await?;
+    o.note_read(ctx, path, &[content]);
+    notify_edit(o, ctx, path, &before, &String::from_utf8_lossy(content)).await;
+    Ok(if existed { Written::Replaced } else { Written::Created })
 }

@@ -6,6 +6,7 @@
 mod apply;
 mod parse;
 mod seek;
+pub(crate) mod v4a;
 
 use std::collections::BTreeMap;
 
