@@ -67,9 +67,12 @@ for (const [major, ai, Mock] of [['6', ai6, Mock6], ['7', ai7, Mock7]]) {
       trees.push(t);
       const tools = toAiSdkTools([createShellTool(new NodeWorkspace({ root: t.root }), { needsApproval: false })], { ai });
       const ac = new AbortController();
-      setTimeout(() => ac.abort(), 300);
+      const run = ai.generateText({ model: scripted(Mock, [[['shell', { command: 'touch started; sleep 3; touch marker' }]]], []), tools, prompt: 'wait', abortSignal: ac.signal, stopWhen: ai.stepCountIs(3) });
+      // The command ran (the positive control), then the session is aborted.
+      for (let i = 0; i < 200 && !existsSync(join(t.root, 'started')); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(existsSync(join(t.root, 'started'))).toBe(true);
       const started = Date.now();
-      const run = ai.generateText({ model: scripted(Mock, [[['shell', { command: 'sleep 3; touch marker' }]]], []), tools, prompt: 'wait', abortSignal: ac.signal, stopWhen: ai.stepCountIs(3) });
+      ac.abort();
       await run.catch(() => {});
       expect(Date.now() - started).toBeLessThan(2500);
       await new Promise((r) => setTimeout(r, 3500));

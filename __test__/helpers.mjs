@@ -12,7 +12,10 @@ import { LinuxSandbox, normalizeWorkspacePath, WorkspaceError } from 'corral';
 export const linuxSandboxUsable = (() => {
   if (process.platform !== 'linux') return false;
   const p = LinuxSandbox.probe();
-  return p.mountNamespaces && p.pidNamespaces && p.netNamespaces && (process.getuid?.() === 0 || p.userNamespaces);
+  const usable = p.mountNamespaces && p.pidNamespaces && p.netNamespaces && (process.getuid?.() === 0 || p.userNamespaces);
+  // In CI a kernel without the namespaces fails the run instead of skipping the sandbox's tests.
+  if (!usable && process.env.CI === 'true') throw new Error(`CI=true but this kernel gives LinuxSandbox no namespaces: ${JSON.stringify(p)}`);
+  return usable;
 })();
 
 /** A fresh temp directory with `files` written into `root/`; returns { dir, root, cleanup }. */

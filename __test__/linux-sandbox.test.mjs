@@ -87,8 +87,10 @@ describe.skipIf(!usable)('LinuxSandbox on this kernel', () => {
     const t = tree();
     const tool = createShellTool(shellIn(t.root), { needsApproval: false });
     const controller = new AbortController();
-    const running = tool.execute({ command: '(setsid sh -c "sleep 2; touch late" &) ; sleep 30' }, { abortSignal: controller.signal, signal: controller.signal });
-    await sleep(500);
+    const running = tool.execute({ command: '(setsid sh -c "sleep 2; touch late" &) ; touch started; sleep 30' }, { abortSignal: controller.signal, signal: controller.signal });
+    // The command and its background child started (the positive control).
+    for (let i = 0; i < 200 && !existsSync(join(t.root, 'started')); i++) await sleep(25);
+    expect(existsSync(join(t.root, 'started'))).toBe(true);
     controller.abort();
     await running.catch((e) => e);
     await sleep(3000);

@@ -3,7 +3,7 @@
 // corral <tool> '<json args>' [--root DIR]   run one file tool against a directory
 // corral tools [--root DIR]                   list the tools with their schemas
 // corral mcp --root DIR [...]                  an MCP server on stdio (see mcp.js)
-const { parseFlags } = require('./flags.js');
+const { parseFlags } = require('../js/flags.js');
 
 const usage = `usage: corral <tool> '<json args>' [--root DIR]
        corral tools [--root DIR]

@@ -677,5 +677,5 @@ function processRunner(shell, options) {
 }
 
 Object.defineProperty(module.exports, Symbol.for('corral.internal'), {
-  value: Object.freeze({ checkOptions, processRunner, fileOps, applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, imageMediaType: native.imageMediaType, normalize: native.normalizeWorkspacePath, withSignal, asBuffer }),
+  value: Object.freeze({ checkOptions, processRunner, fileOps, mcpPolicy: (shell, allow, deny, clientApproves) => new native.NativeMcpPolicy(nativeShell(shell), allow, deny, clientApproves), applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, imageMediaType: native.imageMediaType, normalize: native.normalizeWorkspacePath, withSignal, asBuffer }),
 });

@@ -9,7 +9,7 @@ const { ListToolsRequestSchema, CallToolRequestSchema } = require('@modelcontext
 const corral = require('./index.js');
 // The addon itself (loaded once per process), for what the core decides that is not public API.
 const addon = require('./load-binding.js').loadBinding();
-const { parseFlags } = require('../bin/flags.js');
+const { parseFlags } = require('./flags.js');
 const { version } = require('../package.json');
 
 const usage = `usage: corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--client-approves] [--read-only]
@@ -73,38 +73,24 @@ function toolsFor(o, onProgress) {
   } else if (o.sandbox !== 'none') {
     throw new Error(`--sandbox must be none, linux or docker, not '${o.sandbox}'`);
   }
-  // The shell tool gets no `allow`: a command --allow does not match is put to the user, not
-  // refused. Whether --allow matches is the core's own matching: a tool with `allow` and
-  // `needsApproval: true` says a command needs approval exactly when `allow` lets it run.
-  const allowed = o.allow.length ? corral.createShellTool(shell, { allow: o.allow, needsApproval: true }) : undefined;
-  const runsUnasked = async (command) => o.clientApproves || (allowed !== undefined && (await allowed.needsApproval({ command })));
+  // Who approves a command is the core's (--allow runs unasked, --deny is refused, any other
+  // is asked): the shell tool gets no `allow`, so a command --allow does not match is put to
+  // the user, not refused.
+  const policy = corral[Symbol.for('corral.internal')].mcpPolicy(shell, o.allow, o.deny, o.clientApproves);
   // With --tools all, the shell runs commands in the background too.
   const background = o.tools === 'all';
   const shellTools = corral.createShellTool(shell, {
     deny: o.deny,
-    needsApproval: async (command) => !(await runsUnasked(command)),
+    needsApproval: (command) => policy.needsApproval(command),
     background,
     ...(onProgress ? { onProgress } : {}),
   });
-  return [...fsTools, ...(background ? shellTools : [shellTools])];
-}
-
-/** What the shell tool's description adds: what runs without asking, what is asked, what is refused. */
-function approvalNote(o, canAsk) {
-  const list = (patterns) => patterns.map((p) => `\`${p}\``).join(', ');
-  const denied = o.deny.length ? ` Refused without asking: ${list(o.deny)}.` : '';
-  if (o.clientApproves) return `Every command${denied && ' not refused'} runs without asking here: the MCP client asks its user before each call.${denied}`;
-  const others = canAsk ? 'is put to the user first and runs only if they approve' : 'is refused: this client cannot ask its user for approval';
-  const allowed = o.allow.length
-    ? `These commands run without asking: ${list(o.allow)} (extra arguments only when they stay inside the workspace, with no $, { or } and no shell operators); any other command ${others}.`
-    : `Every command ${others}.`;
-  return allowed + denied;
+  const tools = [...fsTools, ...(background ? shellTools : [shellTools])];
+  Object.defineProperty(tools, 'policy', { value: policy, enumerable: false });
+  return tools;
 }
 
 const canAsk = (server) => server.getClientCapabilities()?.elicitation?.form !== undefined;
-
-/** A command as one POSIX shell word, for a command line the user can paste. */
-const shellQuote = (s) => `'${s.replaceAll("'", `'"'"'`)}'`;
 
 const notRun = (text) => ({ content: [{ type: 'text', text }], isError: true });
 
@@ -115,13 +101,11 @@ const APPROVAL_TIMEOUT_MS = 10 * 60_000;
  * Undefined when this call may run; else the result that says why it did not. A call its tool
  * says needs approval runs only when the client's user accepts it with `run: true`.
  */
-async function approval(server, tool, args, rootName, extra) {
+async function approval(server, tool, args, rootName, extra, policy) {
   const needed = typeof tool.needsApproval === 'function' ? await tool.needsApproval(args) : tool.needsApproval === true;
   if (!needed) return undefined;
   const command = typeof args.command === 'string' ? args.command : `${tool.name} ${JSON.stringify(args)}`;
-  if (!canAsk(server)) {
-    return notRun(`Not run: this command needs approval and this client cannot ask for it. To let it run, start corral mcp with --allow ${shellQuote(command)}, or with --client-approves if your client asks its user before each tool call.`);
-  }
+  if (!canAsk(server)) return notRun(policy.cannotAsk(command));
   let answer;
   try {
     answer = await server.elicitInput({
@@ -213,7 +197,7 @@ async function serve(argv) {
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: tools.map((t) => ({
       name: t.name,
-      description: t.name === 'shell' ? `${t.description} ${approvalNote(o, canAsk(server))}` : t.description,
+      description: t.name === 'shell' ? `${t.description} ${tools.policy.note(canAsk(server))}` : t.description,
       inputSchema: t.inputSchema,
       ...(t.name === 'shell' ? { outputSchema: SHELL_OUTPUT_SCHEMA } : {}),
       annotations: addon.toolAnnotations(t.name),
@@ -227,7 +211,7 @@ async function serve(argv) {
     const token = request.params._meta?.progressToken;
     if (token !== undefined) progress.set(toolCallId, { token, count: 0, send: extra.sendNotification });
     try {
-      const refused = await approval(server, tool, args, rootName, extra);
+      const refused = await approval(server, tool, args, rootName, extra, tools.policy);
       if (refused) return refused;
       return content(await tool.execute(args, { signal: extra.signal, toolCallId }));
     } catch (e) {

@@ -335,3 +335,35 @@ impl NativeShellTool {
         })
     }
 }
+
+/// `corral mcp`'s approval policy over one shell (`corral_core::shell::approval::McpPolicy`).
+#[napi]
+pub struct NativeMcpPolicy {
+    shell: Arc<dyn ShellProvider>,
+    inner: Arc<corral_core::shell::approval::McpPolicy>,
+}
+
+#[napi]
+impl NativeMcpPolicy {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(shell: &NativeShell, allow: Vec<String>, deny: Vec<String>, client_approves: bool) -> Self {
+        let inner = corral_core::shell::approval::McpPolicy::new(allow, deny, client_approves);
+        NativeMcpPolicy { shell: shell.inner.clone(), inner: Arc::new(inner) }
+    }
+
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn needs_approval<'e>(&self, env: &'e Env, command: String) -> Result<PromiseRaw<'e, bool>> {
+        let (shell, inner) = (self.shell.clone(), self.inner.clone());
+        crate::spawn(env, async move { Ok(inner.needs_approval(shell.as_ref(), &command).await) })
+    }
+
+    #[napi(catch_unwind)]
+    pub fn note(&self, can_ask: bool) -> String {
+        self.inner.note(can_ask)
+    }
+
+    #[napi(catch_unwind)]
+    pub fn cannot_ask(&self, command: String) -> String {
+        corral_core::shell::approval::McpPolicy::cannot_ask(&command)
+    }
+}

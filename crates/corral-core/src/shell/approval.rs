@@ -7,6 +7,8 @@
 use serde_json::Value;
 
 use super::process::Processes;
+use super::rules::{check_command, CommandPattern};
+use super::ShellProvider;
 
 /// The most of a command's standard input, or of text for a running process, a prompt shows.
 pub const TEXT_SHOWN: usize = 2000;
@@ -66,6 +68,81 @@ pub fn prompt(tool: &str, args: &Value, root_name: &str, procs: Option<&Processe
         out.push_str(&shown_text(stdin, "with this on its standard input"));
     }
     Some(out)
+}
+
+/// Who approves a command in `corral mcp`: one matching `--allow` runs without asking, one
+/// matching `--deny` is refused (the shell tool's own `deny`), any other is asked; with
+/// `--client-approves` every command not denied runs (the client asks its user before each call).
+pub struct McpPolicy {
+    allow: Vec<CommandPattern>,
+    allow_text: Vec<String>,
+    deny_text: Vec<String>,
+    client_approves: bool,
+}
+
+impl McpPolicy {
+    pub fn new(allow: Vec<String>, deny: Vec<String>, client_approves: bool) -> McpPolicy {
+        McpPolicy {
+            allow: allow.iter().cloned().map(CommandPattern::Str).collect(),
+            allow_text: allow,
+            deny_text: deny,
+            client_approves,
+        }
+    }
+
+    /// Whether `command` is put to the user: not with `--client-approves`, not when `--allow`
+    /// lets it run (the shell tool's own matching, in `shell`'s dialect and workspace).
+    pub async fn needs_approval(&self, shell: &dyn ShellProvider, command: &str) -> bool {
+        if self.client_approves {
+            return false;
+        }
+        if self.allow.is_empty() {
+            return true;
+        }
+        let name = shell.shell();
+        let dir = shell.host_dir(None);
+        check_command(command, Some(&self.allow), &[], name.as_deref(), dir.as_deref()).await.is_err()
+    }
+
+    /// What the shell tool's description adds: what runs without asking, what is asked, what is
+    /// refused (`can_ask`: the client declared elicitation).
+    pub fn note(&self, can_ask: bool) -> String {
+        let list = |p: &[String]| p.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ");
+        let denied = if self.deny_text.is_empty() {
+            String::new()
+        } else {
+            format!(" Refused without asking: {}.", list(&self.deny_text))
+        };
+        if self.client_approves {
+            let not = if denied.is_empty() { "" } else { " not refused" };
+            return format!(
+                "Every command{not} runs without asking here: the MCP client asks its user before each call.{denied}"
+            );
+        }
+        let others = if can_ask {
+            "is put to the user first and runs only if they approve"
+        } else {
+            "is refused: this client cannot ask its user for approval"
+        };
+        let allowed = if self.allow_text.is_empty() {
+            format!("Every command {others}.")
+        } else {
+            format!(
+                "These commands run without asking: {} (extra arguments only when they stay inside the workspace, with no $, {{ or }} and no shell operators); any other command {others}.",
+                list(&self.allow_text)
+            )
+        };
+        allowed + &denied
+    }
+
+    /// The result text for a call that needs approval from a client that cannot ask, naming the
+    /// two ways out (`command`: the command, or the tool call as text).
+    pub fn cannot_ask(command: &str) -> String {
+        let quoted = format!("'{}'", command.replace('\'', "'\"'\"'"));
+        format!(
+            "Not run: this command needs approval and this client cannot ask for it. To let it run, start corral mcp with --allow {quoted}, or with --client-approves if your client asks its user before each tool call."
+        )
+    }
 }
 
 /// Commands that run code the workspace holds (a script, a build file, a test suite).

@@ -17,12 +17,12 @@ struct Server {
 
 impl Server {
     /// A fresh server; a test run where PostgreSQL is missing fails, it does not pass.
-    fn start(test: &str) -> Option<Server> {
+    fn start(test: &str) -> Server {
         Server::start_with(test, None)
     }
 
     /// With `tls`: a directory holding server.crt and server.key, which the server speaks TLS with.
-    fn start_with(test: &str, tls: Option<&std::path::Path>) -> Option<Server> {
+    fn start_with(test: &str, tls: Option<&std::path::Path>) -> Server {
         let dir = tempfile::Builder::new().prefix("corral-pg-").tempdir_in("/var/tmp").expect("a temp dir");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg-test.sh");
         let mut cmd = Command::new("bash");
@@ -33,7 +33,7 @@ impl Server {
         let out = cmd.output().expect("bash runs");
         assert_ne!(out.status.code(), Some(3), "{test} needs PostgreSQL, and it is not installed");
         assert!(out.status.success(), "pg-test.sh start: {}", String::from_utf8_lossy(&out.stderr));
-        Some(Server { url: String::from_utf8(out.stdout).unwrap().trim().to_string(), dir })
+        Server { url: String::from_utf8(out.stdout).unwrap().trim().to_string(), dir }
     }
 
     fn run(&self, what: &str) {
@@ -62,7 +62,7 @@ fn spec(name: &str, command: &str) -> Value {
 #[tokio::test]
 #[ignore = "needs PostgreSQL: scripts/test.sh runs it where PostgreSQL is installed"]
 async fn the_store_contract_holds_on_postgresql() {
-    let Some(pg) = Server::start("the_store_contract_holds_on_postgresql") else { return };
+    let pg = Server::start("the_store_contract_holds_on_postgresql");
     let registry = Registry::new(Arc::new(pg.store(json!({}))));
     assert!(registry.list("w").await.unwrap().is_empty());
     for name in ["b", "a", "Z", "_x", "a-1"] {
@@ -89,7 +89,7 @@ async fn the_store_contract_holds_on_postgresql() {
 #[tokio::test]
 #[ignore = "needs PostgreSQL: scripts/test.sh runs it where PostgreSQL is installed"]
 async fn stores_that_start_together_migrate_once_and_a_named_schema_holds_the_table() {
-    let Some(pg) = Server::start("stores_that_start_together_migrate_once") else { return };
+    let pg = Server::start("stores_that_start_together_migrate_once");
     let stores: Vec<PostgresToolStore> =
         (0..6).map(|_| pg.store(json!({ "schema": "tools_a", "poolSize": 2 }))).collect();
     let firsts = futures::future::join_all(stores.iter().map(|s| s.list("w"))).await;
@@ -106,7 +106,7 @@ async fn stores_that_start_together_migrate_once_and_a_named_schema_holds_the_ta
 #[tokio::test]
 #[ignore = "needs PostgreSQL: scripts/test.sh runs it where PostgreSQL is installed"]
 async fn concurrent_upserts_and_deletes_end_with_exact_counts() {
-    let Some(pg) = Server::start("concurrent_upserts_and_deletes_end_with_exact_counts") else { return };
+    let pg = Server::start("concurrent_upserts_and_deletes_end_with_exact_counts");
     let registry = Arc::new(Registry::new(Arc::new(pg.store(json!({ "poolSize": 4 })))));
     let mut tasks = Vec::new();
     for i in 0..100 {
@@ -127,7 +127,7 @@ async fn concurrent_upserts_and_deletes_end_with_exact_counts() {
 #[tokio::test]
 #[ignore = "needs PostgreSQL: scripts/test.sh runs it where PostgreSQL is installed"]
 async fn a_stopped_server_is_an_error_within_the_bound_and_the_call_after_the_restart_succeeds() {
-    let Some(pg) = Server::start("a_stopped_server_is_an_error_within_the_bound") else { return };
+    let pg = Server::start("a_stopped_server_is_an_error_within_the_bound");
     let store = pg.store(json!({}));
     store.put("w", &crate::templates::WorkspaceToolSpec::from_json(&spec("a", "echo")).unwrap()).await.unwrap();
     pg.run("stop");
@@ -154,7 +154,7 @@ async fn a_stopped_server_is_an_error_within_the_bound_and_the_call_after_the_re
 #[tokio::test]
 #[ignore = "needs PostgreSQL: scripts/test.sh runs it where PostgreSQL is installed"]
 async fn a_wrong_password_or_host_is_a_clear_error_without_the_password() {
-    let Some(pg) = Server::start("a_wrong_password_or_host_is_a_clear_error") else { return };
+    let pg = Server::start("a_wrong_password_or_host_is_a_clear_error");
     let wrong = pg.url.replacen("corral:", "corral:WrongPassw0rd", 1);
     let store =
         PostgresToolStore::new(PostgresOptions::from_json(&json!({ "connectionString": wrong })).unwrap()).unwrap();
@@ -197,7 +197,7 @@ async fn tls_is_used_and_checked_as_the_connection_string_asks() {
     let tmp = tempfile::tempdir().unwrap();
     let ours = certs(&tmp.path().join("ours"), "corral test CA");
     let other = certs(&tmp.path().join("other"), "another CA");
-    let Some(pg) = Server::start_with("tls_is_used_and_checked", Some(&ours)) else { return };
+    let pg = Server::start_with("tls_is_used_and_checked", Some(&ours));
     let list = |url: String| async move {
         let store =
             PostgresToolStore::new(PostgresOptions::from_json(&json!({ "connectionString": url })).unwrap()).unwrap();
@@ -218,7 +218,7 @@ async fn tls_is_used_and_checked_as_the_connection_string_asks() {
     // require encrypts without checking.
     list(format!("{}?sslmode=require", pg.url)).await.unwrap();
     // And require means TLS: a server without it is refused.
-    let Some(plain) = Server::start("tls_is_used_and_checked (plain)") else { return };
+    let plain = Server::start("tls_is_used_and_checked (plain)");
     let e = list(format!("{}?sslmode=require", plain.url)).await.unwrap_err();
     assert!(e.message.contains("cannot connect"), "{}", e.message);
     list(plain.url.clone()).await.unwrap();

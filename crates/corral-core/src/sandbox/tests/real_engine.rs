@@ -20,9 +20,9 @@ use crate::shell::{Cancel, ExecOptions, ShellProvider};
 
 const IMAGE: &str = "corral-busybox:latest";
 
-fn real_host(test: &str) -> Option<String> {
+fn real_host(test: &str) -> String {
     match std::env::var("CORRAL_DOCKER_HOST") {
-        Ok(h) if !h.trim().is_empty() => Some(h),
+        Ok(h) if !h.trim().is_empty() => h,
         _ => panic!("{test} needs a Docker Engine: set CORRAL_DOCKER_HOST (see scripts/dockerd-test.sh)"),
     }
 }
@@ -78,7 +78,7 @@ fn opts(timeout_ms: u64) -> ExecOptions {
 #[tokio::test]
 #[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
 async fn real_engine_network_none_lifecycle() {
-    let Some(host) = real_host("real_engine_network_none_lifecycle") else { return };
+    let host = real_host("real_engine_network_none_lifecycle");
     std::env::set_var("CORRAL_SBX_REAL_SECRET", "real-secret");
     std::env::set_var("CORRAL_SBX_REAL_LISTED", "listed");
     let (_d, dir) = workdir();
@@ -131,7 +131,7 @@ async fn real_engine_streams_output_while_the_container_runs() {
             self.0.lock().unwrap().push((Instant::now(), stream, String::from_utf8_lossy(chunk).into_owned()));
         }
     }
-    let Some(host) = real_host("real_engine_streams_output_while_the_container_runs") else { return };
+    let host = real_host("real_engine_streams_output_while_the_container_runs");
     let (_d, dir) = workdir();
     let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
     let rec = Arc::new(Recorder(Default::default()));
@@ -151,7 +151,7 @@ async fn real_engine_streams_output_while_the_container_runs() {
 #[tokio::test]
 #[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
 async fn real_engine_exit_codes_output_and_stdin() {
-    let Some(host) = real_host("real_engine_exit_codes_output_and_stdin") else { return };
+    let host = real_host("real_engine_exit_codes_output_and_stdin");
     let (_d, dir) = workdir();
     let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
     let r = shell.exec("echo out; echo err >&2; exit 3", opts(30_000)).await.unwrap();
@@ -184,7 +184,7 @@ async fn real_engine_exit_codes_output_and_stdin() {
 #[tokio::test]
 #[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
 async fn real_engine_timeout_kills_and_removes_the_container() {
-    let Some(host) = real_host("real_engine_timeout_kills_and_removes_the_container") else { return };
+    let host = real_host("real_engine_timeout_kills_and_removes_the_container");
     let (_d, dir) = workdir();
     let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
     let start = Instant::now();
@@ -200,7 +200,7 @@ async fn real_engine_timeout_kills_and_removes_the_container() {
 #[tokio::test]
 #[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
 async fn real_engine_cancel_kills_and_removes_the_container() {
-    let Some(host) = real_host("real_engine_cancel_kills_and_removes_the_container") else { return };
+    let host = real_host("real_engine_cancel_kills_and_removes_the_container");
     let (_d, dir) = workdir();
     let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
     let cancel = Cancel::new();
@@ -237,7 +237,7 @@ async fn real_engine_cancel_kills_and_removes_the_container() {
 #[tokio::test]
 #[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
 async fn real_engine_dropping_the_run_removes_the_container() {
-    let Some(host) = real_host("real_engine_dropping_the_run_removes_the_container") else { return };
+    let host = real_host("real_engine_dropping_the_run_removes_the_container");
     let (_d, dir) = workdir();
     let shell = SandboxShell::new(sandbox(&host, Network::None, None), &dir, env(&[]), InheritEnv::None).unwrap();
     // A boxed future (async_trait), so dropping it drops the run.
@@ -293,7 +293,7 @@ async fn assert_gone(host: &str, dir: &Path) {
 #[tokio::test]
 #[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
 async fn real_engine_refuses_egress_on_an_engine_older_than_25_0_5() {
-    let Some(host) = real_host("real_engine_refuses_egress_on_an_engine_older_than_25_0_5") else { return };
+    let host = real_host("real_engine_refuses_egress_on_an_engine_older_than_25_0_5");
     let (_d, dir) = workdir();
     let broker = arc(RecordingBroker::default());
     let sb = sandbox(&host, Network::Allow(vec!["registry.npmjs.org".into()]), Some(broker.clone()));
@@ -317,7 +317,7 @@ async fn real_engine_refuses_egress_on_an_engine_older_than_25_0_5() {
 #[tokio::test]
 #[ignore]
 async fn sandbox_overhead_bench() {
-    let Some(host) = real_host("sandbox_overhead_bench") else { return };
+    let host = real_host("sandbox_overhead_bench");
     let (_d, dir) = workdir();
     let sb = sandbox(&host, Network::None, None);
     const RUNS: usize = 11;
@@ -373,7 +373,7 @@ async fn sandbox_overhead_bench() {
 #[tokio::test]
 #[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
 async fn real_engine_limits_stop_a_memory_hog_and_a_big_file_and_say_which() {
-    let Some(host) = real_host("real_engine_limits_stop_a_memory_hog_and_a_big_file_and_say_which") else { return };
+    let host = real_host("real_engine_limits_stop_a_memory_hog_and_a_big_file_and_say_which");
     let (_d, dir) = workdir();
     let limits = crate::sandbox::limits::Limits::from_option(
         Some(&serde_json::json!({ "memoryBytes": 32 << 20, "pids": 32, "fileSizeBytes": 4096 })),
