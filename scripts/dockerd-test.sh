@@ -1,6 +1,6 @@
 #!/bin/sh
-# A private Docker Engine for the sandbox tests, on loopback only (TOOLCHAIN.md, "A real Docker
-# Engine"): no bridge, no iptables, no forwarding, no registry.
+# A private Docker Engine for the sandbox tests, on loopback only: no bridge, no iptables, no
+# forwarding, no registry.
 #
 #   scripts/dockerd-test.sh start <dir>   # installs docker.io + busybox-static if missing, starts
 #                                         # dockerd on <dir>/docker.sock, imports corral-busybox:latest

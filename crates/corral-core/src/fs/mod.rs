@@ -50,7 +50,7 @@ pub struct DirEntry {
     pub kind: EntryType,
 }
 
-/// Which optional methods a provider has (API.md: `readFileBytes`, `getMode`/`chmod`, `realPath`).
+/// Which optional methods a provider has (index.d.ts `FsProvider`: `readFileBytes`, `getMode`/`chmod`, `realPath`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Caps {
     pub read_bytes: bool,

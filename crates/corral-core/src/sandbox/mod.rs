@@ -43,7 +43,7 @@ const GRACE_AFTER_CANCEL: Duration = Duration::from_millis(1000);
 /// How long past its timeout an adapter that ignores it is still waited on.
 const GRACE_AFTER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One command for an adapter (API.md: `{ command, cwd, env, timeoutMs, stdin? }`).
+/// One command for an adapter (the `SandboxAdapter` request of index.d.ts: `{ command, cwd, env, timeoutMs, stdin? }`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SandboxRequest {
     pub command: String,
@@ -70,7 +70,7 @@ pub struct SandboxRequest {
     pub input: Option<crate::shell::Input>,
 }
 
-/// Runs one command in some sandbox (API.md `SandboxAdapter`). Like a `ShellProvider`, `run`
+/// Runs one command in some sandbox (`SandboxAdapter` in index.d.ts). Like a `ShellProvider`, `run`
 /// resolves for a non-zero exit, a timeout or a cancel, and fails only when the command could
 /// not be started.
 #[async_trait]

@@ -1,4 +1,4 @@
-//! The shell provider interface (API.md `ShellProvider`).
+//! The shell provider interface (`ShellProvider` in index.d.ts).
 
 pub mod approval;
 pub mod exec;
