@@ -1,7 +1,7 @@
 // Every process a command starts ends when Node ends, however it ends (process.exit, SIGTERM,
 // SIGKILL): NodeWorkspace's commands, foreground and background, by their control group where
 // one can be made (else their process group), LinuxSandbox's by their pid namespace.
-import { describe, it, expect, afterAll } from 'vitest';
+import { describe, it, expect, afterAll, onTestFinished } from 'vitest';
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,6 +29,11 @@ describe.runIf(process.platform === 'linux')('processes end with their owner', (
       trees.push(t);
       const tag = String(100000 + Math.floor(Math.random() * 800000));
       const child = spawn(process.execPath, [CHILD, t.root, tag, how, linuxSandboxUsable ? 'linux' : ''], { stdio: ['ignore', 'pipe', 'inherit'] });
+      // A failed assertion never leaves the owner (or its commands) running.
+      onTestFinished(() => {
+        child.kill('SIGKILL');
+        for (const p of tagged(tag)) try { process.kill(p.pid, 'SIGKILL'); } catch {}
+      });
       let text = '';
       await new Promise((resolve, reject) => {
         child.stdout.on('data', (d) => { text += d; if (text.includes('ready')) resolve(); });
