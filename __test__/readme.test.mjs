@@ -1,4 +1,4 @@
-// "The README runs": every ```ts and ```js block of README.md is type-checked with `tsc --strict`
+// "The docs run": every ```ts and ```js block of README.md and docs/*.md is type-checked with `tsc --strict`
 // and then run with node, each in a directory of its own holding a fresh copy of examples/project
 // (the blocks' `./project`). A comment on the line before a block says when it does not run:
 //   <!-- readme-test: typecheck-only (why) -->  it needs the internet or another machine: tsc only
@@ -10,7 +10,7 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LinuxSandbox } from 'corral';
@@ -22,7 +22,7 @@ const DIRECTIVE = /^<!--\s*readme-test:\s*(typecheck-only|docker|linux-sandbox|s
 
 
 /** The ```ts / ```js blocks of a Markdown text: { n, line, lang, heading, mode, reason, code }. */
-function readmeBlocks(markdown) {
+function readmeBlocks(markdown, path) {
   const lines = markdown.split('\n');
   const blocks = [];
   let heading = '';
@@ -32,14 +32,14 @@ function readmeBlocks(markdown) {
     const open = /^```(\w*)\s*$/.exec(lines[i]);
     if (!open) continue;
     const end = lines.indexOf('```', i + 1);
-    if (end < 0) throw new Error(`README.md:${i + 1}: a code block that never closes`);
+    if (end < 0) throw new Error(`${path}:${i + 1}: a code block that never closes`);
     const lang = open[1];
     if (['ts', 'typescript', 'js', 'javascript'].includes(lang)) {
       let before = i - 1;
       while (before >= 0 && lines[before].trim() === '') before--;
       const d = DIRECTIVE.exec(lines[before]?.trim() ?? '');
       blocks.push({
-        n: blocks.length + 1, line: i + 1, lang: lang.startsWith('t') ? 'ts' : 'js', heading, directive: Boolean(d),
+        path, line: i + 1, lang: lang.startsWith('t') ? 'ts' : 'js', heading, directive: Boolean(d),
         mode: d?.[1] ?? 'run', reason: d?.[2] ?? '', code: lines.slice(i + 1, end).join('\n'),
       });
     }
@@ -48,7 +48,9 @@ function readmeBlocks(markdown) {
   return blocks;
 }
 
-const blocks = readmeBlocks(readFileSync(join(REPO, 'README.md'), 'utf8'));
+// README.md and every page of docs/, in that order.
+const PAGES = ['README.md', ...readdirSync(join(REPO, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const blocks = PAGES.flatMap((p) => readmeBlocks(readFileSync(join(REPO, p), 'utf8'), p)).map((b, i) => ({ ...b, n: i + 1 }));
 const dockerHost = process.env.CORRAL_DOCKER_HOST;
 const linuxSandboxFull = linuxSandboxUsable && LinuxSandbox.probe().cgroups !== null;
 
@@ -62,7 +64,7 @@ function notRunBecause(b) {
 }
 
 const file = (b) => `block${String(b.n).padStart(2, '0')}`;
-const title = (b) => `README.md:${b.line} (${b.heading})`;
+const title = (b) => `${b.path}:${b.line} (${b.heading})`;
 let dir;
 const diagnostics = new Map(); // file name → tsc errors for that block
 
@@ -94,16 +96,18 @@ beforeAll(async () => {
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
   const notRun = blocks.map((b) => [b, notRunBecause(b)]).filter(([, why]) => why);
-  if (notRun.length) console.info(`README blocks not run here:\n${notRun.map(([b, why]) => `  ${title(b)}: ${why}`).join('\n')}`);
+  if (notRun.length) console.info(`Blocks of the docs not run here:\n${notRun.map(([b, why]) => `  ${title(b)}: ${why}`).join('\n')}`);
 });
 
-describe('README.md', () => {
-  it('has code blocks to check, and every directive is one the test knows', () => {
+describe('README.md and docs/', () => {
+  it('have code blocks to check, and every directive is one the test knows', () => {
     expect(blocks.length).toBeGreaterThan(10);
-    const markdown = readFileSync(join(REPO, 'README.md'), 'utf8');
-    const directives = markdown.split('\n').filter((l) => l.includes('readme-test:'));
-    expect(directives.filter((l) => !DIRECTIVE.test(l.trim()))).toEqual([]);
-    expect(blocks.filter((b) => b.directive).length, 'a directive not right before a ts/js block').toBe(directives.length);
+    expect(PAGES.length).toBeGreaterThan(5);
+    for (const page of PAGES) {
+      const directives = readFileSync(join(REPO, page), 'utf8').split('\n').filter((l) => l.includes('readme-test:'));
+      expect(directives.filter((l) => !DIRECTIVE.test(l.trim())), page).toEqual([]);
+      expect(blocks.filter((b) => b.path === page && b.directive).length, `${page}: a directive not right before a ts/js block`).toBe(directives.length);
+    }
     expect(diagnostics.get('tsc') ?? []).toEqual([]);
   });
 

@@ -1,5 +1,5 @@
 // npm run bench (part): the speed goals, each against its peer in the same run, as one table.
-// README's "Performance" table is this script's output. Not a test: the machine is noisy, so
+// The speed-goal table of docs/file-tools.md is this script's output. Not a test: the machine is noisy, so
 // every figure is a median and every goal a ratio or a bound with room.
 //
 //   node bench/goals.mjs [--runs N] [--only name,name]

@@ -17,7 +17,7 @@ const KEEP_BYTES = 16 * 1024 * 1024;
 const READ_WAIT_MS = 1000;
 
 /**
- * `path` as the workspace path the provider is given: see README, "The SDKs' own sandboxes".
+ * `path` as the workspace path the provider is given: see docs/integrations.md, "The SDKs' own sandboxes".
  * `hostRoot` (a NodeWorkspace's directory, where commands see the workspace) names it too.
  */
 function workspacePath(root, path, hostRoot) {

@@ -1,5 +1,5 @@
 // corral as an MCP server, driven by the MCP SDK's client: node examples/integrations/mcp-client.mjs [DIR]
-// Claude Code, Cursor and Codex start the same server from their config (see README).
+// Claude Code, Cursor and Codex start the same server from their config (see docs/integrations.md).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { fileURLToPath } from 'node:url';

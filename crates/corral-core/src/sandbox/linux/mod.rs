@@ -5,7 +5,7 @@
 //! Why set-up in the forked child rather than a helper executable: the child's work is a fixed
 //! list of raw syscalls on data prepared before the fork (`child::Plan`), which is safe in a
 //! multi-threaded parent, and it costs one extra fork instead of starting and loading a second
-//! program for every command (see the README's figures). A helper would also have to be built and
+//! program for every command (see the figures in docs/sandboxes.md). A helper would also have to be built and
 //! shipped in every platform package.
 
 mod child;
