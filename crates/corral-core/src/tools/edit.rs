@@ -2,10 +2,11 @@
 //! ambiguous; succeeds without writing when the edit was already applied; refuses files that are
 //! not UTF-8 when the provider can read bytes; keeps a UTF-8 BOM.
 
-use super::{
-    check_protected, check_read_size, check_write_size, checked_path, fmt_count, hooked_write, lock_path, notify_edit,
-    path_prop, str_arg, Ctx, FsToolOptions,
-};
+use super::args::{path_prop, str_arg};
+use super::format::fmt_count;
+use super::guard::{check_protected, check_read_size, check_write_size, checked_path, lock_path};
+use super::options::{Ctx, FsToolOptions};
+use super::write_path::{hooked_write, notify_edit};
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};

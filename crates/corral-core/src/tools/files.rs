@@ -6,10 +6,12 @@
 
 use serde_json::{json, Value};
 
-use super::{
-    bytes_to_change, check_protected, check_read_size, checked_path, file_bytes, hooked_delete, hooked_write, kind_of,
-    lock_path, path_prop, plural, read, str_arg, Ctx, FsToolOptions, MAX_READ_BYTES,
-};
+use super::args::{path_prop, str_arg};
+use super::format::plural;
+use super::guard::{check_protected, check_read_size, checked_path, lock_path};
+use super::options::{Ctx, FsToolOptions};
+use super::write_path::{bytes_to_change, check_read_to_remove, file_bytes, hooked_delete, hooked_write, kind_of};
+use super::{read, MAX_READ_BYTES};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
@@ -377,7 +379,7 @@ async fn delete_file(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: 
             for f in &files {
                 check_protected(fs, o, f).await?;
                 check_undoable(fs, o, f, "deleting").await?;
-                o.check_read_to_remove(fs, ctx, f).await?;
+                check_read_to_remove(fs, o, ctx, f).await?;
             }
             for f in &files {
                 ctx.check_cancel()?;
@@ -397,7 +399,7 @@ pub(crate) async fn delete_one(fs: &dyn FsProvider, o: &FsToolOptions, ctx: &Ctx
     check_protected(fs, o, path).await?;
     check_undoable(fs, o, path, "deleting").await?;
     let _lock = lock_path(fs, path).await;
-    o.check_read_to_remove(fs, ctx, path).await?;
+    check_read_to_remove(fs, o, ctx, path).await?;
     hooked_delete(fs, o, ctx, path).await
 }
 

@@ -8,9 +8,11 @@
 use std::sync::Arc;
 
 use super::files::{delete_one, not_the_root, own_kind};
+use super::guard::{check_read_size, checked_path};
+use super::options::{Ctx, FsToolOptions};
 use super::patch::v4a;
 use super::write::{write_bytes, Written};
-use super::{check_read_size, checked_path, file_bytes, Ctx, FsToolOptions};
+use super::write_path::{check_read_to_remove, file_bytes};
 use crate::error::{Code, Error, Result};
 use crate::fs::{DirEntry, EntryType, FsProvider, Stat};
 use crate::path::name_is_denied;
@@ -21,20 +23,6 @@ pub struct FileOps {
     pub fs: Arc<dyn FsProvider>,
     pub opts: FsToolOptions,
 }
-
-/// The keys an adapter's `files` option takes: the file tools' options that apply to reading and
-/// writing whole files.
-pub const FILES_KEYS: [&str; 9] = [
-    "deny",
-    "protect",
-    "readOnly",
-    "requireRead",
-    "checkpoints",
-    "onEdit",
-    "maxReadLines",
-    "maxOutputChars",
-    "maxGrepFileBytes",
-];
 
 impl FileOps {
     fn writable(&self, path: &str) -> Result<()> {
@@ -133,7 +121,7 @@ impl FileOps {
         let fs = self.fs.as_ref();
         let path = checked_path(fs, &self.opts, path).await?;
         self.writable(&path)?;
-        super::check_protected(fs, &self.opts, &path).await?;
+        super::guard::check_protected(fs, &self.opts, &path).await?;
         fs.mkdir(&path).await
     }
 
@@ -180,8 +168,8 @@ impl FileOps {
             return Err(Error::new(Code::Exists, format!("File already exists: {to}")));
         }
         // The source must be removable (protect, requireRead) before anything is written.
-        super::check_protected(fs, &self.opts, &from).await?;
-        self.opts.check_read_to_remove(fs, ctx, &from).await?;
+        super::guard::check_protected(fs, &self.opts, &from).await?;
+        check_read_to_remove(fs, &self.opts, ctx, &from).await?;
         let written = write_bytes(fs, &self.opts, ctx, &to, next.as_bytes()).await?;
         if let Err(e) = delete_one(fs, &self.opts, ctx, &from).await {
             // All or nothing: the new file goes when the old one cannot.

@@ -1,10 +1,11 @@
 //! `read_file`: numbered lines, cut at `maxReadLines` lines or `maxOutputChars` characters with a
 //! last line that says what was shown and the offset to continue from.
 
-use super::{
-    check_read_size, checked_path, fmt_count, fmt_num, format_bytes, image, path_prop, plural, str_arg, Ctx,
-    FsToolOptions, MAX_READ_BYTES,
-};
+use super::args::{path_prop, str_arg};
+use super::format::{fmt_count, fmt_num, format_bytes, plural};
+use super::guard::{check_read_size, checked_path};
+use super::options::{Ctx, FsToolOptions};
+use super::{image, MAX_READ_BYTES};
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};

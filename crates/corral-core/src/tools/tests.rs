@@ -1,5 +1,6 @@
 use serde_json::json;
 
+use super::guard::size_against;
 use super::*;
 use crate::fs::memory::MemoryFs;
 

@@ -1,9 +1,11 @@
 //! `write_file`: creates or overwrites a file, creating missing parent directories.
 
-use super::{
-    bytes_to_change, check_protected, check_write_size, checked_path, hooked_write, lock_path, notify_edit, path_prop,
-    plural, str_arg, Ctx, FsToolOptions, MAX_READ_BYTES,
-};
+use super::args::{path_prop, str_arg};
+use super::format::plural;
+use super::guard::{check_protected, check_write_size, checked_path, lock_path};
+use super::options::{Ctx, FsToolOptions};
+use super::write_path::{bytes_to_change, hooked_write, notify_edit};
+use super::MAX_READ_BYTES;
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};

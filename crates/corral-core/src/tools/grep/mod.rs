@@ -5,10 +5,11 @@
 mod collect;
 mod output;
 
-use super::{
-    file_bytes, fmt_count, fmt_num, format_bytes, path_prop, plural, skipped_names, str_arg, Ctx, FsToolOptions,
-    GREP_LINE_CHARS,
-};
+use super::args::{path_prop, skipped_names, str_arg};
+use super::format::{fmt_count, fmt_num, format_bytes, plural};
+use super::options::{Ctx, FsToolOptions};
+use super::write_path::file_bytes;
+use super::GREP_LINE_CHARS;
 use collect::{Collected, FileHits, Line, Settle};
 use output::{Page, Skipped};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

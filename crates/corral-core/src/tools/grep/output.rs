@@ -4,7 +4,8 @@
 //! gives the total and the `offset` that continues.
 
 use super::{Collected, Mode};
-use crate::tools::{fmt_count, format_bytes, push_line, FsToolOptions};
+use crate::tools::format::{fmt_count, format_bytes, push_line};
+use crate::tools::options::FsToolOptions;
 
 /// The files grep skipped for their size: a few names (sorted) and how many in all.
 #[derive(Default)]

@@ -12,10 +12,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{
-    check_protected, check_read_size, check_write_size, checked_path, file_bytes, hooked_delete, hooked_write,
-    lock_path, notify_edit, str_arg, Ctx, FsToolOptions, MAX_READ_BYTES,
-};
+use super::args::str_arg;
+use super::guard::{check_protected, check_read_size, check_write_size, checked_path, lock_path};
+use super::options::{Ctx, FsToolOptions};
+use super::write_path::{file_bytes, hooked_delete, hooked_write, notify_edit};
+use super::MAX_READ_BYTES;
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 use parse::Hunk;

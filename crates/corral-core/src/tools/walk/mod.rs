@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{fmt_count, plural, Ctx, FsToolOptions};
+use super::format::{fmt_count, plural};
+use super::options::{Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::local::LocalFs;
 use crate::fs::{EntryType, FsProvider};
