@@ -16,25 +16,24 @@ use crate::error::{Code, Error, Result};
 use crate::shell::exec::{base_env, set_var, InheritEnv, LocalShell};
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
-mod docker;
-mod docker_tls;
+pub(crate) mod docker;
 pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod linux;
+mod network;
 mod noop;
-mod options;
-pub use options::check_broker;
+pub use docker::check_broker;
 mod owner;
 pub mod protect;
-mod subprocess;
 mod wire;
 
 #[cfg(all(test, unix))]
 mod tests;
 
-pub use docker_tls::DockerTls;
+pub use docker::tls::DockerTls;
+pub use docker::{Reuse, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
+pub use network::Network;
 pub use noop::NoopSandbox;
-pub use subprocess::{Network, Reuse, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
 
 /// The timeout a command gets when the caller gives none (the shell tool always gives one).
 pub const DEFAULT_SANDBOX_TIMEOUT_MS: u64 = crate::shell::tool::DEFAULT_TIMEOUT_MS;

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{arc, env, RecordingBroker};
 use crate::error::Code;
-use crate::sandbox::docker::{DockerClient, DockerHost};
+use crate::sandbox::docker::engine::{DockerClient, DockerHost};
 use crate::sandbox::*;
 use crate::shell::exec::{run_shell_command, InheritEnv};
 use crate::shell::{Cancel, ExecOptions, ShellProvider};

@@ -10,15 +10,19 @@ use http::Method;
 use ipnet::IpNet;
 use serde_json::{json, Value};
 
+pub(crate) mod engine;
+mod options;
+pub use options::check_broker;
 mod session;
 mod streams;
+pub mod tls;
 
 use streams::Streams;
 
-use super::docker::{engine_version, DockerClient, DockerHost};
-use super::{validate_host, EgressBroker, SandboxAdapter, SandboxRequest};
+use super::{validate_host, EgressBroker, Network, SandboxAdapter, SandboxRequest};
 use crate::error::{Code, Error, Result};
 use crate::shell::{Cancel, ExecResult};
+use engine::{engine_version, DockerClient, DockerHost};
 
 /// The oldest Engine allowlisted egress runs on: 25.0.5 stopped forwarding DNS from internal
 /// networks (CVE-2024-29018).
@@ -36,18 +40,6 @@ pub(super) const DRAIN: Duration = Duration::from_secs(5);
 
 /// Most processes one command's container may have.
 pub const PIDS_LIMIT: i64 = 4096;
-
-/// What network a container gets.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Network {
-    /// No network at all (`NetworkMode: none`).
-    #[default]
-    None,
-    /// Docker's default network: unrestricted egress.
-    Default,
-    /// Only these hosts, through the broker; with no broker, no network (fails closed).
-    Allow(Vec<String>),
-}
 
 /// `new SubprocessSandbox({ image, network?, broker?, networkName?, dockerHost? })`.
 #[derive(Clone, Default)]

@@ -1,42 +1,13 @@
-//! The options of the sandboxes that run in a container: `SubprocessSandbox`, and the `network`
-//! shape it shares with `LinuxSandbox`.
+//! The options of the sandbox that runs in a container: `SubprocessSandbox`.
 
 use serde_json::Value;
 
-use super::limits::Limits;
-use super::{DockerTls, Network, Reuse, SubprocessSandboxOptions};
+use super::super::limits::Limits;
+use super::super::Network;
+use super::tls::DockerTls;
+use super::{Reuse, SubprocessSandboxOptions};
 use crate::error::Result;
 use crate::options::Reader;
-
-impl Network {
-    /// A sandbox's `network`: `'none'` (the default), `'default'` where `with_default`, or
-    /// `{ allow: [hosts] }` (the hosts as given; the sandbox checks them).
-    pub fn read(r: &Reader<'_>, with_default: bool) -> Result<Network> {
-        let shape = || {
-            r.err(if with_default {
-                "network must be 'none', 'default' or { allow: [hosts] }."
-            } else {
-                "network must be 'none' or { allow: [hosts] }."
-            })
-        };
-        Ok(match r.get("network") {
-            None => Network::None,
-            Some(Value::String(s)) if s == "none" => Network::None,
-            Some(Value::String(s)) if s == "default" && with_default => Network::Default,
-            Some(Value::Object(o)) if o.keys().all(|k| k == "allow") => match o.get("allow") {
-                Some(Value::Array(hosts)) => Network::Allow(
-                    hosts
-                        .iter()
-                        .map(|h| h.as_str().map(str::to_string))
-                        .collect::<Option<Vec<_>>>()
-                        .ok_or_else(|| r.err("network.allow must be an array of host names."))?,
-                ),
-                _ => return Err(shape()),
-            },
-            Some(_) => return Err(shape()),
-        })
-    }
-}
 
 impl SubprocessSandboxOptions {
     /// `SubprocessSandbox({ image, network?, broker?, networkName?, dockerHost?, limits?, reuse?,

@@ -7,8 +7,8 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use super::super::docker::{Attached, Demux};
 use super::super::SandboxRequest;
+use super::engine::{Attached, Demux};
 use crate::shell::exec::{Capture, MAX_CAPTURE_BYTES};
 
 /// The longest an abort waits for a started exec's pid line.

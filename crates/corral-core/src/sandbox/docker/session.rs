@@ -11,8 +11,8 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::super::docker::DockerClient;
 use super::super::SandboxRequest;
+use super::engine::DockerClient;
 use super::{
     labels, remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL, SESSION_LABEL,
 };
