@@ -1,3 +1,4 @@
+/// <reference types="node" />
 // corral — a workspace for AI coding agents. Hand-written types of the public API.
 
 export type JSONSchema = { [key: string]: unknown };

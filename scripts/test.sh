@@ -74,6 +74,8 @@ npx napi build --platform -o js --js binding.js --dts binding.d.ts
 
 echo "== type check (tsc --strict) of index.d.ts against examples/agent.ts"
 npx tsc -p examples/tsconfig.json
+# A project with no Node types of its own (TypeScript 7's default): the declarations bring theirs.
+npx tsc -p examples/types-only/tsconfig.json
 
 echo "== vitest"
 npx vitest run
