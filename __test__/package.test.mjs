@@ -237,9 +237,11 @@ describe('a platform package installed beside corral', { timeout: 180_000 }, () 
 // What README.md says about the installed package (issue 20): the files it tells a user to run are
 // in the tarball, paths that exist only in the repository say so, the MCP snippets start a server
 // from a project with corral installed, and the missing-addon message is the one it shows.
-const README = readFileSync(join(PKG, 'README.md'), 'utf8');
+// README.md and the pages of docs/ it leads to, as one text.
+const README = ['README.md', ...readdirSync(join(PKG, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)]
+  .map((p) => readFileSync(join(PKG, p), 'utf8')).join('\n\n');
 
-/** README.md cut into paragraphs (a fenced block is one), each with the headings above it. */
+/** README.md and docs/ cut into paragraphs (a fenced block is one), each with the headings above it. */
 function readmeParagraphs() {
   const out = [];
   let headings = [];
@@ -288,7 +290,7 @@ async function mcpToolNames(command, args, cwd) {
   }
 }
 
-describe('what README.md says about the package', { timeout: 180_000 }, () => {
+describe('what README.md and docs/ say about the package', { timeout: 180_000 }, () => {
   it('every file it tells a user of the installed package to run is in the tarball', () => {
     const named = [...README.matchAll(/node_modules\/corral\/([\w./-]+)/g)].map((m) => m[1]);
     expect(named).toContain('examples/admin-server.mjs');
