@@ -82,6 +82,35 @@ describe('a sparse 1 TiB file', () => {
   });
 });
 
+describe('a file a command grows while a tool reads it', () => {
+  it('never makes the process hold it: read, edit, patch and the SDK sandbox for 3 seconds of flips between 1 byte and 1 TiB', () => {
+    const t = tempTree({});
+    trees.push(t);
+    const out = inChild(t.root, `
+      const { spawn } = await import('node:child_process');
+      const { toAiSdkSandbox } = await import(${JSON.stringify(INDEX.replace('index.mjs', 'ai-sdk.mjs'))});
+      writeFileSync(root + '/flip.txt', 'x\\n');
+      const flipper = spawn('sh', ['-c', 'while :; do truncate -s 2 flip.txt; truncate -s 1T flip.txt; done'], { cwd: root, stdio: 'ignore' });
+      const t = tools();
+      const sandbox = toAiSdkSandbox(new NodeWorkspace({ root }));
+      const codes = new Set();
+      const end = Date.now() + 3000;
+      let calls = 0;
+      while (Date.now() < end) {
+        for (const call of [
+          () => t.read_file.execute({ path: 'flip.txt' }),
+          () => t.edit_file.execute({ path: 'flip.txt', old_string: 'x', new_string: 'y' }),
+          () => t.apply_patch.execute({ input: '*** Begin Patch\\n*** Update File: flip.txt\\n@@\\n-x\\n+y\\n*** End Patch' }),
+          () => sandbox.readBinaryFile({ path: 'flip.txt' }),
+        ]) codes.add(await code(call()));
+        calls += 4;
+      }
+      flipper.kill('SIGKILL');
+      return { calls: calls > 20, unexpected: [...codes].filter((c) => !['ok', 'TooLarge', 'NoMatch', 'PatchMismatch', 'NotUtf8', 'Stale', 'NotRead'].includes(c)) };`);
+    expect(out).toEqual({ calls: true, unexpected: [] });
+  }, 60_000);
+});
+
 describe('apply_patch is bounded', () => {
   const patchTool = (root) => createFsTools(new NodeWorkspace({ root }), { include: ['apply_patch'] }).find((t) => t.name === 'apply_patch');
 

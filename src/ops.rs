@@ -34,7 +34,7 @@ impl NativeFileOps {
     ) -> Result<Self> {
         let mut opts = FsToolOptions::from_files_options(&files, &crate::functions(functions)).napi()?;
         opts.checkpoints = checkpoints.map(|c| c.inner.clone());
-        Ok(NativeFileOps { inner: Arc::new(FileOps { fs: fs.inner.clone(), opts }) })
+        Ok(NativeFileOps { inner: Arc::new(FileOps::new(fs.inner.clone(), opts)) })
     }
 
     /// A file's bytes, or null when there is none.

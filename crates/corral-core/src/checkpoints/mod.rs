@@ -394,15 +394,11 @@ impl Checkpoints {
         if stat.size > self.max_file_bytes {
             return Ok(Observed::TooLarge(stat.size));
         }
-        let read = if fs.caps().read_bytes {
-            fs.read_file_bytes(path).await
-        } else {
-            fs.read_file(path).await.map(String::into_bytes)
-        };
-        match read {
-            // A symlink's stat may give the link's own size: check what was read.
-            Ok(bytes) if bytes.len() as u64 > self.max_file_bytes => Ok(Observed::TooLarge(bytes.len() as u64)),
-            Ok(bytes) => Ok(Observed::File(bytes)),
+        // Read no further than the limit (a file that grows meanwhile is not held), and checked
+        // on what was read (a symlink's stat may give the link's own size).
+        match crate::fs::read_within(fs, path, self.max_file_bytes).await {
+            Ok(None) => Ok(Observed::TooLarge(stat.size.max(self.max_file_bytes + 1))),
+            Ok(Some(bytes)) => Ok(Observed::File(bytes)),
             Err(e) => match e.code {
                 Code::NotFound => Ok(Observed::Missing),
                 Code::IsADirectory | Code::NotAFile => Ok(Observed::NotAFile),

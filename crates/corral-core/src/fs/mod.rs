@@ -63,6 +63,19 @@ fn unsupported(what: &str) -> Error {
     Error::new(Code::Io, format!("This provider has no {what}."))
 }
 
+/// A whole file's bytes when it holds at most `limit` of them, `None` when it holds more. On disk
+/// the limit is checked on the opened file and nothing past it is read, so a file a command grows
+/// between a caller's check and the read never makes this process hold it; another provider's
+/// bytes are checked once read (a provider that reads text only gives its text's bytes).
+pub async fn read_within(fs: &dyn FsProvider, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+    if let Some(local) = fs.as_local() {
+        return local.read_bytes_within(path, limit).await;
+    }
+    let bytes =
+        if fs.caps().read_bytes { fs.read_file_bytes(path).await? } else { fs.read_file(path).await?.into_bytes() };
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
 /// Paths are workspace-relative with `/` separators. Every implementation confines them itself
 /// (a custom tool may call it directly), and reports failures as workspace errors that name the
 /// workspace path, never a host path.

@@ -6,6 +6,7 @@ use super::args::{path_prop, str_arg};
 use super::format::fmt_count;
 use super::guard::{check_protected, check_read_size, check_write_size, checked_path, lock_path};
 use super::options::{Ctx, FsToolOptions};
+use super::write_path::file_bytes_within;
 use super::write_path::{hooked_write, notify_edit};
 use serde_json::{json, Value};
 
@@ -67,7 +68,7 @@ pub(super) fn description(o: &FsToolOptions) -> String {
 /// The file's text, whether it started with a UTF-8 BOM, refusing what is not UTF-8.
 async fn read_text(fs: &dyn FsProvider, path: &str) -> Result<(String, bool)> {
     if fs.caps().read_bytes {
-        let bytes = fs.read_file_bytes(path).await?;
+        let bytes = file_bytes_within(fs, path, "edit", "").await?;
         if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
             return Err(not_utf8(path, "it starts with a UTF-16 byte order mark"));
         }

@@ -10,7 +10,9 @@ use super::args::{path_prop, str_arg};
 use super::format::plural;
 use super::guard::{check_protected, check_read_size, checked_path, lock_path};
 use super::options::{Ctx, FsToolOptions};
-use super::write_path::{bytes_to_change, check_read_to_remove, file_bytes, hooked_delete, hooked_write, kind_of};
+use super::write_path::{
+    bytes_to_change, check_read_to_remove, file_bytes_within, hooked_delete, hooked_write, kind_of,
+};
 use super::{read, MAX_READ_BYTES};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -436,7 +438,7 @@ async fn file_info(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value) -> Resu
     if let (Some(s), EntryType::File) = (&stat, kind) {
         lines.push(format!("size: {} bytes", s.size));
         if s.size <= MAX_READ_BYTES {
-            let bytes = file_bytes(fs, &path).await?;
+            let bytes = file_bytes_within(fs, &path, "read", "").await?;
             if !super::image::is_binary(&bytes) && super::image::sniff(&bytes).is_none() {
                 if let Ok(text) = std::str::from_utf8(&bytes) {
                     lines.push(format!("lines: {}", text.lines().count()));

@@ -12,7 +12,7 @@ use super::guard::{check_read_size, checked_path};
 use super::options::{Ctx, FsToolOptions};
 use super::patch::v4a;
 use super::write::{write_bytes, Written};
-use super::write_path::{check_read_to_remove, file_bytes};
+use super::write_path::{check_read_to_remove, file_bytes_within};
 use crate::error::{Code, Error, Result};
 use crate::fs::{DirEntry, EntryType, FsProvider, Stat};
 use crate::path::name_is_denied;
@@ -25,6 +25,17 @@ pub struct FileOps {
 }
 
 impl FileOps {
+    /// Over `fs` with `opts`. On disk the provider is a view that checks `deny` on where each
+    /// operation really goes as it runs (a directory swapped for a link to `.git` after the
+    /// check is refused), as `tools::call` does for the file tools.
+    pub fn new(fs: Arc<dyn FsProvider>, opts: FsToolOptions) -> FileOps {
+        let fs = match fs.as_local() {
+            Some(local) if !opts.deny.is_empty() => Arc::new(local.denying(&opts.deny)) as Arc<dyn FsProvider>,
+            _ => fs,
+        };
+        FileOps { fs, opts }
+    }
+
     fn writable(&self, path: &str) -> Result<()> {
         if self.opts.read_only {
             return Err(Error::new(
@@ -51,7 +62,7 @@ impl FileOps {
             }
             Some(s) => check_read_size(&path, s.size, "read", "")?,
         }
-        let bytes = match file_bytes(fs, &path).await {
+        let bytes = match file_bytes_within(fs, &path, "read", "").await {
             Ok(b) => b,
             Err(e) if e.code == Code::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -156,7 +167,7 @@ impl FileOps {
             }
             Some(s) => {
                 check_read_size(&from, s.size, "patch", " Change it with a command instead.")?;
-                String::from_utf8(file_bytes(fs, &from).await?)
+                String::from_utf8(file_bytes_within(fs, &from, "patch", " Change it with a command instead.").await?)
                     .map_err(|_| Error::new(Code::NotUtf8, format!("Cannot patch {from}: it is not UTF-8 text.")))?
             }
         };
@@ -204,7 +215,7 @@ mod tests {
 
     fn ops(files: &[(&str, &str)], opts: FsToolOptions) -> (Arc<MemoryFs>, FileOps) {
         let fs = Arc::new(MemoryFs::new(files.iter().map(|(p, c)| (p.to_string(), c.as_bytes().to_vec()))).unwrap());
-        (fs.clone(), FileOps { fs, opts })
+        (fs.clone(), FileOps::new(fs, opts))
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@ use super::args::{path_prop, str_arg};
 use super::format::{fmt_count, fmt_num, format_bytes, plural};
 use super::guard::{check_read_size, checked_path};
 use super::options::{Ctx, FsToolOptions};
+use super::write_path::file_bytes_within;
 use super::{image, MAX_READ_BYTES};
 use serde_json::{json, Value};
 
@@ -71,8 +72,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         }
         return Ok(Value::String(format_lines(&path, &content, offset, limit, o.max_output_chars, None)));
     }
-    let bytes = fs.read_file_bytes(&path).await?;
-    check_read_size(&path, bytes.len() as u64, "read", " Use grep to find the lines you need.")?;
+    let bytes = file_bytes_within(fs, &path, "read", " Use grep to find the lines you need.").await?;
     // Any read that showed the file counts, whole or in part (not an offset past its end).
     if image::sniff(&bytes).is_some() || image::is_binary(&bytes) || shows_a_line(&bytes, offset) {
         o.note_read(ctx, &path, &[&bytes]);

@@ -49,13 +49,29 @@ pub(crate) async fn file_bytes(fs: &dyn FsProvider, path: &str) -> Result<Vec<u8
     }
 }
 
+/// A whole file's bytes, at most `MAX_READ_BYTES` of them however the file changes while it is
+/// read: on disk the limit is checked on the opened file and nothing past it is read (a command
+/// that grows a file between a check and the read never makes this process hold it); another
+/// provider's bytes are checked once read. Over the limit: `TooLarge` with the size seen.
+pub(crate) async fn file_bytes_within(fs: &dyn FsProvider, path: &str, what: &str, hint: &str) -> Result<Vec<u8>> {
+    let limit = super::MAX_READ_BYTES;
+    match crate::fs::read_within(fs, path, limit).await? {
+        Some(bytes) => Ok(bytes),
+        None => {
+            let size = fs.stat(path).await?.map_or(limit + 1, |s| s.size.max(limit + 1));
+            check_read_size(path, size, what, hint)?;
+            Err(Error::new(Code::TooLarge, format!("{path} grew past the limit while it was read.")))
+        }
+    }
+}
+
 /// The bytes of a file a tool is about to change (overwrite, move, patch), its size checked
 /// first: a file over `MAX_READ_BYTES` is `TooLarge` and never read (a sparse 1 TiB file must not
 /// make this process allocate its size). `what` ends the sentence "too large to …".
 pub(crate) async fn bytes_to_change(fs: &dyn FsProvider, path: &str, what: &str) -> Result<Vec<u8>> {
     let size = fs.stat(path).await?.map_or(0, |s| s.size);
     check_read_size(path, size, what, " Change it with a command instead.")?;
-    file_bytes(fs, path).await
+    file_bytes_within(fs, path, what, " Change it with a command instead.").await
 }
 
 /// Deletes a file through the provider; with checkpoints, its content is stored first, so a
@@ -119,6 +135,12 @@ pub(crate) async fn check_read_to_remove(fs: &dyn FsProvider, o: &FsToolOptions,
     if size > super::MAX_READ_BYTES {
         return Err(Error::new(Code::NotRead, format!("Read {path} first: it has not been read in this session.")));
     }
-    let bytes = file_bytes(fs, path).await?;
+    let bytes = match file_bytes_within(fs, path, "read", "").await {
+        Ok(b) => b,
+        Err(e) if e.code == Code::TooLarge => {
+            return Err(Error::new(Code::NotRead, format!("Read {path} first: it has not been read in this session.")))
+        }
+        Err(e) => return Err(e),
+    };
     o.check_read(ctx, path, &[&bytes])
 }

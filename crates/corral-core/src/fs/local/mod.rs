@@ -123,6 +123,25 @@ impl LocalFs {
         self.flavor
     }
 
+    /// A file's bytes when it holds at most `limit` of them (checked on the opened file, and
+    /// read no further than one byte past it); `None` when it holds more.
+    pub async fn read_bytes_within(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        #[cfg(unix)]
+        {
+            let opened = self.open_regular_sync(path)?;
+            if opened.size > limit {
+                return Ok(None);
+            }
+            blocking(move || opened.read_within(limit)).await
+        }
+        #[cfg(not(unix))]
+        {
+            let (this, path) = (self.clone(), path.to_string());
+            let bytes = blocking(move || this.read_bytes_sync(&path)).await?;
+            Ok((bytes.len() as u64 <= limit).then_some(bytes))
+        }
+    }
+
     /// Workspace-relative real path of a path (for links: where they lead).
     pub fn real_relative(&self, path: &str) -> Result<String> {
         self.real_relative_sync(path)

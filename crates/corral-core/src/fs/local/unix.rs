@@ -307,11 +307,27 @@ pub(super) struct OpenedFile {
     pub size: u64,
 }
 
+/// The most a read reserves up front from the size the file had when it was opened (a file that
+/// grows or shrinks meanwhile is read as it is, the buffer growing as it goes).
+const RESERVE_BYTES: u64 = 64 * 1024 * 1024;
+
 impl OpenedFile {
     pub(super) fn read_all(mut self) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(self.size as usize);
+        let mut out = Vec::with_capacity(self.size.min(RESERVE_BYTES) as usize);
         self.file.read_to_end(&mut out).map_err(|e| Error::io(&self.rel, &e))?;
         Ok(out)
+    }
+
+    /// The file's bytes when there are at most `limit` of them, read no further than one past it
+    /// (a file a command grows while it is read never makes this process hold more); `None`
+    /// when there are more.
+    pub(super) fn read_within(self, limit: u64) -> Result<Option<Vec<u8>>> {
+        if self.size > limit {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(self.size as usize);
+        (&self.file).take(limit + 1).read_to_end(&mut out).map_err(|e| Error::io(&self.rel, &e))?;
+        Ok((out.len() as u64 <= limit).then_some(out))
     }
 }
 

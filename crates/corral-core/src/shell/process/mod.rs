@@ -131,6 +131,8 @@ impl OutputSink for ToProc {
 /// How a process starts: whether it gets an input channel, and its unread bound per stream.
 #[derive(Debug, Clone, Copy)]
 pub struct Start {
+    /// Its start needed approval: so does text written to its input.
+    pub asked: bool,
     pub input: bool,
     pub keep_bytes: usize,
 }
@@ -155,19 +157,13 @@ impl Processes {
         self.procs.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned()
     }
 
-    /// Marks a process whose start needed approval: text later written to its input needs it too.
-    pub fn mark_asked(&self, id: &str) {
-        if let Some(p) = self.by_id(id) {
-            p.asked.store(true, Ordering::SeqCst);
-        }
-    }
-
-    /// `process_input`'s `needsApproval`: text for a process whose start needed approval. (Its
-    /// session is not known here; the id names one process.)
+    /// `process_input`'s `needsApproval`: text for a process whose start needed approval, or for
+    /// an id that names no process yet (it may name one that is being approved now: asked, never
+    /// written unasked). Its session is not known here; the id names one process.
     pub fn input_needs_approval(&self, args: &Value) -> bool {
         let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
         let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
-        !text.is_empty() && self.by_id(id).is_some_and(|p| p.asked.load(Ordering::SeqCst))
+        !text.is_empty() && self.by_id(id).is_none_or(|p| p.asked.load(Ordering::SeqCst))
     }
 
     /// The command a process runs, for an approval prompt.
@@ -222,7 +218,7 @@ impl Processes {
             done: Mutex::new(None),
             cancel: self.closed.child_token(),
             input: Mutex::new(tx),
-            asked: AtomicBool::new(false),
+            asked: AtomicBool::new(how.asked),
         });
         let options = ExecOptions {
             timeout_ms: Some(self.lifetime_ms),

@@ -223,6 +223,7 @@ async fn a_spawn_request_runs_in_its_own_directory_with_its_variables_and_bytes_
         env: [("B".to_string(), "call".to_string())].into(),
         input: true,
         keep_bytes: None,
+        asked: false,
     };
     let id = tools::spawn(shell.clone(), &opts, &procs, "pwd; echo \"$A $B\"; cat", &request, "s").await.unwrap();
     procs.feed("s", &id, vec![0xff, 0x00, 0x80], false).await.unwrap();
@@ -279,4 +280,13 @@ async fn a_spawn_request_without_input_reads_end_of_file_and_a_cut_is_counted_no
     let r = procs.read("s", &id, 0, None, false).await.unwrap();
     assert_eq!(r.stdout, vec![b'x'; 64]);
     assert_eq!(r.cut, 936);
+}
+
+#[test]
+fn text_for_an_id_that_names_no_process_yet_needs_approval() {
+    // The attack: while the user is asked about `sh` in the background, the model sends text to
+    // the id it will get; a call checked before the process exists must not run unasked after.
+    let procs = Processes::new(60_000);
+    assert!(procs.input_needs_approval(&serde_json::json!({ "id": "p1", "text": "touch x\n" })));
+    assert!(!procs.input_needs_approval(&serde_json::json!({ "id": "p1", "text": "" })));
 }

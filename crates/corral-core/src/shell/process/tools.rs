@@ -109,12 +109,11 @@ pub async fn start_background(
     }
     // The model may write to it later (process_input) wherever the shell can pass input.
     let request = Request { input: shell.takes_input(), ..Request::default() };
-    // Approval covers input: text for a command that needed approval needs it too.
+    // Approval covers input: text for a command that needed approval needs it too (marked as
+    // it is made, before any call can name it).
     let asked = crate::shell::tool::needs_approval(shell.as_ref(), opts, args).await?;
+    let request = Request { asked, ..request };
     let id = spawn(shell, opts, procs, command, &request, session).await?;
-    if asked {
-        procs.mark_asked(&id);
-    }
     // `stdin` is the process's first input.
     if let Some(text) = stdin {
         procs.input(session, &id, text.as_bytes(), false)?;
@@ -135,6 +134,8 @@ pub struct Request {
     pub input: bool,
     /// The most unread bytes kept a stream (`STREAM_BYTES` when `None`).
     pub keep_bytes: Option<usize>,
+    /// Its start needed approval: text for its input needs it too.
+    pub asked: bool,
 }
 
 /// The largest `keepBytes` a request may ask for a stream.
@@ -150,6 +151,8 @@ impl Request {
             env: r.string_map("env")?,
             input: r.bool("input", false)?,
             keep_bytes: Some(keep),
+            // A program's own spawn: no person was asked.
+            asked: false,
         })
     }
 }
@@ -179,6 +182,7 @@ pub async fn spawn(
     env.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let base = crate::shell::ExecOptions { cwd, env, ..Default::default() };
     let how = super::Start {
+        asked: request.asked,
         input: request.input,
         keep_bytes: request.keep_bytes.unwrap_or(super::buffer::STREAM_BYTES).clamp(2, MAX_KEEP_BYTES),
     };

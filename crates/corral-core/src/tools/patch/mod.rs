@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::args::str_arg;
 use super::guard::{check_protected, check_read_size, check_write_size, checked_path, lock_path};
 use super::options::{Ctx, FsToolOptions};
-use super::write_path::{file_bytes, hooked_delete, hooked_write, notify_edit};
+use super::write_path::{file_bytes_within, hooked_delete, hooked_write, notify_edit};
 use super::MAX_READ_BYTES;
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -97,7 +97,7 @@ impl Overlay {
             }
             Some(s) => {
                 check_read_size(path, s.size, "patch", " Change it with a command instead.")?;
-                Some(file_bytes(fs, path).await?)
+                Some(file_bytes_within(fs, path, "patch", " Change it with a command instead.").await?)
             }
         };
         self.before.insert(path.to_string(), bytes.clone());
