@@ -277,8 +277,7 @@ describe.skipIf(!DOCKER_HOST)('SubprocessSandbox protect against a real Docker E
       const plant = "mkdir -p src/.git/objects src/.git/refs sub && echo 'ref: refs/heads/main' > src/.git/HEAD && printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n' > src/.git/config && echo 'gitdir: ../src/.git' > sub/.git && echo planted";
       const r = await shell.exec(plant);
       expect(r.stdout, r.stderr).toBe('planted\n');
-      expect(r.note).toContain('removed src/.git: made by the command, and protected');
-      expect(r.note).toContain('removed sub/.git');
+      expect(r.note).toMatch(/^removed (src|sub)\/\.git, (src|sub)\/\.git: made by the command, and protected$/);
       expect(existsSync(join(t.root, 'src/.git'))).toBe(false);
       expect(existsSync(join(t.root, 'sub/.git'))).toBe(false);
       expect(existsSync(join(t.root, 'keep/.git/HEAD'))).toBe(true);

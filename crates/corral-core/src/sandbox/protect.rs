@@ -35,8 +35,9 @@ pub struct Protected {
     /// would follow it (a command could point `.git` at a host socket); the `.git` a command
     /// cannot replace is the real one, a mount point.
     pub paths: Vec<PathBuf>,
-    /// Every entry a bare name matched, links included: what `made_since` compares against.
-    pub names: Vec<PathBuf>,
+    /// Every entry a bare name matched, links included (and whether it is a link): what the
+    /// sweep after the command compares against.
+    pub names: Vec<(PathBuf, bool)>,
 }
 
 /// The existing paths `protect` names under `root` (`Protected`). A configured path that now goes
@@ -81,7 +82,14 @@ pub fn protected(root: &Path, protect: &[String], skip: &[PathBuf]) -> Result<Pr
     found.dedup();
     found.sort_by_key(|p| p.components().count());
     matched.sort();
-    Ok(Protected { paths: found, names: matched })
+    let names = matched
+        .into_iter()
+        .map(|p| {
+            let link = p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink());
+            (p, link)
+        })
+        .collect();
+    Ok(Protected { paths: found, names })
 }
 
 fn too_many(names: &[&str]) -> Error {
@@ -205,6 +213,7 @@ fn read_one(root: &Path, dir: &Path, names: &[&str], skip: &[PathBuf]) -> Result
     Ok((dirs, found))
 }
 
+#[cfg(not(unix))]
 /// The entries named by `protect`'s bare names under `root` now, links included (git follows a
 /// `.git` link), that are not in `before` (what the command found when it started): what a command
 /// made. `before` is sorted (`Protected::names`). A directory that cannot be read is an error, as
@@ -220,6 +229,7 @@ pub fn made_since(root: &Path, protect: &[String], skip: &[PathBuf], before: &[P
     Ok(made)
 }
 
+#[cfg(not(unix))]
 /// Removes what `made_since` found, and says so for the result's note: `removed lib/.git: made by
 /// the command, and protected`. Each entry is first renamed aside in its directory (at once no
 /// tool takes it for what it was named), then removed without following any link, through
@@ -249,44 +259,77 @@ pub struct Watch {
     root: PathBuf,
     names: Vec<String>,
     skip: Vec<PathBuf>,
-    before: Vec<PathBuf>,
+    before: Vec<(PathBuf, bool)>,
 }
 
 impl Watch {
     /// `protect`'s bare names in `root` (a command's writable tree), with what `protected` found
     /// matched (names it was also given are left out of the comparison).
-    pub fn new(root: &Path, protect: &[String], skip: Vec<PathBuf>, found: Vec<PathBuf>) -> Watch {
+    pub fn new(root: &Path, protect: &[String], skip: Vec<PathBuf>, found: Vec<(PathBuf, bool)>) -> Watch {
         let names: Vec<String> = protect.iter().filter(|e| is_name(e)).cloned().collect();
         let before = found
             .into_iter()
-            .filter(|p| p.file_name().is_some_and(|n| names.iter().any(|x| n == x.as_str())))
+            .filter(|(p, _)| {
+                p.file_name()
+                    .is_some_and(|n| names.iter().any(|x| n.as_encoded_bytes().eq_ignore_ascii_case(x.as_bytes())))
+            })
             .collect();
         Watch { root: root.to_path_buf(), names, skip, before }
     }
 }
 
 /// After a command: removes every protected name it made under each watched tree, and says what
-/// was done (or could not be checked) for the result's note.
+/// was done (or could not be looked through) for the result's note.
 pub fn sweep(watch: &[Watch]) -> Vec<String> {
     let mut notes = Vec::new();
     for w in watch.iter().filter(|w| !w.names.is_empty()) {
-        match made_since(&w.root, &w.names, &w.skip, &w.before) {
-            Ok(made) => notes.extend(remove_made(&w.root, &made)),
-            Err(_) => notes.push(format!(
-                "a directory the command left could not be looked through for protected names ({}) it may have made; the next command will not run until it can be",
-                w.names.join(", ")
-            )),
+        #[cfg(unix)]
+        notes.extend(remove::sweep_tree(&w.root, &w.names, &w.skip, &w.before));
+        #[cfg(not(unix))]
+        {
+            let before: Vec<PathBuf> = w.before.iter().map(|(p, _)| p.clone()).collect();
+            match made_since(&w.root, &w.names, &w.skip, &before) {
+                Ok(made) => notes.extend(remove_made(&w.root, &made)),
+                Err(_) => notes.push(format!(
+                    "a directory the command left could not be looked through for protected names ({}) it may have made; the next command will not run until it can be",
+                    w.names.join(", ")
+                )),
+            }
         }
     }
     notes
 }
 
-/// Adds `notes` to a result's note.
+/// The most names one kind of sweep note lists before it says how many more there are.
+const NOTE_NAMES: usize = 5;
+
+/// Adds `notes` to a result's note: the removed names as one line (`removed a/.git, b/.git and
+/// 1,098 more: made by the command, and protected`), then at most `NOTE_NAMES` of the others
+/// and how many more.
 pub fn add_notes(r: &mut crate::shell::ExecResult, notes: Vec<String>) {
     if notes.is_empty() {
         return;
     }
-    let text = notes.join("; ");
+    const REMOVED: &str = ": made by the command, and protected";
+    let (removed, other): (Vec<String>, Vec<String>) =
+        notes.into_iter().partition(|n| n.starts_with("removed ") && n.ends_with(REMOVED));
+    let mut lines = Vec::new();
+    if !removed.is_empty() {
+        let names: Vec<&str> =
+            removed.iter().take(NOTE_NAMES).map(|n| &n["removed ".len()..n.len() - REMOVED.len()]).collect();
+        let more = removed.len().saturating_sub(NOTE_NAMES);
+        let list = if more > 0 {
+            format!("{} and {} more", names.join(", "), crate::tools::fmt_count(more))
+        } else {
+            names.join(", ")
+        };
+        lines.push(format!("removed {list}{REMOVED}"));
+    }
+    lines.extend(other.iter().take(NOTE_NAMES).cloned());
+    if other.len() > NOTE_NAMES {
+        lines.push(format!("and {} more such notes", crate::tools::fmt_count(other.len() - NOTE_NAMES)));
+    }
+    let text = lines.join("; ");
     r.note = Some(match r.note.take() {
         Some(n) if !n.is_empty() => format!("{n}; {text}"),
         _ => text,

@@ -1,11 +1,12 @@
-//! Removing a protected name a command made (`protect::remove_made`), safely while other commands
-//! may still run in the same tree: the entry is renamed aside first (no tool takes it for a `.git`
-//! any more), then removed through descriptors, never following a link, with the depth and the
-//! work bounded so a command's tree cannot exhaust this process.
+//! Removing the protected names a command made (`protect::sweep`), safely while other commands
+//! may still run in the same tree: the tree is walked through descriptors (`sweep_tree`), each
+//! entry renamed aside first (no tool takes it for a `.git` any more), then removed, never
+//! following a link, with the depth and the work of a removal bounded.
 
 use std::path::{Path, PathBuf};
 
 /// Why an entry was not removed whole, and the name it was left under (when renamed aside).
+#[cfg(not(unix))]
 pub struct Left {
     pub aside: Option<PathBuf>,
     pub error: std::io::Error,
@@ -25,22 +26,6 @@ fn aside_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
     n
 }
 
-#[cfg(unix)]
-pub fn remove_beneath(root: &Path, rel: &Path) -> Result<(), Left> {
-    use std::os::fd::AsFd;
-    use std::os::unix::ffi::OsStrExt;
-    let left = |aside: Option<PathBuf>| move |error: std::io::Error| Left { aside, error };
-    let name = rel.file_name().ok_or_else(|| left(None)(std::io::Error::from_raw_os_error(libc::EINVAL)))?;
-    let parent_rel = rel.parent().unwrap_or(Path::new(""));
-    let dir = fd::open_dir_beneath(root, parent_rel).map_err(left(None))?;
-    let aside = aside_name(name);
-    let (from, to) = (fd::cstr(name.as_bytes()).map_err(left(None))?, fd::cstr(aside.as_bytes()).map_err(left(None))?);
-    fd::rename_in(dir.as_fd(), &from, &to).map_err(left(None))?;
-    let shown = Some(rel.with_file_name(&aside));
-    let mut budget = MAX_ENTRIES;
-    fd::remove_entry(dir.as_fd(), &to, 0, &mut budget).map_err(left(shown))
-}
-
 #[cfg(not(unix))]
 pub fn remove_beneath(root: &Path, rel: &Path) -> Result<(), Left> {
     let path = root.join(rel);
@@ -58,14 +43,12 @@ mod fd {
     use std::ffi::{CStr, CString};
     use std::io;
     use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    use std::path::Path;
 
     pub fn cstr(b: &[u8]) -> io::Result<CString> {
         CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
     }
 
-    fn owned(r: libc::c_int) -> io::Result<OwnedFd> {
+    pub fn owned(r: libc::c_int) -> io::Result<OwnedFd> {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -73,24 +56,9 @@ mod fd {
         Ok(unsafe { OwnedFd::from_raw_fd(r) })
     }
 
-    fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
         // SAFETY: a valid descriptor and a NUL-terminated name.
         owned(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) })
-    }
-
-    /// `root`, then each component of `rel` opened from the one before with `O_NOFOLLOW`: a
-    /// component swapped for a link is refused, never followed.
-    pub fn open_dir_beneath(root: &Path, rel: &Path) -> io::Result<OwnedFd> {
-        let c = cstr(root.as_os_str().as_bytes())?;
-        // SAFETY: a NUL-terminated path.
-        let mut dir = owned(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
-        for part in rel.components() {
-            let std::path::Component::Normal(part) = part else {
-                return Err(io::Error::from_raw_os_error(libc::EXDEV));
-            };
-            dir = openat(dir.as_fd(), &cstr(part.as_bytes())?, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        }
-        Ok(dir)
     }
 
     pub fn rename_in(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
@@ -130,9 +98,10 @@ mod fd {
         if depth >= super::MAX_DEPTH {
             return Err(io::Error::other(format!("deeper than {} directories", super::MAX_DEPTH)));
         }
-        let sub = openat(dir, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        let mut sub = openat(dir, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
         loop {
-            // A batch of names, read afresh each round (removing while reading could skip some).
+            // A batch of names, read afresh each round from a descriptor opened anew (removing
+            // while reading could skip some, and a duplicate would share the offset).
             let mut names: Vec<CString> = Vec::new();
             let mut stream = nix::dir::Dir::from_fd(sub.try_clone()?).map_err(io::Error::from)?;
             for entry in stream.iter() {
@@ -156,7 +125,158 @@ mod fd {
                 *budget -= 1;
                 remove_entry(sub.as_fd(), n, depth + 1, budget)?;
             }
+            sub = openat(dir, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
         }
         unlinkat(dir, name, libc::AT_REMOVEDIR)
+    }
+}
+
+/// After a command: walks `root` through descriptors (no link followed, no path length limit, a
+/// directory the command made unreadable opened for the walk by giving its owner read and
+/// search back for that moment), and removes every entry named one of `names` (ASCII case
+/// folded: a case-insensitive host's git reads `.GIT` as `.git`) that is not in `before` as
+/// it was (a link that became a directory counts as made). Never looks inside a match or a
+/// `skip` subtree. Removes as it goes, so no count of matches stops it, and goes on past a
+/// directory it cannot look through, naming it. Returns the notes for the command's result.
+#[cfg(unix)]
+pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(PathBuf, bool)]) -> Vec<String> {
+    use std::collections::HashMap;
+    use std::ffi::CString;
+    use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::Arc;
+
+    enum Item {
+        Dir { parent: Arc<OwnedFd>, name: CString, rel: PathBuf },
+        Restore { parent: Arc<OwnedFd>, name: CString, mode: libc::mode_t },
+    }
+    let mut notes = Vec::new();
+    let before: HashMap<&Path, bool> = before.iter().map(|(p, l)| (p.as_path(), *l)).collect();
+    let matches = |n: &[u8]| names.iter().any(|x| x.as_bytes().eq_ignore_ascii_case(n));
+    let Ok(c) = fd::cstr(root.as_os_str().as_bytes()) else { return notes };
+    // SAFETY: a NUL-terminated path.
+    let root_fd =
+        match fd::owned(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) }) {
+            Ok(f) => Arc::new(f),
+            Err(e) => {
+                notes.push(format!("the working directory could not be looked through for protected names ({e})"));
+                return notes;
+            }
+        };
+    let unreadable = |rel: &Path, e: &std::io::Error| {
+        format!("could not look through {} for protected names the command may have made ({e})", rel.display())
+    };
+    let mut stack: Vec<Item> = Vec::new();
+    let mut current: Option<(Arc<OwnedFd>, PathBuf)> = Some((root_fd, PathBuf::new()));
+    loop {
+        let (dir, rel) = match current.take() {
+            Some(d) => d,
+            None => match stack.pop() {
+                None => break,
+                Some(Item::Restore { parent, name, mode }) => {
+                    // SAFETY: a valid descriptor and a NUL-terminated name.
+                    unsafe { libc::fchmodat(parent.as_raw_fd(), name.as_ptr(), mode, 0) };
+                    continue;
+                }
+                Some(Item::Dir { parent, name, rel }) => {
+                    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+                    match fd::openat(parent.as_fd(), &name, flags) {
+                        Ok(f) => (Arc::new(f), rel),
+                        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                            // A directory the command made unreadable to its owner: opened for the
+                            // walk with its owner's read and search given back, then restored.
+                            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                            // SAFETY: a valid descriptor, a NUL-terminated name and a stat buffer.
+                            let ok = unsafe { libc::fstatat(parent.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0
+                                && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+                                // SAFETY: raw syscall.
+                                && st.st_uid == unsafe { libc::geteuid() }
+                                // SAFETY: as above.
+                                && unsafe { libc::fchmodat(parent.as_raw_fd(), name.as_ptr(), (st.st_mode & 0o7777) | 0o700, 0) } == 0;
+                            if !ok {
+                                notes.push(unreadable(&rel, &e));
+                                continue;
+                            }
+                            stack.push(Item::Restore {
+                                parent: parent.clone(),
+                                name: name.clone(),
+                                mode: st.st_mode & 0o7777,
+                            });
+                            match fd::openat(parent.as_fd(), &name, flags) {
+                                Ok(f) => (Arc::new(f), rel),
+                                Err(e) => {
+                                    notes.push(unreadable(&rel, &e));
+                                    continue;
+                                }
+                            }
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                        Err(e) => {
+                            notes.push(unreadable(&rel, &e));
+                            continue;
+                        }
+                    }
+                }
+            },
+        };
+        let entries: Vec<CString> =
+            match dir.try_clone().and_then(|d| nix::dir::Dir::from_fd(d).map_err(std::io::Error::from)) {
+                Ok(mut stream) => stream
+                    .iter()
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_owned())
+                    .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+                    .collect(),
+                Err(e) => {
+                    notes.push(unreadable(&rel, &e));
+                    continue;
+                }
+            };
+        for name in entries {
+            let child_rel = rel.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
+            let full = root.join(&child_rel);
+            if skip.iter().any(|s| full.starts_with(s)) {
+                continue;
+            }
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid descriptor, a NUL-terminated name and a stat buffer.
+            if unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+                continue;
+            }
+            let kind = st.st_mode & libc::S_IFMT;
+            if matches(name.as_bytes()) {
+                let is_link = kind == libc::S_IFLNK;
+                if before.get(full.as_path()) != Some(&is_link) {
+                    notes.push(remove_at(dir.as_fd(), &name, &child_rel));
+                }
+                continue;
+            }
+            if kind == libc::S_IFDIR {
+                stack.push(Item::Dir { parent: dir.clone(), name, rel: child_rel });
+            }
+        }
+    }
+    notes
+}
+
+/// Renames `name` in `dir` aside, then removes it; the note that says which happened.
+#[cfg(unix)]
+fn remove_at(dir: std::os::fd::BorrowedFd<'_>, name: &std::ffi::CStr, rel: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let shown = rel.display();
+    let aside = aside_name(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    let Ok(to) = fd::cstr(aside.as_bytes()) else {
+        return format!("{shown} was made by the command and is protected, but could not be removed");
+    };
+    if let Err(e) = fd::rename_in(dir, name, &to) {
+        return format!("{shown} was made by the command and is protected, but could not be removed ({e})");
+    }
+    let mut budget = MAX_ENTRIES;
+    match fd::remove_entry(dir, &to, 0, &mut budget) {
+        Ok(()) => format!("removed {shown}: made by the command, and protected"),
+        Err(e) => format!(
+            "{shown} was made by the command and is protected: moved aside to {} but not removed ({e})",
+            rel.with_file_name(&aside).display()
+        ),
     }
 }

@@ -644,7 +644,8 @@ impl SandboxAdapter for SubprocessSandbox {
                     r.abort();
                 }
                 guard.remove().await;
-                super::protect::sweep(watch.as_slice());
+                let watch = watch.clone();
+                let _ = tokio::task::spawn_blocking(move || super::protect::sweep(watch.as_slice())).await;
                 return self.could_not_run(e);
             }
             Outcome::TimedOut | Outcome::Aborted => {
@@ -668,7 +669,9 @@ impl SandboxAdapter for SubprocessSandbox {
         result.stderr = err.lock().unwrap().text();
         self.add_limit_note(&mut result, oom);
         // Protected names the command made (a `git init`) never reach the host's tools.
-        super::protect::add_notes(&mut result, super::protect::sweep(watch.as_slice()));
+        let swept =
+            tokio::task::spawn_blocking(move || super::protect::sweep(watch.as_slice())).await.unwrap_or_default();
+        super::protect::add_notes(&mut result, swept);
         Ok(result)
     }
 

@@ -36,6 +36,9 @@ struct Kept {
     running: AtomicUsize,
     /// The OOM kills its memory cgroup had counted when last looked at.
     oom_seen: std::sync::atomic::AtomicU64,
+    /// What `protect` named when it started: a name any of its commands (or what they left
+    /// running) made since is removed when a command starts or ends.
+    baseline: Option<super::super::protect::Watch>,
 }
 
 /// The kept containers of one sandbox, by the directory they mount.
@@ -52,6 +55,7 @@ impl Sessions {
         if let Some(k) = kept.get(&p.mount) {
             return Ok(k.clone());
         }
+        let (found, baseline) = sb.protected_now(p)?;
         let body = json!({
             "Image": sb.image(),
             "Entrypoint": ["sh", "-c"],
@@ -59,7 +63,7 @@ impl Sessions {
             "WorkingDir": p.mount,
             "Tty": false,
             "Labels": labels(SESSION_LABEL),
-            "HostConfig": sb.host_config(p, &sb.protected_now(p)?.0)?,
+            "HostConfig": sb.host_config(p, &found)?,
         });
         let created = p.client.json(Method::POST, "/containers/create", Some(&body)).await?;
         let id = created
@@ -71,7 +75,7 @@ impl Sessions {
             remove_container(&p.client, &id).await;
             return Err(e);
         }
-        let k = Arc::new(Kept { id, running: AtomicUsize::new(0), oom_seen: Default::default() });
+        let k = Arc::new(Kept { id, running: AtomicUsize::new(0), oom_seen: Default::default(), baseline });
         kept.insert(p.mount.clone(), k.clone());
         Ok(k)
     }
@@ -171,8 +175,6 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     let deadline = (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
     let p = sb.prepare(&req).await?;
     let client = p.client.clone();
-    // What `protect` names now: a name this command makes is removed when it ends.
-    let (_, watch) = sb.protected_now(&p)?;
     let with_stdin = req.stdin.is_some() || req.input.is_some();
     let body = json!({
         "AttachStdin": with_stdin,
@@ -204,6 +206,9 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         }
     };
 
+    // A protected name something in the container made since it started (a command left
+    // running, say) is removed before this command runs, and again when it ends.
+    let swept_before = sweep_kept(&kept).await;
     let streams = Streams::new(req.capture_bytes).with_lead();
     let Streams { out, err, done, .. } = &streams;
     if cancel.is_cancelled() {
@@ -242,10 +247,20 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     result.stdout = out.lock().unwrap().text();
     result.stderr = err.lock().unwrap().text();
     sb.add_limit_note(&mut result, oom);
-    // Protected names the command made never reach the host's tools; one a command still running
-    // in the container made stays until that command ends.
-    super::super::protect::add_notes(&mut result, super::super::protect::sweep(watch.as_slice()));
+    // Protected names the command made never reach the host's tools; one a process still running
+    // in the container makes later stays until the next command starts or ends.
+    let mut notes = swept_before;
+    notes.extend(sweep_kept(&kept).await);
+    super::super::protect::add_notes(&mut result, notes);
     Ok(result)
+}
+
+/// The sweep of a kept container's mount against what `protect` named when it started.
+async fn sweep_kept(kept: &Arc<Kept>) -> Vec<String> {
+    let Some(watch) = kept.baseline.clone() else { return Vec::new() };
+    tokio::task::spawn_blocking(move || super::super::protect::sweep(std::slice::from_ref(&watch)))
+        .await
+        .unwrap_or_default()
 }
 
 /// After a command died of SIGKILL in a container with a memory limit: whether the kernel's OOM

@@ -366,8 +366,8 @@ async fn a_git_repository_a_command_makes_is_removed_before_the_host_git_can_run
     assert_eq!(r.exit_code, Some(0), "{r:?}");
     assert!(r.stdout.contains("planted"), "{r:?}");
     let note = r.note.clone().unwrap_or_default();
-    assert!(note.contains("removed src/.git: made by the command, and protected"), "{note}");
-    assert!(note.contains("removed sub/.git"), "{note}");
+    assert!(note.starts_with("removed ") && note.ends_with(": made by the command, and protected"), "{note}");
+    assert!(note.contains("src/.git") && note.contains("sub/.git"), "{note}");
     assert!(!cwd.join("src/.git").exists() && !cwd.join("sub/.git").exists());
     assert!(cwd.join("src/f").exists(), "the rest of what the command made stays");
     for dir in [cwd.join("src"), cwd.join("sub"), cwd.clone()] {
@@ -414,4 +414,40 @@ async fn every_process_of_a_sandboxed_command_ends_with_its_owner() {
             survivors("sandbox::linux::attacks::every_process_of_a_sandboxed_command_ends_with_its_owner", how, &[]);
         assert!(left.is_empty(), "after the owner's {how}: {left:?}");
     }
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn the_sweep_cannot_be_stopped_by_many_deep_or_unreadable_directories() {
+    // The attacks on the sweep itself: more `.git` than a scan takes, one deeper than a path can
+    // name, one in a directory the command made unreadable; and `protect` without `.git`.
+    let (_d, cwd, s) = shell(LinuxSandboxOptions::default());
+    let r = sh(
+        &s,
+        "set -e; for i in $(seq 1100); do mkdir -p m/$i/.git; done; \
+         git init -q z/r && chmod 000 z; \
+         perl -e 'for (1..450) { mkdir \"aaaaaaaaaa\" or die; chdir \"aaaaaaaaaa\" or die } mkdir \".git\" or die; open(F, \">.git/config\") or die'; echo made",
+    )
+    .await;
+    assert_eq!(r.stdout, "made\n", "{r:?}");
+    let note = r.note.clone().unwrap_or_default();
+    // One line for all of them: the first few names and how many more.
+    assert!(
+        note.starts_with("removed ") && note.contains(" and 1,097 more: made by the command, and protected"),
+        "{note}"
+    );
+    assert!(!note.contains("could not"), "{note}");
+    std::fs::set_permissions(cwd.join("z"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(!cwd.join("z/r/.git").exists() && cwd.join("z/r").is_dir());
+    assert!(!cwd.join("m/7/.git").exists() && cwd.join("m/7").is_dir());
+    // The deep one too (find walks by descriptors): no `.git` left anywhere.
+    let out = std::process::Command::new("find").arg(&cwd).args(["-name", ".git"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "", "a .git survived the sweep");
+    assert!(cwd.join("aaaaaaaaaa/aaaaaaaaaa").is_dir(), "the deep tree itself stays");
+    // `protect` without `.git`: LinuxSandbox still protects and sweeps `.git`.
+    let (_d2, cwd2, s2) = shell(LinuxSandboxOptions { protect: vec![".env".into()], ..Default::default() });
+    let r = sh(&s2, "git init -q sub && echo made").await;
+    assert_eq!(r.stdout, "made\n", "{r:?}");
+    assert!(!cwd2.join("sub/.git").exists(), "{r:?}");
+    again_without_landlock("the_sweep_cannot_be_stopped_by_many_deep_or_unreadable_directories");
 }

@@ -330,7 +330,13 @@ impl LinuxSandbox {
             .collect();
         names.sort();
         names.dedup();
-        let hidden: Vec<PathBuf> = hide.iter().filter(|h| h.is_absolute()).cloned().collect();
+        // Only hidden paths that exist are covered (and so skipped); one that does not is the
+        // host's when the command makes it.
+        let hidden: Vec<PathBuf> = hide.iter().filter(|h| h.is_absolute() && h.exists()).cloned().collect();
+        // What the sweep after the command removes when the command made it: every `.git` (always
+        // protected here) and the other bare names; nothing with `protect: []`, which lets an
+        // agent keep a repository it cloned.
+        let sweep_names: Vec<String> = if self.options.protect.is_empty() { Vec::new() } else { names.clone() };
         let mut watch = Vec::new();
         for (i, w) in writable.iter().enumerate() {
             let entries = if i == 0 {
@@ -343,7 +349,7 @@ impl LinuxSandbox {
             let inner: Vec<PathBuf> = hidden.iter().filter(|h| h.starts_with(w) && *h != w).cloned().collect();
             let found = super::protect::protected(w, &entries, &inner)?;
             protect.extend(found.paths);
-            watch.push(super::protect::Watch::new(w, &self.options.protect, inner, found.names));
+            watch.push(super::protect::Watch::new(w, &sweep_names, inner, found.names));
         }
         protect.sort();
         protect.dedup();
@@ -601,7 +607,9 @@ impl SandboxAdapter for LinuxSandbox {
             r.note = Some(note);
         }
         // Protected names the command made (a `git init`) never reach the host's tools.
-        let removed = super::protect::sweep(&watch);
+        let removed = tokio::task::spawn_blocking(move || super::protect::sweep(&watch))
+            .await
+            .unwrap_or_else(|_| vec!["the sweep for protected names the command made did not finish".to_string()]);
         super::protect::add_notes(&mut r, removed);
         Ok(r)
     }

@@ -88,6 +88,14 @@ rm -rf "$d"
                     .spawn()
                     .ok()?;
                 let input = child.stdin.take()?;
+                // Never blocks this process: a guard that stopped reading (a command stopped it)
+                // loses lines, not the process's threads.
+                {
+                    use std::os::fd::AsRawFd;
+                    let fd = input.as_raw_fd();
+                    // SAFETY: fcntl on a descriptor this process owns.
+                    unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+                }
                 Some(Mutex::new(Guard { input, child }))
             })
             .as_ref()

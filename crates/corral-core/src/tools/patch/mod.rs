@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::args::str_arg;
 use super::guard::{check_protected, check_read_size, check_write_size, checked_path, lock_path};
 use super::options::{Ctx, FsToolOptions};
-use super::write_path::{file_bytes_within, hooked_delete, hooked_write, notify_edit};
+use super::write_path::{file_bytes_within, hooked_delete, hooked_write, kind_of, notify_edit};
 use super::MAX_READ_BYTES;
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -319,7 +319,7 @@ async fn new_dirs(fs: &dyn FsProvider, paths: impl Iterator<Item = &str>) -> Res
         let mut dir = p;
         let mut missing = Vec::new();
         while let Some((parent, _)) = dir.rsplit_once('/') {
-            if out.iter().any(|d| d == parent) || fs.stat(parent).await?.is_some() {
+            if out.iter().any(|d| d == parent) || kind_of(fs, parent).await?.is_some() {
                 break;
             }
             missing.push(parent.to_string());

@@ -309,17 +309,35 @@ fn find_context(lines: &[&str], context: &[String], start: usize, eof: bool) -> 
     find_core(lines, context, start)
 }
 
+/// `findContextCore`: the first place from `start` where `context` matches exactly, else
+/// ignoring trailing white space, else ignoring it at both ends. Each line is hashed once per
+/// pass and windows are compared by a rolling hash (a hit is checked line by line), so a pass
+/// costs one walk over the file whatever the context's length.
 fn find_core(lines: &[&str], context: &[String], start: usize) -> Option<usize> {
     if context.is_empty() {
         return Some(start);
     }
+    let m = context.len();
+    if start >= lines.len() || m > lines.len() - start {
+        return None;
+    }
+    const BASE: u64 = 0x100_0000_01b3;
+    let hash = |s: &str| s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let roll = |acc: u64, x: u64| acc.wrapping_mul(BASE).wrapping_add(x);
+    let top = (1..m).fold(1u64, |acc, _| acc.wrapping_mul(BASE));
     let passes: [fn(&str) -> &str; 3] = [|s| s, trim_end, trim];
     for f in passes {
-        let hit = (start..lines.len()).find(|&i| {
-            i + context.len() <= lines.len() && context.iter().enumerate().all(|(j, c)| f(lines[i + j]) == f(c))
-        });
-        if hit.is_some() {
-            return hit;
+        let h: Vec<u64> = lines[start..].iter().map(|l| hash(f(l))).collect();
+        let want = context.iter().fold(0u64, |acc, c| roll(acc, hash(f(c))));
+        let mut window = h[..m].iter().fold(0u64, |acc, &x| roll(acc, x));
+        let last = h.len() - m;
+        for i in 0..=last {
+            if window == want && context.iter().enumerate().all(|(j, c)| f(lines[start + i + j]) == f(c)) {
+                return Some(start + i);
+            }
+            if i < last {
+                window = roll(window.wrapping_sub(h[i].wrapping_mul(top)), h[i + m]);
+            }
         }
     }
     None
