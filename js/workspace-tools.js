@@ -154,11 +154,24 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
     res.end(text, sent);
   }
 
-  /** Writes what the core answered; after a body too large to read, closes the connection. */
+  /**
+   * Writes what the core answered; after a body too large to read, closes the connection: its
+   * sending side at once (the answer reaches a client that is still sending, where a reset
+   * would discard it), the rest after a moment, nothing more read meanwhile.
+   */
   function answer(req, res, a) {
     const headers = { ...(a.allow ? { allow: a.allow } : {}), ...(a.close ? { connection: 'close' } : {}) };
-    send(res, a.status, a.body ?? undefined, headers, a.close ? () => req.socket?.destroy() : undefined);
+    const close = () => {
+      const socket = req.socket;
+      if (!socket) return;
+      socket.end();
+      setTimeout(() => socket.destroy(), LINGER_MS).unref();
+    };
+    send(res, a.status, a.body ?? undefined, headers, a.close ? close : undefined);
   }
+
+  // How long a connection closed after a refused body lingers half-closed.
+  const LINGER_MS = 2000;
 
   /**
    * `(req, res) => Promise<void>` for node:http: the admin API over a registry. The core decides
