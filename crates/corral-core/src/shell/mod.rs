@@ -6,6 +6,7 @@ pub mod process;
 pub mod progress;
 pub mod rules;
 pub mod spill;
+pub mod syntax;
 pub mod tool;
 mod wire;
 

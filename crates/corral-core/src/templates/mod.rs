@@ -7,7 +7,7 @@
 //!
 //! A value must never become code. The quoting (or the literal) holds only where the template's
 //! language reads it as such, so a placeholder anywhere else makes the spec invalid when it is
-//! defined: `shell_context.rs` (and `shell_commands.rs`) for bash, `python.rs` for Python. A
+//! defined: the shell-syntax module (`shell::syntax`) for bash, `python.rs` for Python. A
 //! placeholder the schema does not declare is refused too. `handler_payload.substitution: 'raw'`
 //! pastes values as they are (the peer's behaviour): no context check, and the tool needs approval
 //! unless the caller says otherwise.
@@ -17,10 +17,6 @@ pub mod python;
 pub mod quote;
 pub mod render;
 pub mod schema;
-pub mod shell_commands;
-pub mod shell_context;
-mod shell_lex;
-mod shell_quotes;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -151,7 +147,7 @@ impl WorkspaceToolSpec {
         if !self.raw() {
             match self.handler_kind {
                 HandlerKind::ShellTemplate => {
-                    shell_context::check(&segments).map_err(|r| invalid(r.message()))?;
+                    crate::shell::syntax::check(render::flatten(&segments)).map_err(|r| invalid(r.message()))?;
                 }
                 HandlerKind::PythonTemplate => python::check(&segments).map_err(|f| {
                     invalid(format!("write {{{f}}} without quotes: values are quoted for you (as Python literals)."))

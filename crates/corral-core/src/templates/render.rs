@@ -69,12 +69,7 @@ pub fn fields(segments: &[Segment]) -> impl Iterator<Item = &str> {
     })
 }
 
-/// A template as characters and placeholders, for the context scanners.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tok {
-    C(char),
-    F(String),
-}
+pub use crate::shell::syntax::Tok;
 
 pub fn flatten(segments: &[Segment]) -> Vec<Tok> {
     let mut out = Vec::new();

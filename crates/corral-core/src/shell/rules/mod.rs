@@ -8,8 +8,10 @@
 //!   starts with the command (exactly, or followed by a space) when `args(rest)` is true.
 //! - In `allow`, a line matched only by a string or a rule must not contain a shell operator.
 //! - A regex is tested against the whole line.
-//! - `deny` strings and rules are checked against each `;`, `&` or `|` separated part, deny regexes
-//!   against the whole line. Deny wins over allow.
+//! - `deny` strings and rules are checked against each part of the line (`deny_parts`: the
+//!   quote-blind `;`/`&`/`|` split, and every simple command the shell-syntax reader finds), deny
+//!   regexes against the whole line. Deny wins over allow.
+//! - A line the reader cannot be certain of is allowed by no pattern.
 
 use std::fmt;
 use std::path::Path;
@@ -18,6 +20,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::{Code, Error, Result};
+use crate::shell::syntax::Reading;
 
 /// The `args` check of a `CommandRule`: called with the text after the command and its
 /// separating space (`""` when there is none).
@@ -191,7 +194,7 @@ fn find_operator(line: &str, cmd: bool) -> Option<&'static str> {
 }
 
 /// Why a string pattern does not allow a line it matches, or `None` when it does.
-fn string_refusal(line: &str, pattern: &str, cmd: bool, cwd: Option<&Path>) -> Option<String> {
+fn string_refusal(line: &str, reading: &Reading, pattern: &str, cmd: bool, cwd: Option<&Path>) -> Option<String> {
     if let Some(op) = find_operator(line, cmd) {
         return Some(format!("shell operator {op} is not allowed with pattern '{}'.", show(pattern)));
     }
@@ -202,7 +205,7 @@ fn string_refusal(line: &str, pattern: &str, cmd: bool, cwd: Option<&Path>) -> O
             show(pattern)
         ));
     }
-    if let Some(leave) = leaving_argument(line) {
+    if let Some(leave) = leaving_argument(line, reading) {
         return Some(format!(
             "`{}` — an argument leaves the working directory ({leave}). Allowed by pattern '{}' only with arguments inside the workspace.",
             show(line),
@@ -210,7 +213,7 @@ fn string_refusal(line: &str, pattern: &str, cmd: bool, cwd: Option<&Path>) -> O
         ));
     }
     if !cmd {
-        if let Some(why) = option_glob(line, cwd) {
+        if let Some(why) = option_glob(reading, cwd) {
             return Some(format!(
                 "`{}` — {why}, which the program would read as an option (`--checkpoint-action=…`). Write `./` before the glob (`./*`).",
                 show(line)
@@ -231,10 +234,23 @@ async fn rule_matches(line: &str, command: &str, args: &Option<Arc<dyn ArgsPredi
     }
 }
 
-/// The parts of a line a deny string or rule is checked against: split on `;`, `&`, `|` (and
-/// newlines), trimmed, empty parts dropped.
-fn deny_parts(line: &str) -> Vec<&str> {
-    line.split([';', '&', '|', '\n', '\r']).map(str::trim).filter(|p| !p.is_empty()).collect()
+/// The parts of a line a deny string or rule is checked against, as two readings give them: the
+/// line split on `;`, `&`, `|` and line breaks whatever the quotes (the reference's reading), and
+/// every simple command the shell-syntax reader finds, at any depth (inside `$(…)`, `(…)` and
+/// backticks too), as its text and as its words joined by spaces. A part either reading yields
+/// is checked, so `deny` is never weaker than the quote-blind split.
+fn deny_parts(line: &str) -> Vec<String> {
+    let mut parts: Vec<String> =
+        line.split([';', '&', '|', '\n', '\r']).map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect();
+    for c in crate::shell::syntax::read(line).commands {
+        let words = c.words.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" ");
+        for part in [c.raw, words] {
+            if !part.is_empty() && !parts.contains(&part) {
+                parts.push(part);
+            }
+        }
+    }
+    parts
 }
 
 /// Checks a command line against `deny`, then `allow` (when given). `shell` is the provider's
@@ -282,6 +298,15 @@ pub async fn check_command(
 
     let Some(allow) = allow else { return Ok(()) };
     let cmd = is_cmd_shell(shell);
+    // A line the reader cannot be certain of is allowed by no pattern.
+    let reading = crate::shell::syntax::read(command);
+    if let Some(m) = reading.uncertain().filter(|_| !cmd) {
+        return Err(refused(format!(
+            "`{}` — {}: the shell may read its words otherwise than the check does.",
+            show(command),
+            m.what.describe()
+        )));
+    }
     // The reason a pattern that came close gave, reported when none allows the line.
     let mut near_miss: Option<String> = None;
     for pattern in allow {
@@ -292,7 +317,7 @@ pub async fn check_command(
                 }
             }
             CommandPattern::Str(s) => match prefix_match(command, s) {
-                Some(_) => match string_refusal(command, s, cmd, cwd) {
+                Some(_) => match string_refusal(command, &reading, s, cmd, cwd) {
                     None => return Ok(()),
                     Some(why) => {
                         near_miss.get_or_insert(why);

@@ -2,11 +2,14 @@
 //! `..`), and globs that can expand to an option.
 
 use super::*;
+use crate::shell::syntax::Reading;
 
 /// Why an argument of `line` leaves the working directory, or `None`. Conservative: every
-/// reading of the words (sh escapes, or backslashes as separators) is checked.
-pub(super) fn leaving_argument(line: &str) -> Option<String> {
-    words_sh(line).iter().chain(words_plain(line).iter()).find_map(|w| leaving_word(w))
+/// reading of the words (sh's, in every command of the line, or with backslashes as separators)
+/// is checked.
+pub(super) fn leaving_argument(line: &str, reading: &Reading) -> Option<String> {
+    let sh = reading.commands.iter().flat_map(|c| c.words.iter().chain(&c.inputs)).map(|w| &w.text);
+    sh.chain(words_plain(line).iter()).find_map(|w| leaving_word(w))
 }
 
 /// The places in a word where a path can start: the word, after each `=`, `,`, `@` and `:`, and
@@ -149,20 +152,26 @@ pub(super) fn glob_can_match_dots(seg: &str) -> bool {
 /// Why an unquoted glob of `line` can reach the program as an option, or `None`. With the
 /// command's working directory at hand, the first segment of each glob that starts with a
 /// wildcard is expanded against its entries, as sh would; without it, such a glob is refused.
-pub(super) fn option_glob(line: &str, cwd: Option<&Path>) -> Option<String> {
-    let words = glob_words(line);
+pub(super) fn option_glob(reading: &Reading, cwd: Option<&Path>) -> Option<String> {
+    let words: Vec<&String> = reading
+        .commands
+        .iter()
+        .flat_map(|c| c.words.iter().skip(1))
+        .filter(|w| w.glob_start)
+        .map(|w| &w.text)
+        .collect();
     if words.is_empty() {
         return None;
     }
     let Some(cwd) = cwd else {
         return Some(format!(
             "the glob `{}` starts with a wildcard, so it can expand to a file name that starts with `-`",
-            show(&words[0])
+            show(words[0])
         ));
     };
     let names: Vec<String> = match std::fs::read_dir(cwd) {
         Ok(entries) => entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
-        Err(_) => return Some(format!("the glob `{}` cannot be expanded to check it", show(&words[0]))),
+        Err(_) => return Some(format!("the glob `{}` cannot be expanded to check it", show(words[0]))),
     };
     for word in &words {
         let first = word.split('/').next().unwrap_or(word);

@@ -111,200 +111,59 @@ impl ReadOnlyCommands {
     }
 }
 
-/// A word as sh passes it to the program, and whether it holds an unquoted wildcard.
-#[derive(Debug, Default, Clone)]
-pub(super) struct Word {
-    pub text: String,
-    /// Has an unquoted `*`, `?` or `[`.
-    pub glob: bool,
-    /// Starts with one.
-    pub glob_start: bool,
-    /// Has a quote or an escape (so it is no file-descriptor number before `<`).
-    quoted: bool,
-}
-
-/// One simple command of a line.
-#[derive(Debug, Default)]
-pub(super) struct Simple {
-    pub words: Vec<Word>,
-    /// The files of its `< FILE` redirections.
-    pub inputs: Vec<Word>,
-    /// Its text in the line.
-    pub raw: String,
-}
+/// One simple command of a line, as the shell-syntax reader gives it.
+pub(super) type Simple = crate::shell::syntax::Command;
 
 /// The simple commands of `line`, split on `&&`, `||`, `;` and `|`, or why the line needs
-/// approval whatever its commands. With `cmd` (cmd.exe), any operator character needs approval
-/// and the line is one command split as a program splits its arguments.
+/// approval whatever its commands: the first construct the reader marks (see the module's doc).
+/// With `cmd` (cmd.exe), any operator character needs approval and the line is one command split
+/// as a program splits its arguments.
 pub(super) fn simple_commands(line: &str, cmd: bool) -> std::result::Result<Vec<Simple>, String> {
+    use crate::shell::syntax::{read, Arg};
     if cmd {
         if let Some(op) = find_operator(line, true) {
             return Err(format!("shell operator {op}"));
         }
-        let words: Vec<Word> = words_plain(line)
+        let words: Vec<Arg> = words_plain(line)
             .into_iter()
-            .map(|text| Word {
+            .map(|text| Arg {
                 glob: text.contains(['*', '?', '[']),
                 glob_start: text.starts_with(['*', '?', '[']),
                 text,
                 quoted: true,
+                expanded: false,
             })
             .collect();
         if words.is_empty() {
             return Err("an empty command".to_string());
         }
-        return Ok(vec![Simple { words, inputs: Vec::new(), raw: line.to_string() }]);
+        return Ok(vec![Simple { words, raw: line.to_string(), ..Simple::default() }]);
     }
-    let mut lx = Lexer { line, out: Vec::new(), cur: Simple::default(), word: None, input_next: false, start: 0 };
-    let mut chars = line.char_indices().peekable();
-    let mut last_op = "";
-    while let Some((i, c)) = chars.next() {
-        let next = chars.peek().map(|&(_, n)| n);
-        match c {
-            ' ' | '\t' => lx.end_word(),
-            '\n' | '\r' => return Err("a line break".to_string()),
-            '\\' => match chars.next() {
-                Some((_, n)) if n != '\n' && n != '\r' => lx.word().push(n, true),
-                _ => return Err("a trailing backslash or an escaped line break".to_string()),
-            },
-            '\'' => {
-                lx.word().quoted = true;
-                loop {
-                    match chars.next() {
-                        Some((_, '\'')) => break,
-                        Some((_, '\n' | '\r')) => return Err("a line break".to_string()),
-                        Some((_, n)) => lx.word().text.push(n),
-                        None => return Err("an unterminated quote".to_string()),
-                    }
-                }
+    let reading = read(line);
+    if let Some(m) = reading.marks.first() {
+        return Err(m.what.describe());
+    }
+    let mut parts: Vec<Simple> = Vec::new();
+    let mut before = "";
+    let count = reading.commands.len();
+    for (k, c) in reading.commands.into_iter().enumerate() {
+        if c.words.is_empty() && c.inputs.is_empty() {
+            if k + 1 < count {
+                return Err(format!("`{}` with no command before it", c.op));
             }
-            '"' => {
-                lx.word().quoted = true;
-                loop {
-                    match chars.next() {
-                        Some((_, '"')) => break,
-                        Some((_, '$')) => return Err("`$` inside double quotes, which the shell expands".to_string()),
-                        Some((_, '`')) => return Err("a command substitution (`` ` ``)".to_string()),
-                        Some((_, '\n' | '\r')) => return Err("a line break".to_string()),
-                        Some((_, '\\')) => match chars.peek().map(|&(_, n)| n) {
-                            Some(e @ ('"' | '\\')) => {
-                                chars.next();
-                                lx.word().text.push(e);
-                            }
-                            Some('$' | '`' | '\n' | '\r') | None => {
-                                return Err("an escape inside double quotes".to_string())
-                            }
-                            Some(_) => lx.word().text.push('\\'),
-                        },
-                        Some((_, n)) => lx.word().text.push(n),
-                        None => return Err("an unterminated quote".to_string()),
-                    }
-                }
+            if parts.is_empty() {
+                return Err("an empty command".to_string());
             }
-            '$' => return Err("`$`, which the shell expands".to_string()),
-            '`' => return Err("a command substitution (`` ` ``)".to_string()),
-            '(' | ')' => return Err(format!("`{c}` (a subshell or substitution)")),
-            '{' | '}' => return Err(format!("an unquoted `{c}`, which bash expands")),
-            '>' => return Err("an output redirection (`>`)".to_string()),
-            '#' if lx.word.is_none() => return Err("a comment (`#`)".to_string()),
-            '<' => {
-                if matches!(next, Some('<' | '>' | '&' | '(')) {
-                    return Err(format!("`<{}`", next.unwrap_or(' ')));
-                }
-                if lx.input_next {
-                    return Err("`<` without a file".to_string());
-                }
-                match &lx.word {
-                    // `2<file`: the digits name a file descriptor, not an argument.
-                    Some(w) if !w.quoted && w.text.chars().all(|d| d.is_ascii_digit()) => lx.word = None,
-                    _ => lx.end_word(),
-                }
-                lx.input_next = true;
+            if before != ";" {
+                return Err(format!("`{before}` with no command after it"));
             }
-            ';' | '&' | '|' => {
-                let op = match (c, next) {
-                    (';', Some(';')) => return Err("`;;`".to_string()),
-                    (';', _) => ";",
-                    ('&', Some('&')) => "&&",
-                    ('|', Some('|')) => "||",
-                    ('|', Some('&')) => return Err("`|&`".to_string()),
-                    ('|', _) => "|",
-                    _ => return Err("`&`, which runs a command in the background".to_string()),
-                };
-                if op.len() == 2 {
-                    chars.next();
-                }
-                lx.end_command(i, op)?;
-                lx.start = i + op.len();
-                last_op = op;
-            }
-            c => lx.word().push(c, false),
+            continue;
         }
+        if c.words.is_empty() {
+            return Err("`<` without a command".to_string());
+        }
+        before = c.op;
+        parts.push(c);
     }
-    lx.end_word();
-    if lx.cur.words.is_empty() && lx.cur.inputs.is_empty() && !lx.input_next {
-        if lx.out.is_empty() {
-            return Err("an empty command".to_string());
-        }
-        if last_op != ";" {
-            return Err(format!("`{last_op}` with no command after it"));
-        }
-        return Ok(lx.out);
-    }
-    lx.end_command(line.len(), "")?;
-    Ok(lx.out)
-}
-
-struct Lexer<'a> {
-    line: &'a str,
-    out: Vec<Simple>,
-    cur: Simple,
-    word: Option<Word>,
-    /// The next word is the file of a `<`.
-    input_next: bool,
-    /// Where the current simple command starts in `line`.
-    start: usize,
-}
-
-impl Lexer<'_> {
-    fn word(&mut self) -> &mut Word {
-        self.word.get_or_insert_with(Word::default)
-    }
-
-    fn end_word(&mut self) {
-        if let Some(w) = self.word.take() {
-            if std::mem::take(&mut self.input_next) {
-                self.cur.inputs.push(w);
-            } else {
-                self.cur.words.push(w);
-            }
-        }
-    }
-
-    fn end_command(&mut self, at: usize, op: &str) -> std::result::Result<(), String> {
-        self.end_word();
-        if self.input_next {
-            return Err("`<` without a file".to_string());
-        }
-        if self.cur.words.is_empty() {
-            return Err(format!("`{op}` with no command before it"));
-        }
-        let mut part = std::mem::take(&mut self.cur);
-        part.raw = self.line[self.start..at].to_string();
-        self.out.push(part);
-        Ok(())
-    }
-}
-
-impl Word {
-    fn push(&mut self, c: char, escaped: bool) {
-        if escaped {
-            self.quoted = true;
-        } else if matches!(c, '*' | '?' | '[') {
-            // `''*` expands like `*`: nothing before the wildcard keeps it from starting with `-`.
-            self.glob_start |= self.text.is_empty();
-            self.glob = true;
-        }
-        self.text.push(c);
-    }
+    Ok(parts)
 }

@@ -286,6 +286,41 @@ async fn deny_strings_and_rules_per_part_and_regex_on_the_whole_line() {
 }
 
 #[tokio::test]
+async fn deny_finds_commands_inside_substitutions_heredocs_and_quotes_the_shell_removes() {
+    let deny = [s("rm -rf"), rule("git push")];
+    for cmd in [
+        "echo $(rm -rf /)",
+        "echo \"$(rm -rf /)\"",
+        "echo `rm -rf /`",
+        "(cd x; rm -rf /)",
+        "cat <(rm -rf /)",
+        "cat <<EOF\n$(rm -rf /)\nEOF",
+        "'rm' -rf /",
+        "r\\m -rf /",
+        "\"git\" push",
+        "x=$(git push)",
+    ] {
+        let e = check_command(cmd, None, &deny, Some("sh"), None).await.unwrap_err();
+        assert_eq!(e.code, Code::CommandRefused, "{cmd:?}");
+    }
+    // Quoted text is no command; the quote-blind split still refuses what it always did (a part
+    // that either reading refuses is refused), a quoted here-document's lines too.
+    check_command("echo 'rm -rf x'", None, &deny, Some("sh"), None).await.unwrap();
+    for cmd in ["echo 'a; rm -rf x'", "cat <<'EOF'\nrm -rf x\nEOF"] {
+        check_command(cmd, None, &deny, Some("sh"), None).await.unwrap_err();
+    }
+}
+
+#[tokio::test]
+async fn allow_refuses_a_line_the_reader_cannot_be_certain_of() {
+    for cmd in ["npm test 'open", "npm test \"open", "npm test a\\", "npm test $'\\u00e9'"] {
+        let m = refused_msg(cmd, &[s("npm test"), re("^npm test"), rule_args("npm", ".")]).await;
+        assert!(m.contains("may read its words otherwise"), "{cmd:?}: {m}");
+    }
+    allowed("npm test 'closed'", &[s("npm test")]).await;
+}
+
+#[tokio::test]
 async fn a_deny_regex_that_runs_out_of_steps_refuses_the_command() {
     // A backreference runs on the backtracking engine; this line exhausts its step limit.
     let deny = [re(r"^(a|a)*\1$")];

@@ -4,12 +4,12 @@
 use serde_json::json;
 
 use super::super::render::parse;
-use super::super::shell_context::{check, Why};
 use super::super::*;
+use crate::shell::syntax::Why;
 
 /// The refusal of a shell template, or `None`.
 fn shell(t: &str) -> Option<(String, Why)> {
-    check(&parse(t).unwrap()).err().map(|r| (r.field, r.why))
+    crate::shell::syntax::check(super::super::render::flatten(&parse(t).unwrap())).err().map(|r| (r.field, r.why))
 }
 
 fn arith(ctx: &str) -> Why {

@@ -1,16 +1,18 @@
-//! The shell template check's lexer, part one: command lists, words and operators, as bash
-//! splits them (see `shell_context.rs` for what is checked and why). A word keeps its text with
-//! quotes removed and where its placeholders stand; a finished simple command goes to the
-//! command checks of `shell_commands.rs`.
+//! The lexer, part one: command lists, words and operators, as bash splits them. A word keeps
+//! its text with quotes removed and where its placeholders stand; a finished simple command is
+//! recorded (`reading.rs`) and goes to the template checks of `commands.rs`.
 
-use super::render::Tok;
-use super::shell_commands::{assignment, command_position};
-use super::shell_context::{refuse, Case, List, Refusal, Scan, Why, Word, EXPANSION, FIELD, R};
+use super::commands::{assignment, command_position};
+use super::Tok;
+use super::{refuse, Case, Construct, List, Refusal, Scan, Why, Word, EXPANSION, FIELD, R};
 
 impl Scan {
     /// A command list, up to its `)` when `in_parens` (or the end). Returns its placeholders.
     pub(super) fn list(&mut self, in_parens: bool, strict: Option<Why>) -> R<Vec<String>> {
-        self.nested(|s| s.list_in(in_parens, strict))
+        self.rec.lists += 1;
+        let r = self.nested(|s| s.list_in(in_parens, strict));
+        self.rec.lists -= 1;
+        r
     }
 
     fn list_in(&mut self, in_parens: bool, strict: Option<Why>) -> R<Vec<String>> {
@@ -23,11 +25,16 @@ impl Scan {
             cond: None,
             case: Vec::new(),
             fields: Vec::new(),
+            input_next: false,
+            start: self.i,
         };
         loop {
             let c = match self.tok() {
                 None => {
-                    self.end_command(&mut l)?;
+                    if in_parens {
+                        self.mark(Construct::Unterminated);
+                    }
+                    self.end_command(&mut l, "")?;
                     return Ok(l.fields);
                 }
                 Some(Tok::F(f)) => {
@@ -49,11 +56,14 @@ impl Scan {
                     self.i += 1;
                     self.end_word(&mut l)?;
                     if !matches!(l.case.last(), Some(Case::Subject | Case::In | Case::Pattern)) {
-                        self.end_command(&mut l)?;
+                        self.end_command(&mut l, "\n")?;
                     }
                     self.heredoc_bodies()?;
                 }
-                '#' if !l.in_word => self.comment(&l.strict)?,
+                '#' if !l.in_word => {
+                    self.mark(Construct::Comment);
+                    self.comment(&l.strict)?
+                }
                 '\\' => match self.t.get(self.i + 1).cloned() {
                     Some(Tok::F(f)) => return Err(refuse(&f, &l.strict, Why::AfterBackslash)),
                     Some(Tok::C('\n')) => self.i += 2,
@@ -62,7 +72,10 @@ impl Scan {
                         l.push(n);
                         l.cur.quoted = true;
                     }
-                    None => self.i += 1,
+                    None => {
+                        self.mark(Construct::TrailingBackslash);
+                        self.i += 1
+                    }
                 },
                 '\'' => {
                     self.i += 1;
@@ -73,12 +86,15 @@ impl Scan {
                 }
                 '"' => {
                     self.i += 1;
+                    self.rec.expanded = false;
                     let s = self.dquote(&l.strict)?;
+                    l.cur.expanded |= self.rec.expanded;
                     l.cur.text.push_str(&s);
                     l.in_word = true;
                     l.cur.quoted = true;
                 }
                 '`' => {
+                    self.mark(Construct::Backtick);
                     self.i += 1;
                     self.backticks(&l.strict)?;
                     l.push(EXPANSION);
@@ -86,13 +102,14 @@ impl Scan {
                 '$' => self.dollar_in_word(&mut l)?,
                 '(' => self.open_paren(&mut l)?,
                 ')' => {
+                    self.mark(Construct::Paren(')'));
                     self.i += 1;
                     self.end_word(&mut l)?; // `esac)` ends the case first
                     if let Some(state @ Case::Pattern) = l.case.last_mut() {
                         *state = Case::Body;
                         continue;
                     }
-                    self.end_command(&mut l)?;
+                    self.end_command(&mut l, ")")?;
                     if in_parens {
                         return Ok(l.fields);
                     }
@@ -100,6 +117,15 @@ impl Scan {
                 '<' | '>' => self.angle(&mut l, c)?,
                 ';' | '&' | '|' => self.operator(&mut l, c)?,
                 _ => {
+                    match c {
+                        '{' | '}' => self.mark(Construct::Brace(c)),
+                        '~' if !l.in_word => l.cur.expanded = true, // tilde expansion
+                        '*' | '?' | '[' => {
+                            l.cur.glob_start |= l.cur.text.is_empty();
+                            l.cur.glob = true;
+                        }
+                        _ => {}
+                    }
                     self.i += 1;
                     l.push(c);
                 }
@@ -146,6 +172,7 @@ impl Scan {
         let mut w = std::mem::take(&mut l.cur);
         if std::mem::take(&mut l.redirect_next) {
             w.redirect = true;
+            w.input = std::mem::take(&mut l.input_next);
         }
         if w.redirect {
             l.words.push(w);
@@ -170,6 +197,11 @@ impl Scan {
             Some(Case::Pattern) => {}
             _ => {
                 if !w.quoted && command_position(&l.words) {
+                    if matches!(w.text.as_str(), "case" | "[[" | "for" | "select" | "coproc" | "function")
+                        || super::commands::RESERVED.contains(&w.text.as_str())
+                    {
+                        self.mark(Construct::Compound(w.text.clone()));
+                    }
                     match w.text.as_str() {
                         "case" => {
                             l.case.push(Case::Subject);
@@ -189,12 +221,20 @@ impl Scan {
         Ok(())
     }
 
-    pub(super) fn end_command(&mut self, l: &mut List) -> R {
+    /// Ends the simple command being read; `op` is the operator just read after it.
+    pub(super) fn end_command(&mut self, l: &mut List, op: &'static str) -> R {
         self.end_word(l)?;
+        if std::mem::take(&mut l.redirect_next) {
+            self.mark(Construct::MissingFile);
+        }
+        l.input_next = false;
+        let end = self.i.saturating_sub(op.len()).max(l.start);
         if let Some(start) = l.cond.take() {
             self.check_cond(&l.words[start + 1..])?;
         }
         let words = std::mem::take(&mut l.words);
+        self.record(&words, l.start, end, op);
+        l.start = self.i;
         self.check_command(&words)
     }
 
@@ -220,6 +260,7 @@ impl Scan {
     }
 
     pub(super) fn open_paren(&mut self, l: &mut List) -> R {
+        self.mark(Construct::Paren('('));
         if !l.in_word && self.c(1) == Some('(') {
             self.i += 2;
             return self.arith("((…))", l.strict.clone(), ')');
@@ -242,13 +283,22 @@ impl Scan {
             }
         }
         // a subshell, or a function's `()`: what came before is a command of its own
-        self.end_command(l)?;
+        self.end_command(l, "(")?;
         let fields = self.list(true, l.strict.clone())?;
         l.fields.extend(fields);
+        l.start = self.i;
         Ok(())
     }
 
     pub(super) fn dollar_in_word(&mut self, l: &mut List) -> R {
+        self.mark(Construct::Dollar);
+        self.rec.expanded = false;
+        let r = self.dollar_word(l);
+        l.cur.expanded |= self.rec.expanded;
+        r
+    }
+
+    fn dollar_word(&mut self, l: &mut List) -> R {
         match self.c(1) {
             Some('\'') => {
                 self.i += 2;
@@ -269,9 +319,11 @@ impl Scan {
                     l.cur.fields.extend(fields.iter().map(|f| (f.clone(), None)));
                     l.fields.extend(fields);
                     l.cur.text.push_str(&text);
+                    l.cur.expanded = true;
                     l.in_word = true;
                 }
                 None => {
+                    // `$name`, `$1`, `$?`…; a lone `$` stays a `$`
                     self.i += 1;
                     l.push('$');
                 }
@@ -284,6 +336,7 @@ impl Scan {
     /// whose target word is not an argument of the command.
     pub(super) fn angle(&mut self, l: &mut List, c: char) -> R {
         if self.c(1) == Some('(') {
+            self.mark(Construct::Redirect(if c == '<' { "<(" } else { ">(" }));
             self.i += 2;
             let fields = self.list(true, l.strict.clone())?;
             l.cur.fields.extend(fields.iter().map(|f| (f.clone(), None)));
@@ -291,11 +344,24 @@ impl Scan {
             l.push(EXPANSION);
             return Ok(());
         }
-        if l.in_word && l.cur.text.chars().all(|c| c.is_ascii_digit()) {
+        if l.in_word && !l.cur.quoted && l.cur.text.chars().all(|c| c.is_ascii_digit()) {
             l.cur.redirect = true; // the fd of `2>`
         }
         self.end_word(l)?;
-        if c == '<' && self.c(1) == Some('<') && self.c(2) != Some('<') {
+        if l.redirect_next {
+            self.mark(Construct::MissingFile);
+        }
+        let (n1, n2) = (self.c(1), self.c(2));
+        match (c, n1, n2) {
+            ('>', ..) => self.mark(Construct::Output),
+            ('<', Some('<'), Some('<')) => self.mark(Construct::Redirect("<<<")),
+            ('<', Some('<'), _) => self.mark(Construct::Redirect("<<")),
+            ('<', Some('>'), _) => self.mark(Construct::Redirect("<>")),
+            ('<', Some('&'), _) => self.mark(Construct::Redirect("<&")),
+            ('<', Some('|'), _) => self.mark(Construct::Redirect("<|")),
+            _ => l.input_next = true,
+        }
+        if c == '<' && n1 == Some('<') && n2 != Some('<') {
             self.i += 2;
             let strip_tabs = self.c(0) == Some('-');
             self.i += usize::from(strip_tabs);
@@ -320,6 +386,7 @@ impl Scan {
             ('|', Some('&'), _) => "|&",
             ('&', Some('>'), _) => {
                 // &> and &>>: a redirection of both streams
+                self.mark(Construct::Output);
                 self.i += 2 + usize::from(self.c(2) == Some('>'));
                 l.redirect_next = true;
                 return Ok(());
@@ -328,16 +395,22 @@ impl Scan {
             ('&', ..) => "&",
             _ => "|",
         };
+        match op {
+            ";;&" | ";;" | ";&" => self.mark(Construct::CaseEnd(op)),
+            "|&" => self.mark(Construct::PipeBoth),
+            "&" => self.mark(Construct::Background),
+            _ => {}
+        }
         self.i += op.len();
         match l.case.last().copied() {
             Some(Case::Pattern) if op == "|" => return Ok(()),
             Some(Case::Body) if op.starts_with(";;") || op == ";&" => {
-                self.end_command(l)?;
+                self.end_command(l, op)?;
                 *l.case.last_mut().unwrap() = Case::Pattern;
                 return Ok(());
             }
             _ => {}
         }
-        self.end_command(l)
+        self.end_command(l, op)
     }
 }

@@ -24,14 +24,10 @@
 //! that travel further (through files, the environment of a child shell, another function's
 //! variables) are out of the reach of a template check.
 //!
-//! The lexer is in `shell_lex.rs` (lists, words, operators) and `shell_quotes.rs` (quotes,
-//! expansions, comments, here-documents); the command-level rules in `shell_commands.rs`.
+//! The lexer is the shell-syntax module's (`lex.rs`, `quotes.rs`); the command-level rules are in
+//! `commands.rs`.
 
-use super::render::{flatten, Segment, Tok};
-
-/// Stands in a word's text for an expansion, and for a placeholder.
-pub(super) const EXPANSION: char = '\u{1}';
-pub(super) const FIELD: char = '\u{2}';
+use super::{Scan, Tok};
 
 /// Why a placeholder's place is refused; [`Refusal::message`] says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,105 +118,9 @@ impl Refusal {
 
 /// Checks a shell template: `Err` names the first placeholder in a place where its quoting would
 /// not hold.
-pub fn check(segments: &[Segment]) -> Result<(), Refusal> {
-    let mut s = Scan { t: flatten(segments), ..Scan::default() };
+pub fn check(t: Vec<Tok>) -> Result<(), Refusal> {
+    let mut s = Scan { t, ..Scan::default() };
     s.list(false, None)?;
     s.heredoc_bodies()?;
     s.finish()
-}
-
-pub(super) type R<T = ()> = Result<T, Refusal>;
-
-/// A here-document waiting for its body (which starts at the next line).
-pub(super) struct Heredoc {
-    pub(super) delimiter: String,
-    pub(super) strip_tabs: bool,
-    pub(super) quoted: bool,
-}
-
-#[derive(Default)]
-pub(super) struct Scan {
-    pub(super) t: Vec<Tok>,
-    pub(super) i: usize,
-    pub(super) heredocs: Vec<Heredoc>,
-    pub(super) arith_depth: usize,
-    /// How deep the scan is in nested lists, quotes and expansions.
-    pub(super) depth: usize,
-    /// Variables assigned from a placeholder: (variable, placeholder).
-    pub(super) tainted: Vec<(String, String)>,
-    /// Variables set by `read`, `mapfile`, `printf -v`…: their values may come from a placeholder.
-    pub(super) read_vars: Vec<String>,
-    /// Variables declared integers.
-    pub(super) int_vars: Vec<String>,
-    /// The text of every arithmetic context, checked last for tainted variables.
-    pub(super) arith: Vec<String>,
-    pub(super) first_field: Option<String>,
-}
-
-/// A word as the command checks see it: its text with quotes removed (an expansion is
-/// [`EXPANSION`], a placeholder [`FIELD`]) and its placeholders with their offsets in that text
-/// (`None` for one inside an expansion of the word).
-#[derive(Debug, Default)]
-pub(super) struct Word {
-    pub text: String,
-    pub fields: Vec<(String, Option<usize>)>,
-    pub quoted: bool,
-    pub redirect: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Case {
-    Subject,
-    In,
-    Pattern,
-    Body,
-}
-
-/// One command list being scanned: the top, or the inside of `$(…)`, `(…)`, `<(…)`, `a=(…)`.
-pub(super) struct List {
-    /// Set inside quotes, `${…}`, backticks or arithmetic: any placeholder is refused so.
-    pub(super) strict: Option<Why>,
-    pub(super) words: Vec<Word>,
-    pub(super) cur: Word,
-    pub(super) in_word: bool,
-    pub(super) redirect_next: bool,
-    /// Where `[[` stands in `words`, while in a conditional expression.
-    pub(super) cond: Option<usize>,
-    pub(super) case: Vec<Case>,
-    pub(super) fields: Vec<String>,
-}
-
-impl List {
-    pub(super) fn push(&mut self, c: char) {
-        self.cur.text.push(c);
-        self.in_word = true;
-    }
-}
-
-pub(super) fn refuse(field: &str, strict: &Option<Why>, why: Why) -> Refusal {
-    Refusal::new(field, strict.clone().unwrap_or(why))
-}
-
-impl Scan {
-    pub(super) fn c(&self, k: usize) -> Option<char> {
-        match self.t.get(self.i + k) {
-            Some(Tok::C(c)) => Some(*c),
-            _ => None,
-        }
-    }
-
-    pub(super) fn tok(&self) -> Option<Tok> {
-        self.t.get(self.i).cloned()
-    }
-
-    /// Runs `scan` one nesting level deeper; refused past [`MAX_DEPTH`].
-    pub(super) fn nested<T>(&mut self, scan: impl FnOnce(&mut Scan) -> R<T>) -> R<T> {
-        if self.depth >= MAX_DEPTH {
-            return Err(Refusal::new("", Why::TooDeep));
-        }
-        self.depth += 1;
-        let r = scan(self);
-        self.depth -= 1;
-        r
-    }
 }

@@ -1,12 +1,12 @@
-//! The command-level half of the shell template check (see `shell_context.rs`): the builtins
+//! The command-level half of the shell template check (see `placeholders.rs`): the builtins
 //! that read an argument as arithmetic, as code or as a variable name (whose subscript bash
 //! evaluates: `unset 'a[$(id)]'` runs `id`), the arithmetic operators of `[[ … ]]`, and the
 //! variables that carry a placeholder's value into arithmetic.
 
-use super::shell_context::{Refusal, Scan, Why, Word, FIELD, R};
+use super::{Refusal, Scan, Why, Word, FIELD, R};
 
 /// Words that may come before a command's name.
-const RESERVED: &[&str] =
+pub(super) const RESERVED: &[&str] =
     &["!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "time", "function"];
 
 /// The operators of `[[ … ]]` that evaluate both sides as arithmetic.
