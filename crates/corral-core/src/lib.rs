@@ -15,6 +15,7 @@ pub mod sandbox;
 pub mod search;
 pub mod shell;
 pub mod templates;
+pub mod text;
 pub mod tools;
 
 pub use error::{Code, Error, Result};

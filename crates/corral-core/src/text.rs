@@ -1,6 +1,6 @@
 //! How numbers, sizes and lines are shown to the model.
 
-pub(super) fn fmt_num(n: u64) -> String {
+pub fn fmt_num(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -24,7 +24,7 @@ pub fn format_bytes(n: u64) -> String {
 
 /// Appends `line` and a newline when it fits in `max_chars` characters (counted so far in
 /// `chars`); false when it does not.
-pub(crate) fn push_line(out: &mut String, chars: &mut usize, line: &str, max_chars: usize) -> bool {
+pub fn push_line(out: &mut String, chars: &mut usize, line: &str, max_chars: usize) -> bool {
     let len = line.chars().count() + 1;
     if *chars + len > max_chars {
         return false;
@@ -37,7 +37,7 @@ pub(crate) fn push_line(out: &mut String, chars: &mut usize, line: &str, max_cha
 
 /// Appends the first `max_lines` of `lines` while they fit in `max_chars` characters (a line and
 /// its newline); returns how many were shown.
-pub(crate) fn push_lines<'a>(
+pub fn push_lines<'a>(
     out: &mut String,
     lines: impl IntoIterator<Item = &'a str>,
     max_lines: usize,
@@ -54,7 +54,7 @@ pub(crate) fn push_lines<'a>(
 }
 
 /// `1 line`, `2 lines`, `1,000 lines`.
-pub(crate) fn plural(n: usize, noun: &str) -> String {
+pub fn plural(n: usize, noun: &str) -> String {
     if n == 1 {
         format!("1 {noun}")
     } else {

@@ -3,13 +3,28 @@
 //! tool's limits, with notes on skipped files and a last line, when the results are cut, that
 //! gives the total and the `offset` that continues.
 
-use super::{Collected, Mode};
-use crate::tools::format::{fmt_count, format_bytes, push_line};
-use crate::tools::options::FsToolOptions;
+use super::searcher::Collected;
+use crate::text::{fmt_count, format_bytes, push_line};
+
+/// What grep returns (`output_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Content,
+    Files,
+    Count,
+}
+
+/// The tool's limits the output keeps to.
+#[derive(Debug, Clone, Copy)]
+pub struct PrintLimits {
+    pub max_output_chars: usize,
+    /// `maxGrepFileBytes`, named in the note on skipped files.
+    pub max_file_bytes: u64,
+}
 
 /// The files grep skipped for their size: a few names (sorted) and how many in all.
 #[derive(Default)]
-pub(super) struct Skipped {
+pub(crate) struct Skipped {
     names: Vec<String>,
     count: usize,
 }
@@ -18,7 +33,7 @@ pub(super) struct Skipped {
 const SKIPPED_KEPT: usize = 1000;
 
 impl Skipped {
-    pub(super) fn add(&mut self, path: &str) {
+    pub(crate) fn add(&mut self, path: &str) {
         self.count += 1;
         if self.names.len() < SKIPPED_KEPT {
             self.names.push(path.to_string());
@@ -40,7 +55,7 @@ impl Skipped {
 }
 
 /// The page asked for: skip `offset` results of the mode, show at most `keep`.
-pub(super) struct Page {
+pub(crate) struct Page {
     pub offset: usize,
     pub keep: usize,
 }
@@ -60,9 +75,9 @@ fn cut(what: &str, offset: usize, shown: usize, total: usize, counted: bool) -> 
     }
 }
 
-pub(super) fn format(
+pub(crate) fn format(
     mut results: Collected,
-    o: &FsToolOptions,
+    o: PrintLimits,
     mode: Mode,
     page: Page,
     notes: &[String],
@@ -99,7 +114,7 @@ pub(super) fn format(
         out.push_str(&format!("(offset={} is past the last of {} {what}.)\n", page.offset, fmt_count(of)));
     }
     // Notes come before the cut line, which stays the last line.
-    if let Some(n) = skipped.note(o.max_grep_file_bytes) {
+    if let Some(n) = skipped.note(o.max_file_bytes) {
         out.push_str(&n);
         out.push('\n');
     }
@@ -126,7 +141,7 @@ fn plural_matches(n: usize) -> String {
 /// Matches as `path:12: text`; with context, context lines as `path-12- text` and `--` between
 /// groups that do not touch (ripgrep's convention). The page is the matches from `page.offset`
 /// on, with the context around them. Returns how many matches were shown.
-fn content(results: &Collected, o: &FsToolOptions, page: &Page, out: &mut String) -> usize {
+fn content(results: &Collected, o: PrintLimits, page: &Page, out: &mut String) -> usize {
     let c = results.context;
     let end = page.offset.saturating_add(page.keep);
     let (mut index, mut shown, mut chars) = (0usize, 0usize, 0usize);

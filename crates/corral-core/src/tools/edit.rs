@@ -3,11 +3,11 @@
 //! not UTF-8 when the provider can read bytes; keeps a UTF-8 BOM.
 
 use super::args::{path_prop, str_arg};
-use super::format::fmt_count;
 use super::guard::{check_protected, check_read_size, check_write_size, checked_path, lock_path};
 use super::options::{Ctx, FsToolOptions};
 use super::write_path::file_bytes_within;
 use super::write_path::{hooked_write, notify_edit};
+use crate::text::fmt_count;
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};

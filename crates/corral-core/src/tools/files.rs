@@ -7,7 +7,6 @@
 use serde_json::{json, Value};
 
 use super::args::{path_prop, str_arg};
-use super::format::plural;
 use super::guard::{check_protected, check_read_size, checked_path, lock_path};
 use super::options::{Ctx, FsToolOptions};
 use super::write_path::{
@@ -17,6 +16,7 @@ use super::{read, MAX_READ_BYTES};
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
+use crate::text::plural;
 
 /// The most files `read_files` reads in one call.
 pub const MAX_READ_FILES: usize = 20;

@@ -1,10 +1,10 @@
 //! `glob`: files by pattern, sorted, over every provider through the one walker.
 
 use super::args::{path_prop, skipped_names, str_arg};
-use super::format::{fmt_count, fmt_num, push_lines};
 use super::guard::checked_path;
 use super::options::{Ctx, FsToolOptions};
 use super::write_path::kind_of;
+use crate::text::{fmt_count, fmt_num, push_lines};
 use std::sync::{Arc, Mutex};
 
 use globset::{GlobBuilder, GlobMatcher};

@@ -3,12 +3,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::format::{fmt_num, format_bytes};
 use super::options::FsToolOptions;
 use super::{MAX_READ_BYTES, MAX_WRITE_BYTES};
 use crate::error::{Code, Error, Result};
 use crate::fs::FsProvider;
 use crate::path::{check_denied, normalize, Flavor};
+use crate::text::{fmt_num, format_bytes};
 
 /// Normalizes a path argument and refuses denied names, also where a link really leads.
 pub(crate) async fn checked_path(fs: &dyn FsProvider, o: &FsToolOptions, raw: &str) -> Result<String> {

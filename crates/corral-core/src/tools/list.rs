@@ -1,10 +1,10 @@
 //! `list_dir`: sorted entries, directories ending with `/`, links with `@`, denied names left out.
 
 use super::args::{path_prop, str_arg};
-use super::format::{fmt_count, fmt_num, push_lines};
 use super::guard::checked_path;
 use super::options::FsToolOptions;
 use super::write_path::kind_of;
+use crate::text::{fmt_count, fmt_num, push_lines};
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};

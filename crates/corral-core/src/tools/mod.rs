@@ -12,7 +12,7 @@ use crate::fs::FsProvider;
 mod args;
 mod edit;
 mod files;
-mod format;
+
 mod fuzzy;
 mod glob;
 mod grep;
@@ -29,7 +29,7 @@ mod walk;
 mod write;
 mod write_path;
 
-pub use format::{fmt_count, format_bytes};
+pub use crate::text::{fmt_count, format_bytes};
 pub use guard::protect_spill_dir;
 pub use options::{Ctx, FsToolOptions};
 pub use spec::{check_args, description, info, mcp_annotations, parameters, specs, validate, ToolSpec};
@@ -58,7 +58,7 @@ pub const MAX_GREP_FILE_BYTES: u64 = 2 * 1024 * 1024;
 pub const MAX_GREP_FILE_BYTES_LIMIT: u64 = 256 * 1024 * 1024;
 
 /// `grep` tests each line on its first this-many characters.
-pub const GREP_LINE_CHARS: usize = 2000;
+pub const GREP_LINE_CHARS: usize = crate::search::searcher::LINE_CHARS;
 
 pub const READ_TOOLS: [&str; 4] = ["read_file", "list_dir", "glob", "grep"];
 

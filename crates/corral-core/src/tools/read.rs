@@ -2,11 +2,11 @@
 //! last line that says what was shown and the offset to continue from.
 
 use super::args::{path_prop, str_arg};
-use super::format::{fmt_count, fmt_num, format_bytes, plural};
 use super::guard::{check_read_size, checked_path};
 use super::options::{Ctx, FsToolOptions};
 use super::write_path::file_bytes_within;
 use super::{image, MAX_READ_BYTES};
+use crate::text::{fmt_count, fmt_num, format_bytes, plural};
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};

@@ -1,11 +1,11 @@
 //! `write_file`: creates or overwrites a file, creating missing parent directories.
 
 use super::args::{path_prop, str_arg};
-use super::format::plural;
 use super::guard::{check_protected, check_write_size, checked_path, lock_path};
 use super::options::{Ctx, FsToolOptions};
 use super::write_path::{bytes_to_change, hooked_write, notify_edit};
 use super::MAX_READ_BYTES;
+use crate::text::plural;
 use serde_json::{json, Value};
 
 use crate::error::{Code, Error, Result};

@@ -5,21 +5,21 @@
 /// The files of a walk in path order that are done, by place: once more than `needed` results
 /// (matches, or files with a match) come before every file still open, the first `needed` are
 /// known and nothing after can change them.
-pub(super) struct Settle {
-    pub(super) needed: usize,
+pub(crate) struct Settle {
+    pub(crate) needed: usize,
     /// Results are files with a match, not matches.
-    pub(super) files: bool,
+    pub(crate) files: bool,
     /// The first place not done yet, and the results before it.
-    pub(super) next: usize,
-    pub(super) before: usize,
+    pub(crate) next: usize,
+    pub(crate) before: usize,
     /// Places done past `next`, with their match counts.
-    pub(super) ahead: std::collections::BTreeMap<usize, usize>,
+    pub(crate) ahead: std::collections::BTreeMap<usize, usize>,
 }
 
 impl Settle {
     /// Records the file at `place` as done with `count` matches; true once the results shown are
     /// settled and at least one more is known (so the cut line says there are more).
-    pub(super) fn done(&mut self, place: usize, count: usize) -> bool {
+    pub(crate) fn done(&mut self, place: usize, count: usize) -> bool {
         self.ahead.insert(place, count);
         while let Some(c) = self.ahead.remove(&self.next) {
             self.before += if self.files { usize::from(c > 0) } else { c };
@@ -30,22 +30,22 @@ impl Settle {
 }
 
 /// A line grep shows: a match, or context around one.
-pub(super) struct Line {
-    pub(super) n: usize,
-    pub(super) text: String,
-    pub(super) matched: bool,
+pub(crate) struct Line {
+    pub(crate) n: usize,
+    pub(crate) text: String,
+    pub(crate) matched: bool,
 }
 
-pub(super) struct FileHits {
-    pub(super) path: String,
+pub(crate) struct FileHits {
+    pub(crate) path: String,
     /// Matching lines (and their context), in order.
-    pub(super) lines: Vec<Line>,
-    pub(super) count: usize,
+    pub(crate) lines: Vec<Line>,
+    pub(crate) count: usize,
 }
 
 impl FileHits {
     /// Keeps the first `keep` matches and their context.
-    pub(super) fn truncate(&mut self, keep: usize, context: usize) {
+    pub(crate) fn truncate(&mut self, keep: usize, context: usize) {
         let mut seen = 0;
         let mut last = None;
         let mut cut = self.lines.len();
@@ -66,28 +66,28 @@ impl FileHits {
         }
     }
 
-    pub(super) fn matches(&self) -> usize {
+    pub(crate) fn matches(&self) -> usize {
         self.lines.iter().filter(|l| l.matched).count()
     }
 }
 
 /// The hits kept for the output: every match is counted, but only lines that can still be among
 /// the first `keep` in path order are kept, so memory follows the output, not the match set.
-pub(super) struct Collected {
-    pub(super) files: Vec<FileHits>,
-    pub(super) kept: usize,
-    pub(super) total: usize,
-    pub(super) keep: usize,
-    pub(super) context: usize,
+pub(crate) struct Collected {
+    pub(crate) files: Vec<FileHits>,
+    pub(crate) kept: usize,
+    pub(crate) total: usize,
+    pub(crate) keep: usize,
+    pub(crate) context: usize,
     /// For `files_with_matches` and `count`: each file with matches and how many.
-    pub(super) counts: Vec<(String, usize)>,
-    pub(super) want_counts: bool,
+    pub(crate) counts: Vec<(String, usize)>,
+    pub(crate) want_counts: bool,
     /// Every file was searched: `total` is the total, not a lower bound.
-    pub(super) counted: bool,
+    pub(crate) counted: bool,
 }
 
 impl Collected {
-    pub(super) fn new(keep: usize, context: usize, want_counts: bool) -> Self {
+    pub(crate) fn new(keep: usize, context: usize, want_counts: bool) -> Self {
         Collected {
             files: Vec::new(),
             kept: 0,
@@ -102,7 +102,7 @@ impl Collected {
 
     /// Adds one file's hits; after a prune that leaves `keep` matches, returns the last path
     /// holding one (the bound past which files are only counted).
-    pub(super) fn add(&mut self, h: FileHits) -> Option<String> {
+    pub(crate) fn add(&mut self, h: FileHits) -> Option<String> {
         self.total += h.count;
         if self.want_counts && h.count > 0 {
             self.counts.push((h.path.clone(), h.count));
@@ -122,7 +122,7 @@ impl Collected {
     }
 
     /// Sorts by path and keeps the first `keep` matches (with their context).
-    pub(super) fn prune(&mut self) {
+    pub(crate) fn prune(&mut self) {
         self.files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut n = 0;
         let mut cut = self.files.len();

@@ -11,8 +11,8 @@ use crate::tools::{call, Ctx, FsToolOptions};
 
 /// Files whose lines try every edge of the fast path.
 fn corpus() -> Vec<(String, Vec<u8>)> {
-    let long_tail = format!("{}static at the far end", "x".repeat(GREP_LINE_CHARS));
-    let at_the_cut = format!("{}static", "y".repeat(GREP_LINE_CHARS - 6));
+    let long_tail = format!("{}static at the far end", "x".repeat(crate::tools::GREP_LINE_CHARS));
+    let at_the_cut = format!("{}static", "y".repeat(crate::tools::GREP_LINE_CHARS - 6));
     let mut files: Vec<(String, Vec<u8>)> = vec![
         ("a.c".into(), b"static int a;\nint b;\n  static  \nSTATIC x\n".to_vec()),
         ("crlf.c".into(), b"static\r\nfoo\r\nb\r\nend static\r\n".to_vec()),
@@ -37,7 +37,7 @@ fn expected(files: &[(String, Vec<u8>)], re: &JsRegex) -> Vec<String> {
         let text = String::from_utf8_lossy(bytes);
         let body = text.strip_suffix('\n').unwrap_or(&text);
         for (i, line) in body.split('\n').enumerate() {
-            let line = cut_line(line.strip_suffix('\r').unwrap_or(line));
+            let line = crate::search::searcher::cut_line(line.strip_suffix('\r').unwrap_or(line));
             if re.is_match(line).unwrap() {
                 out.push(format!("{path}:{}: {line}", i + 1));
             }

@@ -18,12 +18,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::format::{fmt_count, plural};
 use super::options::{Ctx, FsToolOptions};
 use crate::error::{Code, Error, Result};
 use crate::fs::local::LocalFs;
 use crate::fs::{EntryType, FsProvider};
 use crate::path::name_is_denied;
+use crate::text::{fmt_count, plural};
 
 mod ordered;
 use ordered::walk_disk_ordered;
