@@ -110,11 +110,6 @@ function toAiSdkSandbox(fs, options) {
       return entries === null ? null : entries.map((e) => ({ name: e.name, type: ['file', 'directory', 'symlink'].includes(e.type) ? e.type : 'other' }));
     },
     async deleteFile({ path }) {
-      // `a.txt/` and `a.txt/.` name a directory, as the system reads them.
-      if (/[/\\]\.?$/.test(path)) {
-        const s = await ops.stat(at(path));
-        if (s !== null && s.type !== 'directory') throw new WorkspaceError(`Not a directory: ${path}`, 'NotAFile');
-      }
       return ops.delete(at(path));
     },
     async run({ abortSignal, ...request }) {

@@ -32,8 +32,7 @@ impl NativeFileOps {
         checkpoints: Option<&ckpt::NativeCheckpoints>,
         functions: Option<JsFn>,
     ) -> Result<Self> {
-        let mut opts = FsToolOptions::from_files_options(&files, &crate::functions(functions)).napi()?;
-        opts.checkpoints = checkpoints.map(|c| c.inner.clone());
+        let opts = crate::tools::file_tool_options(FsToolOptions::from_files_options, &files, checkpoints, functions)?;
         Ok(NativeFileOps { inner: Arc::new(FileOps::new(fs.inner.clone(), opts)) })
     }
 

@@ -11,6 +11,19 @@ use corral_core::tools::{self, Ctx, FsToolOptions};
 
 use crate::{ckpt, CancelToken, IntoNapi, JsFn, NativeFs, Result};
 
+/// The file tools' options as `read` takes them from JS (`createFsTools`' options, or an
+/// adapter's `files`), with the checkpoints they record to.
+pub(crate) fn file_tool_options(
+    read: fn(&Value, corral_core::options::Functions<'_>) -> corral_core::error::Result<FsToolOptions>,
+    v: &Value,
+    checkpoints: Option<&ckpt::NativeCheckpoints>,
+    functions: Option<JsFn>,
+) -> Result<FsToolOptions> {
+    let mut opts = read(v, &crate::functions(functions)).napi()?;
+    opts.checkpoints = checkpoints.map(|c| c.inner.clone());
+    Ok(opts)
+}
+
 /// The file tools over one provider with one set of options.
 #[napi]
 pub struct NativeFsTools {
@@ -27,8 +40,7 @@ impl NativeFsTools {
         checkpoints: Option<&ckpt::NativeCheckpoints>,
         functions: Option<JsFn>,
     ) -> Result<Self> {
-        let mut opts = FsToolOptions::from_options(&options, &crate::functions(functions)).napi()?;
-        opts.checkpoints = checkpoints.map(|c| c.inner.clone());
+        let opts = file_tool_options(FsToolOptions::from_options, &options, checkpoints, functions)?;
         Ok(NativeFsTools { fs: fs.inner.clone(), opts })
     }
 

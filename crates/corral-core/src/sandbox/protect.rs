@@ -278,6 +278,13 @@ impl Watch {
     }
 }
 
+/// [`sweep`] on the blocking pool, for an async caller; a sweep that did not finish is a note.
+pub async fn sweep_blocking(watch: Vec<Watch>) -> Vec<String> {
+    tokio::task::spawn_blocking(move || sweep(&watch))
+        .await
+        .unwrap_or_else(|_| vec!["the sweep for protected names the command made did not finish".to_string()])
+}
+
 /// After a command: removes every protected name it made under each watched tree, and says what
 /// was done (or could not be looked through) for the result's note.
 pub fn sweep(watch: &[Watch]) -> Vec<String> {

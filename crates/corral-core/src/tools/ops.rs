@@ -107,6 +107,9 @@ impl FileOps {
     /// is `IsADirectory`.
     pub async fn delete(&self, path: &str, ctx: &Ctx) -> Result<bool> {
         let fs = self.fs.as_ref();
+        // `a.txt/` and `a.txt/.` name a directory, as the system reads them.
+        let names_directory = ["/", "\\", "/.", "\\."].iter().any(|end| path.ends_with(end));
+        let given = path;
         let path = checked_path(fs, &self.opts, path).await?;
         if path == "." {
             return Err(Error::new(Code::IsADirectory, "Is a directory: . (the workspace root)"));
@@ -116,6 +119,7 @@ impl FileOps {
             Some(EntryType::Directory) => {
                 return Err(Error::new(Code::IsADirectory, format!("Is a directory: {path}")))
             }
+            Some(_) if names_directory => return Err(Error::new(Code::NotAFile, format!("Not a directory: {given}"))),
             Some(_) => {}
         }
         self.writable(&path)?;

@@ -645,7 +645,7 @@ impl SandboxAdapter for SubprocessSandbox {
                 }
                 guard.remove().await;
                 let watch = watch.clone();
-                let _ = tokio::task::spawn_blocking(move || super::protect::sweep(watch.as_slice())).await;
+                super::protect::sweep_blocking(watch.into_iter().collect()).await;
                 return self.could_not_run(e);
             }
             Outcome::TimedOut | Outcome::Aborted => {
@@ -669,8 +669,7 @@ impl SandboxAdapter for SubprocessSandbox {
         result.stderr = err.lock().unwrap().text();
         self.add_limit_note(&mut result, oom);
         // Protected names the command made (a `git init`) never reach the host's tools.
-        let swept =
-            tokio::task::spawn_blocking(move || super::protect::sweep(watch.as_slice())).await.unwrap_or_default();
+        let swept = super::protect::sweep_blocking(watch.into_iter().collect()).await;
         super::protect::add_notes(&mut result, swept);
         Ok(result)
     }

@@ -258,9 +258,7 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
 /// The sweep of a kept container's mount against what `protect` named when it started.
 async fn sweep_kept(kept: &Arc<Kept>) -> Vec<String> {
     let Some(watch) = kept.baseline.clone() else { return Vec::new() };
-    tokio::task::spawn_blocking(move || super::super::protect::sweep(std::slice::from_ref(&watch)))
-        .await
-        .unwrap_or_default()
+    super::super::protect::sweep_blocking(vec![watch]).await
 }
 
 /// After a command died of SIGKILL in a container with a memory limit: whether the kernel's OOM

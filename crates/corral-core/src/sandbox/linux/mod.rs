@@ -607,9 +607,7 @@ impl SandboxAdapter for LinuxSandbox {
             r.note = Some(note);
         }
         // Protected names the command made (a `git init`) never reach the host's tools.
-        let removed = tokio::task::spawn_blocking(move || super::protect::sweep(&watch))
-            .await
-            .unwrap_or_else(|_| vec!["the sweep for protected names the command made did not finish".to_string()]);
+        let removed = super::protect::sweep_blocking(watch).await;
         super::protect::add_notes(&mut r, removed);
         Ok(r)
     }
