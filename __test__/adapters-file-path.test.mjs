@@ -134,6 +134,27 @@ describe('an adapter\'s changes are recorded and undone like the file tools\'', 
     writeFileSync(join(t.root, 'keep.txt'), 'k');
   });
 
+  it('a command cannot start in .git or a file, and every session names listed paths as the core does', async () => {
+    const { t, ws } = repo();
+    mkdirSync(join(t.root, 'ab:c'));
+    writeFileSync(join(t.root, 'ab:c', 'f.txt'), 'f');
+    const ai = toAiSdkSandbox(ws);
+    const session = await corralSandboxClient({ fs: ws }).create();
+    await expect(ai.run({ command: 'true', workingDirectory: '.git' })).rejects.toMatchObject({ code: 'Denied' });
+    await expect(session.exec({ cmd: 'true', workdir: '.git/hooks' })).rejects.toMatchObject({ code: 'Denied' });
+    await expect(ai.run({ command: 'true', workingDirectory: 'a.txt' })).rejects.toMatchObject({ code: 'NotAFile' });
+    await expect(session.exec({ cmd: 'true', workdir: 'a.txt' })).rejects.toMatchObject({ code: 'NotAFile' });
+    await expect(session.exec({ cmd: 'true', workdir: 'nope' })).rejects.toMatchObject({ code: 'NotFound' });
+    expect((await ai.run({ command: 'pwd', workingDirectory: 'ab:c' })).stdout.trim()).toBe(join(t.root, 'ab:c'));
+    // A name with a colon is a plain name on this system: listed, under its workspace path.
+    expect(await session.listDir({ path: 'ab:c' })).toEqual([{ name: 'f.txt', path: 'ab:c/f.txt', type: 'file' }]);
+    expect((await session.listDir({ path: '/workspace' })).map((e) => e.path).sort()).toEqual(['a.txt', 'ab:c']);
+    const editor = session.createEditor();
+    const moved = await editor.updateFile({ path: 'ab:c/f.txt', diff: '@@\n-f\n+g\n', moveTo: '/workspace/ab:c/./f.txt' });
+    expect(moved.output).toBe('Updated ab:c/f.txt');
+    expect(readFileSync(join(t.root, 'ab:c', 'f.txt'), 'utf8')).toBe('g');
+  });
+
   it('misspelled files options are a ConfigurationError naming the nearest key', () => {
     const { ws } = repo();
     expect(() => toAiSdkSandbox(ws, { files: { requireReed: true } })).toThrow(/requireRead/);

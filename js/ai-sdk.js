@@ -8,7 +8,7 @@
 const { executeTool } = require('./executor.js');
 const { WorkspaceError, ConfigurationError } = require('./index.js');
 const { checkOptions, fileOps } = require('./index.js')[Symbol.for('corral.internal')];
-const { workspacePath, Commands, READ_WAIT_MS, lostOutput } = require('./sandbox-session.js');
+const { workspacePath, sandboxRoot, Commands, READ_WAIT_MS, lostOutput } = require('./sandbox-session.js');
 
 /**
  * `toAiSdkTools(tools, { ai?, sessionId?, turn? })`: `ai` is the SDK module (default: require('ai')).
@@ -46,8 +46,7 @@ function toAiSdkSandbox(fs, options) {
   checkOptions('toAiSdkSandbox', options);
   options ??= {};
   const ops = fileOps(fs, options.files, options);
-  const root = options.root ?? '/workspace';
-  workspacePath(root, '.'); // A bad root is a ConfigurationError now, not on the first call.
+  const root = sandboxRoot(options.root); // A bad root is a ConfigurationError now, not on the first call.
   const shell = options.shell ?? (typeof fs.exec === 'function' ? fs : undefined);
   const rules = { ...(options.allow === undefined ? {} : { allow: options.allow }), ...(options.deny === undefined ? {} : { deny: options.deny }) };
   const commands = shell === undefined ? undefined : new Commands(shell, rules);
@@ -60,13 +59,7 @@ function toAiSdkSandbox(fs, options) {
     if (commands === undefined) {
       throw new WorkspaceError('This sandbox has no shell: pass toAiSdkSandbox(fs, { shell }) to run commands.', 'CommandRefused');
     }
-    let cwd;
-    if (workingDirectory !== undefined) {
-      cwd = at(workingDirectory);
-      const s = await ops.stat(cwd);
-      if (s === null) throw new WorkspaceError(`Working directory not found: ${workingDirectory}`, 'NotFound');
-      if (s.type !== 'directory') throw new WorkspaceError(`Working directory is not a directory: ${workingDirectory}`, 'NotAFile');
-    }
+    const cwd = workingDirectory === undefined ? undefined : await ops.workingDir(at(workingDirectory), String(workingDirectory));
     return commands.start(command, { cwd, env, input: stdin === true });
   };
 

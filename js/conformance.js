@@ -11,6 +11,7 @@
 // what to fix.
 
 const { createFsTools, createShellTool, WorkspaceError } = require('./index.js');
+const { FS_METHODS } = require('./index.js')[Symbol.for('corral.internal')];
 
 class ConformanceError extends Error {
   constructor(message) {
@@ -29,7 +30,7 @@ const shown = (v) => {
     return String(v);
   }
 };
-const isFs = (p) => p && ['readFile', 'writeFile', 'stat', 'readdir', 'mkdir', 'rm'].every((m) => typeof p[m] === 'function');
+const isFs = (p) => p && FS_METHODS.every((m) => typeof p[m] === 'function');
 const isShell = (p) => p && typeof p.exec === 'function';
 
 /** Resolves `promise` expecting a WorkspaceError with `code`. */

@@ -117,7 +117,7 @@ const nativeOf = handles.fs;
 // Errors thrown by user JavaScript (a provider, a stub, a callback) that are not WorkspaceErrors
 // are bugs or failures for the program, not tool errors for the model: the callback rejects with
 // them, the core carries the rejection (napi keeps the JS value) and it is rethrown as it was.
-const isOurs = (e) => e instanceof WorkspaceError || e instanceof ConfigurationError || e?.name === 'WorkspaceError' || e?.code === 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED';
+const isOurs = (e) => e instanceof WorkspaceError || e instanceof ConfigurationError || e?.name === 'WorkspaceError' || (typeof e?.code === 'string' && CODE_KINDS.get(e.code) === 'egress');
 
 function errorRecord(e) {
   const code = typeof e.code === 'string' ? e.code : e.name === 'ConfigurationError' ? 'ConfigurationError' : 'Io';
@@ -391,7 +391,7 @@ function createFsTools(fs, options) {
  * The file tools' path for an adapter (the SDK sandboxes, the editor): `files` is its
  * `files: { deny, protect, readOnly, requireRead, checkpoints, onEdit, … }` option, checked by the
  * core; `sessionId` and `turn` (a value, or a function giving one) go with every change.
- * Returns `{ ctx(), read, write, stat, list, delete, mkdir, edit }` over the native object.
+ * Returns `{ read, write, stat, list, workingDir, delete, mkdir, edit }` over the native object.
  */
 function fileOps(fs, files, { sessionId, turn } = {}) {
   const handle = nativeFs(fs);
@@ -405,6 +405,7 @@ function fileOps(fs, files, { sessionId, turn } = {}) {
     write: (path, bytes) => ops.write(path, asBuffer(bytes), ctx()),
     stat: (path) => ops.stat(path),
     list: (path) => ops.list(path),
+    workingDir: (path, given) => ops.workingDir(path, given),
     delete: (path) => ops.delete(path, ctx()),
     mkdir: (path) => ops.mkdir(path),
     edit: (op, path, diff, moveTo) => ops.edit(op, path, diff ?? null, moveTo ?? null, ctx()),
@@ -626,7 +627,7 @@ function readOnlyCommands(commands) {
     throw new ConfigurationError('readOnlyCommands: commands must be an array of strings.');
   }
   const ro = new native.NativeReadOnlyCommands(commands);
-  return (command) => typeof command !== 'string' || ro.needsApproval(command);
+  return (command) => ro.needsApproval(command ?? null);
 }
 
 function normalizeWorkspacePath(path, flavor) {
@@ -677,5 +678,5 @@ function processRunner(shell, options) {
 }
 
 Object.defineProperty(module.exports, Symbol.for('corral.internal'), {
-  value: Object.freeze({ checkOptions, processRunner, fileOps, mcpPolicy: (shell, allow, deny, clientApproves) => new native.NativeMcpPolicy(nativeShell(shell), allow, deny, clientApproves), applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, imageMediaType: native.imageMediaType, normalize: native.normalizeWorkspacePath, withSignal, asBuffer }),
+  value: Object.freeze({ checkOptions, processRunner, fileOps, mcpPolicy: (shell, allow, deny, clientApproves) => new native.NativeMcpPolicy(nativeShell(shell), allow, deny, clientApproves), applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, sandboxRoot: native.sandboxRoot, imageMediaType: native.imageMediaType, FS_METHODS, withSignal, asBuffer }),
 });

@@ -103,9 +103,9 @@ const APPROVAL_TIMEOUT_MS = 10 * 60_000;
  */
 async function approval(server, tool, args, rootName, extra, policy) {
   const needed = typeof tool.needsApproval === 'function' ? await tool.needsApproval(args) : tool.needsApproval === true;
-  if (!needed) return undefined;
-  const command = typeof args.command === 'string' ? args.command : `${tool.name} ${JSON.stringify(args)}`;
-  if (!canAsk(server)) return notRun(policy.cannotAsk(command));
+  const decision = policy.decide(Boolean(needed), canAsk(server), tool.name, args);
+  if (decision.action === 'run') return undefined;
+  if (decision.action === 'refuse') return notRun(decision.text);
   let answer;
   try {
     answer = await server.elicitInput({
@@ -113,10 +113,10 @@ async function approval(server, tool, args, rootName, extra, policy) {
       requestedSchema: { type: 'object', properties: { run: { type: 'boolean', title: 'Run this command' } }, required: ['run'] },
     }, { signal: extra.signal, relatedRequestId: extra.requestId, timeout: APPROVAL_TIMEOUT_MS });
   } catch (e) {
-    return notRun(`Not run: the user declined or could not be asked (${e?.message ?? e}).`);
+    return notRun(policy.answered(false, String(e?.message ?? e)));
   }
-  if (answer.action === 'accept' && answer.content?.run === true) return undefined;
-  return notRun('Not run: the user declined to run this command.');
+  const text = policy.answered(answer.action === 'accept' && answer.content?.run === true, null);
+  return text === null ? undefined : notRun(text);
 }
 
 /** What the shell tool's structured result holds (its MCP `outputSchema`). */

@@ -9,8 +9,8 @@ const nodeFs = require('node:fs');
 const nodePath = require('node:path');
 const { executeTool } = require('./executor.js');
 const { WorkspaceError, ConfigurationError } = require('./index.js');
-const { checkOptions, normalize, imageMediaType, fileOps } = require('./index.js')[Symbol.for('corral.internal')];
-const { workspacePath, Commands } = require('./sandbox-session.js');
+const { checkOptions, imageMediaType, fileOps } = require('./index.js')[Symbol.for('corral.internal')];
+const { workspacePath, sandboxRoot, Commands } = require('./sandbox-session.js');
 
 /** `toOpenAIAgentsTools(tools, { agents?, sessionId?, turn? })`: `agents` defaults to require('@openai/agents'). */
 function toOpenAIAgentsTools(tools, options) {
@@ -85,7 +85,7 @@ class CorralSandboxSession {
     this.fs = fs;
     this.ops = ops;
     this.root = manifest.root;
-    workspacePath(this.root, '.'); // A manifest root that is not absolute is refused here.
+    sandboxRoot(this.root); // A manifest root that is not absolute is refused here.
     this.state = { manifest, environment: {} };
     this.commands = shell === undefined ? undefined : new Commands(shell, rules);
     this.sessions = new Map();
@@ -125,10 +125,7 @@ class CorralSandboxSession {
   async exec(args) {
     const started = Date.now();
     if (this.commands === undefined) throw new WorkspaceError('This sandbox has no shell: pass corralSandboxClient({ fs, shell }) to run commands.', 'CommandRefused');
-    const cwd = args.workdir === undefined || args.workdir === null ? undefined : this.at(args.workdir);
-    if (cwd !== undefined && (await this.ops.stat(cwd))?.type !== 'directory') {
-      throw new WorkspaceError(`Working directory not found: ${args.workdir}`, 'NotFound');
-    }
+    const cwd = args.workdir === undefined || args.workdir === null ? undefined : await this.ops.workingDir(this.at(args.workdir), String(args.workdir));
     const cmd = await this.commands.start(args.cmd, { cwd, env: { ...this.state.environment }, input: this.supportsPty() });
     const out = await collect(cmd, args.yieldTimeMs ?? EXEC_YIELD_MS);
     let sessionId;
@@ -183,12 +180,11 @@ class CorralSandboxSession {
   }
 
   async listDir({ path }) {
-    const rel = normalize(this.at(path));
-    const entries = await this.ops.list(rel);
+    const entries = await this.ops.list(this.at(path));
     if (entries === null) throw new WorkspaceError(`Directory not found: ${path}`, 'NotFound');
     return entries.map((e) => ({
       name: e.name,
-      path: rel === '.' ? e.name : `${rel}/${e.name}`,
+      path: e.path,
       type: e.type === 'file' ? 'file' : e.type === 'directory' ? 'dir' : 'other',
     }));
   }
@@ -316,11 +312,10 @@ async function copyDir(ops, src, rel) {
  */
 function createEditor(fs, options) {
   checkOptions('createEditor', options);
-  return editorOver(fileOps(fs, options?.files, options ?? {}), options?.root ?? '/workspace', fs.root);
+  return editorOver(fileOps(fs, options?.files, options ?? {}), sandboxRoot(options?.root), fs.root);
 }
 
 function editorOver(ops, root, hostRoot) {
-  workspacePath(root, '.');
   const at = (path) => workspacePath(root, path, hostRoot);
   return {
     async createFile({ path, diff }) {
@@ -328,9 +323,8 @@ function editorOver(ops, root, hostRoot) {
       return { status: 'completed', output: `Created ${path}` };
     },
     async updateFile({ path, diff, moveTo }) {
-      const moving = moveTo !== undefined && moveTo !== null && normalize(at(moveTo)) !== normalize(at(path));
-      await ops.edit('update', at(path), diff, moving ? at(moveTo) : undefined);
-      return { status: 'completed', output: moving ? `Updated ${path} and moved it to ${moveTo}` : `Updated ${path}` };
+      const moved = await ops.edit('update', at(path), diff, moveTo === undefined || moveTo === null ? undefined : at(moveTo));
+      return { status: 'completed', output: moved ? `Updated ${path} and moved it to ${moveTo}` : `Updated ${path}` };
     },
     async deleteFile({ path }) {
       await ops.edit('delete', at(path));

@@ -5,7 +5,7 @@
 // run, so a command's output, input, lifetime and kill work the same in all three.
 
 const os = require('node:os');
-const { WorkspaceError } = require('./index.js');
+const { WorkspaceError, ConfigurationError } = require('./index.js');
 const internal = require('./index.js')[Symbol.for('corral.internal')];
 
 // Every command of one runner belongs to this session (a runner serves one SDK session).
@@ -23,6 +23,12 @@ const READ_WAIT_MS = 1000;
 function workspacePath(root, path, hostRoot) {
   if (typeof path !== 'string') throw new WorkspaceError(`path must be a string, got ${typeof path}.`, 'InvalidArguments');
   return internal.sandboxPath(root, path, typeof hostRoot === 'string' ? hostRoot : undefined);
+}
+
+/** A session's `root` option, checked by the core (its default when none is given). */
+function sandboxRoot(root) {
+  if (root !== undefined && root !== null && typeof root !== 'string') throw new ConfigurationError(`root must be a string, got ${typeof root}.`);
+  return internal.sandboxRoot(root ?? null);
 }
 
 /** A process's exit as the number the SDKs want: the code, or 128 + the signal like a shell. */
@@ -53,6 +59,9 @@ class Commands {
   }
 }
 
+/** A wait in ms as the addon takes it (an unsigned 32-bit integer); the core caps it. */
+const u32 = (n) => Math.min(Math.max(0, Math.floor(Number(n)) || 0), 0xffff_ffff);
+
 /** One command: read its output as it comes, write its input, kill it. */
 class Command {
   constructor(commands, id) {
@@ -63,7 +72,7 @@ class Command {
 
   /** The output not read before (`stdout`, `stderr` Buffers), waiting up to `waitMs` for some. */
   async read(waitMs = 0, signal) {
-    const r = await internal.withSignal(signal, (token) => this.runner.readProcess(this.id, Math.max(0, Math.min(waitMs, 30_000)) | 0, SESSION, token));
+    const r = await internal.withSignal(signal, (token) => this.runner.readProcess(this.id, u32(waitMs), SESSION, token));
     return this.note(r);
   }
 
@@ -89,4 +98,4 @@ class Command {
 /** The error for output that came faster than it was read: `cut` bytes were lost. */
 const lostOutput = (cut) => new WorkspaceError(`${cut} bytes of the command's output were lost: it wrote more than ${KEEP_BYTES / 1048576} MiB between two reads.`, 'TooLarge');
 
-module.exports = { workspacePath, exitCodeOf, Commands, READ_WAIT_MS, lostOutput };
+module.exports = { workspacePath, sandboxRoot, exitCodeOf, Commands, READ_WAIT_MS, lostOutput };

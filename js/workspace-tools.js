@@ -4,6 +4,7 @@
 // are the core's; this file moves values and HTTP bytes between them and JavaScript.
 
 module.exports = function workspaceTools({ native, nativeShell, callback, weakCallback, keep, optionData, checkOptions, withSignal, ctxData, defineTool, ConfigurationError }) {
+  const sessionOf = (ctx) => native.sessionOf(ctxData(ctx ?? {}));
   /** A Tool from a WorkspaceToolSpec, run through `shell` with the shell tool's result. */
   function createTemplateTool(spec, options) {
     const shell = options?.shell;
@@ -48,8 +49,9 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
    */
   class PostgresToolStore {
     constructor(options) {
-      storeOf.set(this, native.NativeToolStore.postgres(optionData(options ?? null)));
-      Object.defineProperty(this, 'schema', { value: options?.schema ?? 'corral', enumerable: true });
+      const store = native.NativeToolStore.postgres(optionData(options ?? null));
+      storeOf.set(this, store);
+      Object.defineProperty(this, 'schema', { value: store.schema, enumerable: true });
     }
     /** Ends its connections; a registry over it then fails its calls. */
     async close() { storeOf.get(this).close(); }
@@ -113,10 +115,10 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
         } catch (e) {
           ok = false;
           error = { code: typeof e?.code === 'string' ? e.code : String(e?.name ?? 'Error'), message: String(e?.message ?? e) };
-          await onDispatch({ workspaceId, sessionId: ctx?.sessionId ?? 'default', toolName: tool.name, kind, args, ok, error, durationMs: performance.now() - started });
+          await onDispatch({ workspaceId, sessionId: sessionOf(ctx), toolName: tool.name, kind, args, ok, error, durationMs: performance.now() - started });
           throw e;
         }
-        await onDispatch({ workspaceId, sessionId: ctx?.sessionId ?? 'default', toolName: tool.name, kind, args, ok, durationMs: performance.now() - started });
+        await onDispatch({ workspaceId, sessionId: sessionOf(ctx), toolName: tool.name, kind, args, ok, durationMs: performance.now() - started });
         return result;
       },
     };

@@ -177,6 +177,12 @@ pub fn sandbox_path(root: String, path: String, host_root: Option<String>) -> Re
     corral_core::path::from_sandbox_or_host(&root, host_root.as_deref(), &path).napi()
 }
 
+/// An SDK session's `root` option, checked (`/workspace` when it names none).
+#[napi(catch_unwind)]
+pub fn sandbox_root(root: Option<String>) -> Result<String> {
+    corral_core::path::sandbox_root(root.as_deref()).napi()
+}
+
 /// `normalizeWorkspacePath(path, flavor?)`.
 #[napi(catch_unwind)]
 pub fn normalize_workspace_path(path: String, flavor: Option<String>) -> Result<String> {

@@ -10,8 +10,17 @@ use serde_json::Value;
 use corral_core::tools::ops::FileOps;
 use corral_core::tools::{Ctx, FsToolOptions};
 
-use crate::fs::{dirents_js, stat_js, JsDirent, JsStat};
+use crate::fs::{stat_js, JsStat};
 use crate::{ckpt, IntoNapi, JsFn, NativeFs, Result};
+
+/// An entry of `list`.
+#[napi(object)]
+pub struct JsListed {
+    pub name: String,
+    #[napi(js_name = "type")]
+    pub kind: String,
+    pub path: String,
+}
 
 /// One provider with an adapter's `files` options.
 #[napi]
@@ -56,10 +65,27 @@ impl NativeFileOps {
         crate::spawn(env, async move { ops.stat(&path).await.map(stat_js) })
     }
 
-    #[napi(ts_return_type = "Promise<Array<{ name: string; type: string }> | null>")]
-    pub fn list<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Option<Vec<JsDirent>>>> {
+    /// A directory's entries with their workspace paths, or null when there is none.
+    #[napi(ts_return_type = "Promise<Array<{ name: string; type: string; path: string }> | null>")]
+    pub fn list<'e>(&self, env: &'e Env, path: String) -> Result<PromiseRaw<'e, Option<Vec<JsListed>>>> {
         let ops = self.inner.clone();
-        crate::spawn(env, async move { ops.list(&path).await.map(|l| l.map(dirents_js)) })
+        crate::spawn(env, async move {
+            ops.list(&path).await.map(|l| {
+                l.map(|entries| {
+                    entries
+                        .into_iter()
+                        .map(|(path, e)| JsListed { name: e.name, kind: e.kind.as_str().to_string(), path })
+                        .collect()
+                })
+            })
+        })
+    }
+
+    /// The workspace path of a command's working directory, which must be a directory.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn working_dir<'e>(&self, env: &'e Env, path: String, given: String) -> Result<PromiseRaw<'e, String>> {
+        let ops = self.inner.clone();
+        crate::spawn(env, async move { ops.working_dir(&path, &given).await })
     }
 
     /// Deletes a file or a link; false when there is none.
@@ -76,8 +102,8 @@ impl NativeFileOps {
     }
 
     /// The editor's operations: `create` (a V4A diff in create mode), `update` (with `moveTo`)
-    /// and `delete`.
-    #[napi(ts_return_type = "Promise<void>")]
+    /// and `delete`; true when an update moved the file.
+    #[napi(ts_return_type = "Promise<boolean>")]
     pub fn edit<'e>(
         &self,
         env: &'e Env,
@@ -86,14 +112,14 @@ impl NativeFileOps {
         diff: Option<String>,
         move_to: Option<String>,
         context: Value,
-    ) -> Result<PromiseRaw<'e, ()>> {
+    ) -> Result<PromiseRaw<'e, bool>> {
         let (ops, ctx) = (self.inner.clone(), ctx(&context)?);
         crate::spawn(env, async move {
             let diff = diff.unwrap_or_default();
             match op.as_str() {
-                "create" => ops.create_file(&path, &diff, &ctx).await,
+                "create" => ops.create_file(&path, &diff, &ctx).await.map(|_| false),
                 "update" => ops.update_file(&path, &diff, move_to.as_deref(), &ctx).await,
-                "delete" => ops.delete_file(&path, &ctx).await,
+                "delete" => ops.delete_file(&path, &ctx).await.map(|_| false),
                 other => Err(corral_core::Error::new(
                     corral_core::error::Code::InvalidArguments,
                     format!("Unknown editor operation: {other}"),

@@ -362,8 +362,21 @@ impl NativeMcpPolicy {
         self.inner.note(can_ask)
     }
 
+    /// `{ action: 'run' | 'ask' | 'refuse', text? }` for a call whose tool said it `needed`
+    /// approval.
+    #[napi(catch_unwind, ts_return_type = "{ action: 'run' | 'ask' | 'refuse'; text?: string }")]
+    pub fn decide(&self, needed: bool, can_ask: bool, tool: String, args: Value) -> Value {
+        use corral_core::shell::approval::{Decision, McpPolicy};
+        match McpPolicy::decide(needed, can_ask, &tool, &args) {
+            Decision::Run => serde_json::json!({ "action": "run" }),
+            Decision::Ask => serde_json::json!({ "action": "ask" }),
+            Decision::Refuse(text) => serde_json::json!({ "action": "refuse", "text": text }),
+        }
+    }
+
+    /// After the user was asked: null when the call runs, else the text it is answered with.
     #[napi(catch_unwind)]
-    pub fn cannot_ask(&self, command: String) -> String {
-        corral_core::shell::approval::McpPolicy::cannot_ask(&command)
+    pub fn answered(&self, accepted: bool, error: Option<String>) -> Option<String> {
+        corral_core::shell::approval::McpPolicy::answered(accepted, error.as_deref())
     }
 }

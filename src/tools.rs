@@ -93,10 +93,17 @@ impl NativeReadOnlyCommands {
         Ok(NativeReadOnlyCommands { inner: corral_core::shell::rules::ReadOnlyCommands::new(commands).napi()? })
     }
 
+    /// Whether `command` needs approval; anything but a string does.
     #[napi(catch_unwind)]
-    pub fn needs_approval(&self, command: String) -> bool {
-        self.inner.needs_approval(&command)
+    pub fn needs_approval(&self, command: Value) -> bool {
+        command.as_str().is_none_or(|c| self.inner.needs_approval(c))
     }
+}
+
+/// The session a tool context names (`'default'` when it names none), for audit events.
+#[napi(catch_unwind)]
+pub fn session_of(ctx: Value) -> String {
+    Ctx::from_json(&ctx, None).map_or_else(|_| tools::DEFAULT_SESSION.to_string(), |c| c.session_id)
 }
 
 /// The tools `createFsTools`'s `include` can add, in the core's order.

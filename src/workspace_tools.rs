@@ -92,6 +92,12 @@ impl NativeToolStore {
         Ok(NativeToolStore { inner: store.clone(), postgres: Some(store) })
     }
 
+    /// A PostgresToolStore's schema (null for other stores).
+    #[napi(getter, catch_unwind)]
+    pub fn schema(&self) -> Option<String> {
+        self.postgres.as_ref().map(|p| p.schema().to_string())
+    }
+
     /// Ends a PostgresToolStore's connections; later calls fail.
     #[napi(catch_unwind)]
     pub fn close(&self) {

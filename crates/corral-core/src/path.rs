@@ -152,6 +152,16 @@ pub fn normalize(path: &str, flavor: Flavor) -> Result<String> {
     Ok(out.join("/"))
 }
 
+/// Where an SDK sandbox session shows the workspace when its options name no `root`.
+pub const DEFAULT_SANDBOX_ROOT: &str = "/workspace";
+
+/// A session's `root` option (`None`: [`DEFAULT_SANDBOX_ROOT`]), checked: an absolute path.
+pub fn sandbox_root(root: Option<&str>) -> Result<String> {
+    let root = root.unwrap_or(DEFAULT_SANDBOX_ROOT);
+    from_sandbox(root, ".")?;
+    Ok(root.to_string())
+}
+
 /// A path an SDK's sandbox session was given (AI SDK, OpenAI Agents) as a workspace path. The
 /// session shows the workspace to the model as the absolute directory `root` (`/workspace`):
 /// a path under it is the workspace path after it; a relative path is the workspace's own; any

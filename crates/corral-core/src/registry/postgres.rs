@@ -44,6 +44,8 @@ const MIGRATIONS: [&str; 1] = ["CREATE TABLE {schema}.workspace_tools (
 pub struct PostgresToolStore {
     pool: Pool,
     /// `"schema"`, quoted for SQL.
+    quoted_schema: String,
+    /// The schema's name as given (or the default).
     schema: String,
     /// Where the server is (host, port, database, user): what errors name instead of the
     /// connection string.
@@ -98,7 +100,18 @@ impl PostgresToolStore {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| Error::config(format!("PostgresToolStore: {e}")))?;
-        Ok(PostgresToolStore { pool, schema: format!("\"{}\"", options.schema), target, migrated: OnceCell::new() })
+        Ok(PostgresToolStore {
+            pool,
+            quoted_schema: format!("\"{}\"", options.schema),
+            schema: options.schema,
+            target,
+            migrated: OnceCell::new(),
+        })
+    }
+
+    /// The schema the specs live in (`schema`, `'corral'` by default).
+    pub fn schema(&self) -> &str {
+        &self.schema
     }
 
     /// An error of this store: what failed and where (host, port, database, user), with the
@@ -124,7 +137,7 @@ impl PostgresToolStore {
     /// Applies the migrations past the stored version in one transaction that holds corral's
     /// advisory lock: a second process waits, then finds the work done.
     async fn migrate(&self, client: &mut deadpool_postgres::Object) -> Result<()> {
-        let s = &self.schema;
+        let s = &self.quoted_schema;
         let tx = client.transaction().await.map_err(|e| self.error("cannot migrate", causes(&e)))?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await
@@ -166,7 +179,7 @@ impl PostgresToolStore {
     ) -> Result<T> {
         let run = async {
             let client = self.client().await?;
-            match f(&client, &self.schema).await {
+            match f(&client, &self.quoted_schema).await {
                 Ok(v) => Ok(v),
                 Err(e) => {
                     // A broken connection is not given back to the pool.

@@ -70,6 +70,16 @@ pub fn prompt(tool: &str, args: &Value, root_name: &str, procs: Option<&Processe
     Some(out)
 }
 
+/// What `corral mcp` does with a tool call (`McpPolicy::decide`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Run,
+    /// Put the tool's approval prompt to the user.
+    Ask,
+    /// Answer with this text instead of running.
+    Refuse(String),
+}
+
 /// Who approves a command in `corral mcp`: one matching `--allow` runs without asking, one
 /// matching `--deny` is refused (the shell tool's own `deny`), any other is asked; with
 /// `--client-approves` every command not denied runs (the client asks its user before each call).
@@ -133,6 +143,32 @@ impl McpPolicy {
             )
         };
         allowed + &denied
+    }
+
+    /// What becomes of a tool call whose tool says it `needed` approval: it runs, the user is
+    /// asked, or it is answered with a text instead of running (a client that cannot ask).
+    pub fn decide(needed: bool, can_ask: bool, tool: &str, args: &Value) -> Decision {
+        if !needed {
+            return Decision::Run;
+        }
+        if can_ask {
+            return Decision::Ask;
+        }
+        let command = match args.get("command").and_then(Value::as_str) {
+            Some(c) => c.to_string(),
+            None => format!("{tool} {args}"),
+        };
+        Decision::Refuse(McpPolicy::cannot_ask(&command))
+    }
+
+    /// After the user was asked: `None` when the call runs (accepted with `run: true`), else the
+    /// text it is answered with (`error`: why the question got no answer).
+    pub fn answered(accepted: bool, error: Option<&str>) -> Option<String> {
+        match (accepted, error) {
+            (_, Some(e)) => Some(format!("Not run: the user declined or could not be asked ({e}).")),
+            (true, None) => None,
+            (false, None) => Some("Not run: the user declined to run this command.".to_string()),
+        }
     }
 
     /// The result text for a call that needs approval from a client that cannot ask, naming the

@@ -31,7 +31,7 @@ mod write_path;
 
 pub use crate::text::{fmt_count, format_bytes};
 pub use guard::protect_spill_dir;
-pub use options::{Ctx, FsToolOptions};
+pub use options::{Ctx, FsToolOptions, DEFAULT_SESSION};
 pub use spec::{check_args, description, info, mcp_annotations, parameters, specs, validate, ToolSpec};
 
 pub const MAX_READ_LINES: usize = 2000;

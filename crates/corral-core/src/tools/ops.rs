@@ -80,6 +80,20 @@ impl FileOps {
         write_bytes(fs, &self.opts, ctx, &path, bytes).await.map(|_| ())
     }
 
+    /// The directory a command of an SDK session starts in: it must be one, under `deny`.
+    /// `given` is the path as the caller wrote it, for the message.
+    pub async fn working_dir(&self, path: &str, given: &str) -> Result<String> {
+        let fs = self.fs.as_ref();
+        let path = checked_path(fs, &self.opts, path).await?;
+        match fs.stat(&path).await? {
+            None => Err(Error::new(Code::NotFound, format!("Working directory not found: {given}"))),
+            Some(s) if s.kind != EntryType::Directory => {
+                Err(Error::new(Code::NotAFile, format!("Working directory is not a directory: {given}")))
+            }
+            Some(_) => Ok(path),
+        }
+    }
+
     /// What `path` leads to (`None`: nothing), under `deny`.
     pub async fn stat(&self, path: &str) -> Result<Option<Stat>> {
         let fs = self.fs.as_ref();
@@ -87,14 +101,19 @@ impl FileOps {
         fs.stat(&path).await
     }
 
-    /// A directory's entries (`None`: no such directory), less the names `deny` holds.
-    pub async fn list(&self, path: &str) -> Result<Option<Vec<DirEntry>>> {
+    /// A directory's entries (`None`: no such directory), less the names `deny` holds, each with
+    /// its workspace path.
+    pub async fn list(&self, path: &str) -> Result<Option<Vec<(String, DirEntry)>>> {
         let fs = self.fs.as_ref();
         let path = checked_path(fs, &self.opts, path).await?;
         match fs.readdir(&path).await {
-            Ok(entries) => {
-                Ok(Some(entries.into_iter().filter(|e| !name_is_denied(&e.name, &self.opts.deny)).collect()))
-            }
+            Ok(entries) => Ok(Some(
+                entries
+                    .into_iter()
+                    .filter(|e| !name_is_denied(&e.name, &self.opts.deny))
+                    .map(|e| (super::walk::join(&path, &e.name), e))
+                    .collect(),
+            )),
             Err(e) if e.code == Code::NotFound => match fs.stat(&path).await? {
                 None => Ok(None),
                 Some(_) => Err(Error::new(Code::NotAFile, format!("Not a directory: {path}"))),
@@ -155,8 +174,8 @@ impl FileOps {
 
     /// The OpenAI editor's `updateFile`: the V4A diff applied to the file's text as the SDK's
     /// `applyDiff` does, written where it is or to `move_to` (which must not exist); all or
-    /// nothing.
-    pub async fn update_file(&self, path: &str, diff: &str, move_to: Option<&str>, ctx: &Ctx) -> Result<()> {
+    /// nothing. True when the file moved (`move_to` names another path).
+    pub async fn update_file(&self, path: &str, diff: &str, move_to: Option<&str>, ctx: &Ctx) -> Result<bool> {
         let fs = self.fs.as_ref();
         let from = checked_path(fs, &self.opts, path).await?;
         self.writable(&from)?;
@@ -177,7 +196,7 @@ impl FileOps {
         };
         let next = v4a::apply(&text, diff, v4a::Mode::Update)?;
         if to == from {
-            return write_bytes(fs, &self.opts, ctx, &from, next.as_bytes()).await.map(|_| ());
+            return write_bytes(fs, &self.opts, ctx, &from, next.as_bytes()).await.map(|_| false);
         }
         if fs.stat(&to).await?.is_some() || own_kind(fs, &to).await?.is_some() {
             return Err(Error::new(Code::Exists, format!("File already exists: {to}")));
@@ -193,7 +212,7 @@ impl FileOps {
             }
             return Err(e);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The OpenAI editor's `deleteFile`: a file or a link; a directory is `IsADirectory`,
@@ -237,7 +256,7 @@ mod tests {
         ] {
             assert_eq!(e.code, Code::Denied, "{}", e.message);
         }
-        assert!(o.list(".").await.unwrap().unwrap().iter().all(|e| e.name != ".git"));
+        assert!(o.list(".").await.unwrap().unwrap().iter().all(|(_, e)| e.name != ".git"));
         assert_eq!(fs.snapshot().get(".git/config").map(String::as_str), Some("[core]\n"));
         assert_eq!(fs.snapshot().get("a.txt").map(String::as_str), Some("a\n"));
     }

@@ -228,9 +228,12 @@ pub struct Ctx {
     pub cancel: Option<Cancel>,
 }
 
+/// The session of a call that names none.
+pub const DEFAULT_SESSION: &str = "default";
+
 impl Default for Ctx {
     fn default() -> Self {
-        Ctx { session_id: "default".into(), turn: 0, tool_call_id: None, cancel: None }
+        Ctx { session_id: DEFAULT_SESSION.into(), turn: 0, tool_call_id: None, cancel: None }
     }
 }
 
@@ -240,7 +243,7 @@ impl Ctx {
     pub fn from_json(v: &Value, cancel: Option<Cancel>) -> Result<Ctx> {
         let bad = |m: &str| Error::new(Code::InvalidArguments, format!("Invalid tool context: {m}"));
         let session_id = match v.get("sessionId") {
-            None | Some(Value::Null) => "default".to_string(),
+            None | Some(Value::Null) => DEFAULT_SESSION.to_string(),
             Some(Value::String(s)) => s.clone(),
             Some(_) => return Err(bad("sessionId must be a string.")),
         };
