@@ -138,7 +138,7 @@ impl McpPolicy {
             format!("Every command {others}.")
         } else {
             format!(
-                "These commands run without asking: {} (extra arguments only when they stay inside the workspace, with no $, {{ or }} and no shell operators); any other command {others}.",
+                "These commands run without asking: {} (extra arguments only when they stay inside the workspace, with no $, {{ or }} and no shell operator outside quotes); any other command {others}.",
                 list(&self.allow_text)
             )
         };

@@ -231,7 +231,7 @@ pub fn description(opts: &ShellToolOptions, shell: Option<&str>) -> String {
         let list: Vec<String> = allow.iter().take(20).map(CommandPattern::describe).collect();
         let more = if allow.len() > 20 { format!(" and {} more", allow.len() - 20) } else { String::new() };
         d.push_str(&format!(
-            " Only these commands may run: {}{more}; any other command is refused. A plain pattern allows extra arguments only when they stay inside the workspace, with no $, {{ or }} and no shell operators.",
+            " Only these commands may run: {}{more}; any other command is refused. A plain pattern allows extra arguments only when they stay inside the workspace, with no $, {{ or }} and no shell operator outside quotes.",
             list.join(", ")
         ));
     }

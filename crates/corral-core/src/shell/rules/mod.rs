@@ -3,10 +3,14 @@
 //! - A string pattern matches a line that is exactly the pattern or starts with it followed by a
 //!   space. In `allow` it lets the command run only when no argument leaves the working directory
 //!   (a `..` segment, `~`, an absolute path — quoted, escaped, inside `--flag=value` or `-o…`, or
-//!   a glob that can expand to `..`) and the line has no `$`, `{` or `}`.
+//!   a glob that can expand to `..`) and the shell expands nothing in it (`$` outside single
+//!   quotes, unquoted `{` or `}`).
 //! - A `Rule` without `args` matches exactly its command line; with `args` it matches a line that
 //!   starts with the command (exactly, or followed by a space) when `args(rest)` is true.
-//! - In `allow`, a line matched only by a string or a rule must not contain a shell operator.
+//! - In `allow`, a line matched only by a string must have no shell operator as the shell reads
+//!   it: quoted operators are arguments (API.md, "Quoted operators"); `$(` and backquotes count
+//!   inside double quotes; under `cmd.exe` double quotes protect `& | < >`, not `%` or `^`. A
+//!   line matched by a rule must not contain an operator character at all.
 //! - A regex is tested against the whole line.
 //! - `deny` strings and rules are checked against each part of the line (`deny_parts`: the
 //!   quote-blind `;`/`&`/`|` split, and every simple command the shell-syntax reader finds), deny
@@ -20,7 +24,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::{Code, Error, Result};
-use crate::shell::syntax::Reading;
+use crate::shell::syntax::{Construct, Reading};
 
 /// The `args` check of a `CommandRule`: called with the text after the command and its
 /// separating space (`""` when there is none).
@@ -193,14 +197,76 @@ fn find_operator(line: &str, cmd: bool) -> Option<&'static str> {
     None
 }
 
-/// Why a string pattern does not allow a line it matches, or `None` when it does.
+/// The first shell operator of a line as `cmd.exe` reads it: `&`, `|`, `<` and `>` outside
+/// double quotes, `%` and `^` anywhere (quotes do not protect them), a line break anywhere.
+fn cmd_operator(line: &str) -> Option<&'static str> {
+    let mut quoted = false;
+    for c in line.chars() {
+        let op = match c {
+            '"' => {
+                quoted = !quoted;
+                continue;
+            }
+            '%' => "'%'",
+            '^' => "'^'",
+            '\n' => "'\\n' (a newline)",
+            '\r' => "'\\r' (a line break)",
+            '&' if !quoted => "'&'",
+            '|' if !quoted => "'|'",
+            '<' if !quoted => "'<'",
+            '>' if !quoted => "'>'",
+            _ => continue,
+        };
+        return Some(op);
+    }
+    None
+}
+
+/// The first operator of a line as sh reads it (quoted operators are arguments; `$(` and a
+/// backquote count inside double quotes too), as a message names it.
+fn sh_operator(line: &str, reading: &Reading) -> Option<&'static str> {
+    reading.marks.iter().find_map(|m| {
+        Some(match &m.what {
+            Construct::Operator(";") | Construct::CaseEnd(_) => "';'",
+            Construct::Operator("&&") | Construct::Background => "'&'",
+            Construct::Operator(_) | Construct::PipeBoth => "'|'",
+            Construct::Backtick => "'`'",
+            Construct::Substitution => "'$('",
+            Construct::Input => "'<'",
+            Construct::Redirect(r) if r.starts_with('<') => "'<'",
+            Construct::Output | Construct::Redirect(_) => "'>'",
+            Construct::Paren('(') => "'('",
+            Construct::Paren(_) => "')'",
+            Construct::LineBreak if line[m.at..].starts_with('\r') => "'\\r' (a line break)",
+            Construct::LineBreak => "'\\n' (a newline)",
+            _ => return None,
+        })
+    })
+}
+
+/// The first character of a line that makes the shell expand text: `$` (unquoted or between
+/// double quotes) and unquoted braces as sh reads them; under `cmd.exe` any `$`, `{` or `}`.
+fn expanding_char(line: &str, reading: &Reading, cmd: bool) -> Option<char> {
+    if cmd {
+        return line.chars().find(|c| matches!(c, '$' | '{' | '}'));
+    }
+    reading.marks.iter().find_map(|m| match m.what {
+        Construct::Dollar | Construct::DollarInQuotes => Some('$'),
+        Construct::Brace(c) => Some(c),
+        _ => None,
+    })
+}
+
+/// Why a string pattern does not allow a line it matches, or `None` when it does. The line is
+/// judged as the shell reads it (API.md, "Quoted operators").
 fn string_refusal(line: &str, reading: &Reading, pattern: &str, cmd: bool, cwd: Option<&Path>) -> Option<String> {
-    if let Some(op) = find_operator(line, cmd) {
+    let op = if cmd { cmd_operator(line) } else { sh_operator(line, reading) };
+    if let Some(op) = op {
         return Some(format!("shell operator {op} is not allowed with pattern '{}'.", show(pattern)));
     }
-    if let Some(c) = line.chars().find(|c| matches!(c, '$' | '{' | '}')) {
+    if let Some(c) = expanding_char(line, reading, cmd) {
         return Some(format!(
-            "`{}` — `{c}` makes the shell expand text the check cannot see. Pattern '{}' allows the command only without `$`, `{{` or `}}`; a CommandRule or an anchored RegExp can allow more.",
+            "`{}` — `{c}` makes the shell expand text the check cannot see. Pattern '{}' allows the command only without `$`, `{{` or `}}` outside single quotes; a CommandRule or an anchored RegExp can allow more.",
             show(line),
             show(pattern)
         ));

@@ -119,7 +119,7 @@ pub(super) type Simple = crate::shell::syntax::Command;
 /// With `cmd` (cmd.exe), any operator character needs approval and the line is one command split
 /// as a program splits its arguments.
 pub(super) fn simple_commands(line: &str, cmd: bool) -> std::result::Result<Vec<Simple>, String> {
-    use crate::shell::syntax::{read, Arg};
+    use crate::shell::syntax::{read, Arg, Construct};
     if cmd {
         if let Some(op) = find_operator(line, true) {
             return Err(format!("shell operator {op}"));
@@ -140,7 +140,8 @@ pub(super) fn simple_commands(line: &str, cmd: bool) -> std::result::Result<Vec<
         return Ok(vec![Simple { words, raw: line.to_string(), ..Simple::default() }]);
     }
     let reading = read(line);
-    if let Some(m) = reading.marks.first() {
+    // `&&`, `||`, `;`, `|` and `< FILE` are read-only's own; anything else needs approval.
+    if let Some(m) = reading.marks.iter().find(|m| !matches!(m.what, Construct::Operator(_) | Construct::Input)) {
         return Err(m.what.describe());
     }
     let mut parts: Vec<Simple> = Vec::new();

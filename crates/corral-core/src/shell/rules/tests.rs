@@ -165,10 +165,52 @@ async fn refusal_message_names_the_pattern_and_the_reason() {
 #[tokio::test]
 async fn string_pattern_refuses_dollar_and_braces() {
     let allow = [s("cat"), s("echo")];
-    for cmd in ["cat $HOME/.gitconfig", "cat ${IFS}../x", "cat {..,x}/secret.txt", "echo }", "cat '$HOME'"] {
+    for cmd in
+        ["cat $HOME/.gitconfig", "cat ${IFS}../x", "cat {..,x}/secret.txt", "echo }", "cat \"$HOME\"", "echo $'a'"]
+    {
         let m = refused_msg(cmd, &allow).await;
         assert!(m.contains("makes the shell expand text the check cannot see"), "{cmd}: {m}");
     }
+    // Single quotes keep `$` and braces literal, double quotes keep braces literal.
+    allowed("cat '$HOME'", &allow).await;
+    allowed("echo '{a,b}' \"{c}\"", &allow).await;
+}
+
+#[tokio::test]
+async fn string_pattern_judges_operators_as_the_shell_reads_them() {
+    let allow = [s("node -e"), s("git commit -m"), s("grep"), s("git status")];
+    // Quoted (or escaped) operators are arguments.
+    for cmd in [
+        "node -e \"setInterval(() => console.log('tick'), 100)\"",
+        "node -e \"a => b; c\"",
+        "git commit -m 'a; b | c > d && e'",
+        "grep 'x|y' a.txt",
+        "git status x\\;",
+    ] {
+        allowed(cmd, &allow).await;
+    }
+    // Substitutions run inside double quotes; unquoted operators are operators.
+    for (cmd, op) in [
+        ("node -e \"$(id)\"", "'$('"),
+        ("node -e \"`id`\"", "'`'"),
+        ("node -e 'a' ; rm x", "';'"),
+        ("node -e \"a\" > f", "'>'"),
+        ("grep x <<< y", "'<'"),
+        ("git status (x)", "'('"),
+    ] {
+        let m = refused_msg(cmd, &allow).await;
+        assert!(m.contains(op) && m.contains("shell operator"), "{cmd:?}: {m}");
+    }
+    // Under cmd.exe double quotes protect `& | < >`, never `%` or `^`.
+    let cmd = |line: &'static str| check_command(line, Some(&allow), &[], Some("cmd.exe"), None);
+    cmd("git status \"a & b | c > d\"").await.unwrap();
+    for (line, op) in [("git status \"%PATH%\"", "'%'"), ("git status \"^&\"", "'^'"), ("git status a & b", "'&'")] {
+        let e = cmd(line).await.unwrap_err();
+        assert!(e.message.contains(op), "{line}: {}", e.message);
+    }
+    // deny keeps the quote-blind reading: a quoted `; rm -rf` is still refused by it.
+    let deny = [s("rm -rf")];
+    check_command("git commit -m 'x; rm -rf /'", Some(&allow), &deny, Some("sh"), None).await.unwrap_err();
 }
 
 #[tokio::test]

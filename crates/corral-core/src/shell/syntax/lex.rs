@@ -359,7 +359,10 @@ impl Scan {
             ('<', Some('>'), _) => self.mark(Construct::Redirect("<>")),
             ('<', Some('&'), _) => self.mark(Construct::Redirect("<&")),
             ('<', Some('|'), _) => self.mark(Construct::Redirect("<|")),
-            _ => l.input_next = true,
+            _ => {
+                self.mark(Construct::Input);
+                l.input_next = true
+            }
         }
         if c == '<' && n1 == Some('<') && n2 != Some('<') {
             self.i += 2;
@@ -399,7 +402,7 @@ impl Scan {
             ";;&" | ";;" | ";&" => self.mark(Construct::CaseEnd(op)),
             "|&" => self.mark(Construct::PipeBoth),
             "&" => self.mark(Construct::Background),
-            _ => {}
+            _ => self.mark(Construct::Operator(op)),
         }
         self.i += op.len();
         match l.case.last().copied() {

@@ -28,6 +28,7 @@ impl Scan {
                 Ok(Some((EXPANSION.to_string(), Vec::new())))
             }
             Some(Tok::C('(')) => {
+                self.mark(Construct::Substitution);
                 self.i += 2;
                 let fields = self.list(true, strict.clone())?;
                 Ok(Some((EXPANSION.to_string(), fields)))

@@ -63,6 +63,12 @@ pub enum Construct {
     PipeBoth,
     /// A lone `&`.
     Background,
+    /// `;`, `&&`, `||` or `|` between commands.
+    Operator(&'static str),
+    /// A `<` that reads a file.
+    Input,
+    /// `$(…)`: a command substitution.
+    Substitution,
     /// A reserved word where a command's name stands (`if`, `case`, `[[`, `!`…).
     Compound(String),
     /// A redirection with no file after it.
@@ -91,6 +97,9 @@ impl Construct {
             Construct::CaseEnd(op) => format!("`{op}`"),
             Construct::PipeBoth => "`|&`".into(),
             Construct::Background => "`&`, which runs a command in the background".into(),
+            Construct::Operator(op) => format!("`{op}`"),
+            Construct::Input => "an input redirection (`<`)".into(),
+            Construct::Substitution => "a command substitution (`$(`)".into(),
             Construct::Compound(w) => format!("the compound command `{w}`"),
             Construct::MissingFile => "a redirection without a file".into(),
             Construct::UnknownEscape => "an escape in `$'…'` the check does not read".into(),
