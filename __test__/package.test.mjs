@@ -3,7 +3,7 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, readdirSync, existsSync, realpathSync, rmSync } from 'node:fs';
+import { statSync, mkdtempSync, mkdirSync, writeFileSync, readFileSync, readdirSync, existsSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -30,7 +30,9 @@ beforeAll(async () => {
   dir = realpathSync(mkdtempSync(join(tmpdir(), 'corral-pack-')));
   const packDir = join(dir, 'pack');
   mkdirSync(packDir);
-  const { stdout } = await run('npm', ['pack', '--pack-destination', packDir, '--json'], { cwd: PKG, maxBuffer: 64 * 1024 * 1024 });
+  // The addon npm test builds is a debug build: packed here on purpose (see the test below).
+  const env = { ...process.env, CORRAL_PACK_DEBUG: '1' };
+  const { stdout } = await run('npm', ['pack', '--pack-destination', packDir, '--json'], { cwd: PKG, env, maxBuffer: 64 * 1024 * 1024 });
   const [info] = JSON.parse(stdout);
   tarball = join(packDir, info.filename);
   const list = await run('tar', ['-tzf', tarball], { maxBuffer: 64 * 1024 * 1024 });
@@ -47,6 +49,20 @@ beforeAll(async () => {
 afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
 
 describe('npm pack', { timeout: 180_000 }, () => {
+  it('refuses a debug addon unless told to pack it, and packs a release one', async () => {
+    const size = statSync(join(PKG, 'js', NODE_FILE)).size;
+    const packDir = join(dir, 'refused');
+    mkdirSync(packDir);
+    const env = { ...process.env, CORRAL_PACK_DEBUG: '' };
+    const packed = run('npm', ['pack', '--dry-run', '--pack-destination', packDir], { cwd: PKG, env, maxBuffer: 64 * 1024 * 1024 });
+    if (size > 40 * 1024 * 1024) {
+      const e = await packed.then(() => null, (err) => err);
+      expect(e?.stderr).toMatch(/is a debug build .*npm run build/);
+    } else {
+      await expect(packed).resolves.toBeTruthy();
+    }
+  });
+
   it('the tarball holds the entry points, the addon, its loader and the bin, and no tests or Rust sources', () => {
     const js = ['index.js', 'index.mjs', 'executor.js', 'executor.mjs', 'executor.d.ts', 'testing.js', 'testing.mjs', 'testing.d.ts',
       'binding.js', 'load-binding.js', NODE_FILE, 'mcp.js', 'workspace-tools.js', 'ai-sdk.js', 'ai-sdk.mjs', 'ai-sdk.d.ts',
@@ -89,6 +105,16 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
     expect(existsSync(join(project, 'node_modules', 'corral', 'js', NODE_FILE))).toBe(true);
     expect(readdirSync(join(project, 'node_modules', 'corral', 'bin'))).toContain('corral.js');
     expect(JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')).dependencies.corral).toMatch(/corral-.*\.tgz$/);
+  });
+
+  it("README's first install works: a project links the checkout with npm install <dir>", async () => {
+    const linked = join(dir, 'linked');
+    mkdirSync(linked);
+    await run('npm', ['init', '-y'], { cwd: linked });
+    await run('npm', ['install', PKG, '--no-audit', '--no-fund', '--ignore-scripts'], { cwd: linked, maxBuffer: 64 * 1024 * 1024 });
+    const { stdout } = await run(process.execPath, ['-e', "const c = require('corral'); console.log(typeof c.createFsTools, require.resolve('corral'))"], { cwd: linked });
+    expect(stdout.split(' ')[0]).toBe('function');
+    expect(realpathSync(stdout.trim().split(' ')[1])).toBe(join(realpathSync(PKG), 'js', 'index.js'));
   });
 
   it("require('corral') gives working tools", async () => {

@@ -72,10 +72,13 @@ scripts/linux-sandbox-unprivileged.sh
 echo "== build the addon"
 npx napi build --platform -o js --js binding.js --dts binding.d.ts
 
-echo "== type check (tsc --strict) of index.d.ts against examples/agent.ts"
-npx tsc -p examples/tsconfig.json
-# A project with no Node types of its own (TypeScript 7's default): the declarations bring theirs.
-npx tsc -p examples/types-only/tsconfig.json
+echo "== type check (tsc --strict, TypeScript 5 and 7) of the declarations against examples/agent.ts"
+# A project with no Node types of its own (TypeScript 7's default) too: the declarations bring theirs.
+for tsc in "npx tsc" "node node_modules/typescript7/bin/tsc"; do
+  $tsc --version
+  $tsc -p examples/tsconfig.json
+  $tsc -p examples/types-only/tsconfig.json
+done
 
 echo "== vitest"
 npx vitest run
