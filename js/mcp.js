@@ -101,9 +101,9 @@ const APPROVAL_TIMEOUT_MS = 10 * 60_000;
  * Undefined when this call may run; else the result that says why it did not. A call its tool
  * says needs approval runs only when the client's user accepts it with `run: true`.
  */
-async function approval(server, tool, args, rootName, extra, policy) {
+async function approval(server, tool, args, rootName, extra) {
   const needed = typeof tool.needsApproval === 'function' ? await tool.needsApproval(args) : tool.needsApproval === true;
-  const decision = policy.decide(Boolean(needed), canAsk(server), tool.name, args);
+  const decision = addon.mcpDecide(Boolean(needed), canAsk(server), tool.name, args);
   if (decision.action === 'run') return undefined;
   if (decision.action === 'refuse') return notRun(decision.text);
   let answer;
@@ -113,9 +113,9 @@ async function approval(server, tool, args, rootName, extra, policy) {
       requestedSchema: { type: 'object', properties: { run: { type: 'boolean', title: 'Run this command' } }, required: ['run'] },
     }, { signal: extra.signal, relatedRequestId: extra.requestId, timeout: APPROVAL_TIMEOUT_MS });
   } catch (e) {
-    return notRun(policy.answered(false, String(e?.message ?? e)));
+    return notRun(addon.mcpAnswered(false, String(e?.message ?? e)));
   }
-  const text = policy.answered(answer.action === 'accept' && answer.content?.run === true, null);
+  const text = addon.mcpAnswered(answer.action === 'accept' && answer.content?.run === true, null);
   return text === null ? undefined : notRun(text);
 }
 
@@ -211,7 +211,7 @@ async function serve(argv) {
     const token = request.params._meta?.progressToken;
     if (token !== undefined) progress.set(toolCallId, { token, count: 0, send: extra.sendNotification });
     try {
-      const refused = await approval(server, tool, args, rootName, extra, tools.policy);
+      const refused = await approval(server, tool, args, rootName, extra);
       if (refused) return refused;
       return content(await tool.execute(args, { signal: extra.signal, toolCallId }));
     } catch (e) {

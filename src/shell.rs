@@ -362,21 +362,23 @@ impl NativeMcpPolicy {
         self.inner.note(can_ask)
     }
 
-    /// `{ action: 'run' | 'ask' | 'refuse', text? }` for a call whose tool said it `needed`
-    /// approval.
-    #[napi(catch_unwind, ts_return_type = "{ action: 'run' | 'ask' | 'refuse'; text?: string }")]
-    pub fn decide(&self, needed: bool, can_ask: bool, tool: String, args: Value) -> Value {
-        use corral_core::shell::approval::{Decision, McpPolicy};
-        match McpPolicy::decide(needed, can_ask, &tool, &args) {
-            Decision::Run => serde_json::json!({ "action": "run" }),
-            Decision::Ask => serde_json::json!({ "action": "ask" }),
-            Decision::Refuse(text) => serde_json::json!({ "action": "refuse", "text": text }),
-        }
-    }
+}
 
-    /// After the user was asked: null when the call runs, else the text it is answered with.
-    #[napi(catch_unwind)]
-    pub fn answered(&self, accepted: bool, error: Option<String>) -> Option<String> {
-        corral_core::shell::approval::McpPolicy::answered(accepted, error.as_deref())
+/// `corral mcp`: `{ action: 'run' | 'ask' | 'refuse', text? }` for a call whose tool said it
+/// `needed` approval (any tool, with or without a shell).
+#[napi(catch_unwind, ts_return_type = "{ action: 'run' | 'ask' | 'refuse'; text?: string }")]
+pub fn mcp_decide(needed: bool, can_ask: bool, tool: String, args: Value) -> Value {
+    use corral_core::shell::approval::{Decision, McpPolicy};
+    match McpPolicy::decide(needed, can_ask, &tool, &args) {
+        Decision::Run => serde_json::json!({ "action": "run" }),
+        Decision::Ask => serde_json::json!({ "action": "ask" }),
+        Decision::Refuse(text) => serde_json::json!({ "action": "refuse", "text": text }),
     }
+}
+
+/// `corral mcp`, after the user was asked: null when the call runs, else the text it is answered
+/// with (`error`: why the question got no answer).
+#[napi(catch_unwind)]
+pub fn mcp_answered(accepted: bool, error: Option<String>) -> Option<String> {
+    corral_core::shell::approval::McpPolicy::answered(accepted, error.as_deref())
 }
