@@ -132,6 +132,11 @@ impl LocalFs {
             if opened.size > limit {
                 return Ok(None);
             }
+            // As `read_file_bytes`: a small file is read in place, a larger one on the blocking
+            // pool (the hop costs more than reading 64 KiB from the page cache).
+            if opened.size <= INLINE_READ_BYTES {
+                return opened.read_within(limit);
+            }
             blocking(move || opened.read_within(limit)).await
         }
         #[cfg(not(unix))]
