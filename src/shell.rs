@@ -361,7 +361,6 @@ impl NativeMcpPolicy {
     pub fn note(&self, can_ask: bool) -> String {
         self.inner.note(can_ask)
     }
-
 }
 
 /// `corral mcp`: `{ action: 'run' | 'ask' | 'refuse', text? }` for a call whose tool said it

@@ -271,7 +271,7 @@ fn string_refusal(line: &str, reading: &Reading, pattern: &str, cmd: bool, cwd: 
             show(pattern)
         ));
     }
-    if let Some(leave) = leaving_argument(line, reading) {
+    if let Some(leave) = leaving_argument(line, reading, cmd) {
         return Some(format!(
             "`{}` — an argument leaves the working directory ({leave}). Allowed by pattern '{}' only with arguments inside the workspace.",
             show(line),
@@ -306,17 +306,42 @@ async fn rule_matches(line: &str, command: &str, args: &Option<Arc<dyn ArgsPredi
 /// backticks too), as its text and as its words joined by spaces. A part either reading yields
 /// is checked, so `deny` is never weaker than the quote-blind split.
 fn deny_parts(line: &str) -> Vec<String> {
-    let mut parts: Vec<String> =
+    let blind: Vec<String> =
         line.split([';', '&', '|', '\n', '\r']).map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect();
-    for c in crate::shell::syntax::read(line).commands {
-        let words = c.words.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" ");
-        for part in [c.raw, words] {
-            if !part.is_empty() && !parts.contains(&part) {
-                parts.push(part);
-            }
+    let mut parts = blind.clone();
+    let mut add = |part: String| {
+        if !part.is_empty() && !parts.contains(&part) {
+            parts.push(part);
+        }
+    };
+    // The reader over the whole line, and over each blind part too: where the two disagree on
+    // where a here-document ends or what `$'…'` is (dash has none), one of them sees the command.
+    for text in std::iter::once(line).chain(blind.iter().map(String::as_str)) {
+        for c in crate::shell::syntax::read(text).commands {
+            add(c.words.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" "));
+            add(command_words(&c).join(" "));
+            add(c.raw);
         }
     }
     parts
+}
+
+/// A simple command's words from its program on: reserved words (`!`, `{`, `if`, `then`, …)
+/// and assignments before it left out.
+fn command_words(c: &crate::shell::syntax::Command) -> Vec<&str> {
+    const LEADING: &[&str] =
+        &["!", "{", "}", "(", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "time"];
+    let lead = c
+        .words
+        .iter()
+        .take_while(|w| {
+            (!w.quoted && LEADING.contains(&w.text.as_str()))
+                || w.text.split_once('=').is_some_and(|(name, _)| {
+                    !name.is_empty() && name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+                })
+        })
+        .count();
+    c.words[lead..].iter().map(|w| w.text.as_str()).collect()
 }
 
 /// Checks a command line against `deny`, then `allow` (when given). `shell` is the provider's

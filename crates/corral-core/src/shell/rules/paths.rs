@@ -5,11 +5,13 @@ use super::*;
 use crate::shell::syntax::Reading;
 
 /// Why an argument of `line` leaves the working directory, or `None`. Conservative: every
-/// reading of the words (sh's, in every command of the line, or with backslashes as separators)
-/// is checked.
-pub(super) fn leaving_argument(line: &str, reading: &Reading) -> Option<String> {
+/// reading of the words (sh's, in every command of the line, or with backslashes as separators;
+/// under `cmd` also with only double quotes as quotes, as cmd.exe and Windows programs split) is
+/// checked.
+pub(super) fn leaving_argument(line: &str, reading: &Reading, cmd: bool) -> Option<String> {
     let sh = reading.commands.iter().flat_map(|c| c.words.iter().chain(&c.inputs)).map(|w| &w.text);
-    sh.chain(words_plain(line).iter()).find_map(|w| leaving_word(w))
+    let windows = if cmd { words_cmd(line) } else { Vec::new() };
+    sh.chain(words_plain(line).iter()).chain(windows.iter()).find_map(|w| leaving_word(w))
 }
 
 /// The places in a word where a path can start: the word, after each `=`, `,`, `@` and `:`, and
@@ -92,6 +94,14 @@ pub(super) fn parse_glob(seg: &str) -> Vec<GlobEl> {
         match chars[i] {
             '*' => out.push(GlobEl::Star),
             '?' => out.push(GlobEl::Any),
+            // A bracket holding a POSIX class (`[[:punct:]]`), an equivalence class (`[[=a=]]`) or
+            // a collating symbol (`[[.-.]]`) is taken to match any character (`.[[:punct:]]` is
+            // `..` to dash).
+            '[' if let Some(close) = class_bracket_end(&chars, i) => {
+                out.push(GlobEl::Class { negated: false, ranges: vec![('\0', char::MAX)] });
+                i = close + 1;
+                continue;
+            }
             '[' => {
                 let mut j = i + 1;
                 let negated = j < chars.len() && matches!(chars[j], '!' | '^');
@@ -126,6 +136,29 @@ pub(super) fn parse_glob(seg: &str) -> Vec<GlobEl> {
         i += 1;
     }
     out
+}
+
+/// Where the bracket expression opening at `chars[open]` ends, when it holds a `[:…:]`,
+/// `[=…=]` or `[.….]` (read as sh reads them: the `]` inside such a part does not close it).
+fn class_bracket_end(chars: &[char], open: usize) -> Option<usize> {
+    let mut j = open + 1;
+    if matches!(chars.get(j), Some('!' | '^')) {
+        j += 1;
+    }
+    let start = j;
+    let mut has_class = false;
+    while j < chars.len() {
+        match (chars[j], chars.get(j + 1)) {
+            ('[', Some(&d @ (':' | '=' | '.'))) => {
+                let end = (j + 2..chars.len().saturating_sub(1)).find(|&k| chars[k] == d && chars[k + 1] == ']')?;
+                has_class = true;
+                j = end + 2;
+            }
+            (']', _) if j > start => return has_class.then_some(j),
+            _ => j += 1,
+        }
+    }
+    None
 }
 
 pub(super) fn glob_match(els: &[GlobEl], s: &[char]) -> bool {

@@ -72,10 +72,10 @@ impl ReadOnlyCommands {
             Ok(parts) => parts,
             Err(why) => return Some(why),
         };
-        parts.iter().find_map(|p| self.part_refusal(p))
+        parts.iter().find_map(|p| self.part_refusal(p, cmd))
     }
 
-    fn part_refusal(&self, p: &Simple) -> Option<String> {
+    fn part_refusal(&self, p: &Simple, cmd: bool) -> Option<String> {
         let texts: Vec<String> = p.words.iter().map(|w| w.text.clone()).collect();
         let norm = match normalize(&texts) {
             Ok(norm) => norm,
@@ -104,7 +104,9 @@ impl ReadOnlyCommands {
         let plain_script = script.filter(|&i| plain.get(..=i) == texts.get(..=i));
         let plain = plain.iter().enumerate().filter(|(i, _)| Some(*i) != plain_script).map(|(_, w)| w);
         let inputs = p.inputs.iter().map(|w| &w.text);
-        if let Some(leave) = sh.chain(plain).chain(inputs).find_map(|w| leaving_word(w)) {
+        // Under cmd.exe a `'` is no quote: the words as Windows programs split them too.
+        let windows = if cmd { words_cmd(&p.raw) } else { Vec::new() };
+        if let Some(leave) = sh.chain(plain).chain(inputs).chain(windows.iter()).find_map(|w| leaving_word(w)) {
             return Some(format!("an argument leaves the working directory ({leave})"));
         }
         None

@@ -461,3 +461,62 @@ fn glob_expansion_to_dots() {
         assert!(!glob_can_match_dots(g), "{g}");
     }
 }
+
+#[tokio::test]
+async fn a_posix_class_in_a_glob_is_taken_to_match_anything() {
+    // dash lists `.` and `..` for a glob that starts with a dot: `.[[:punct:]]` is `..` there.
+    let cwd = tempfile::tempdir().unwrap();
+    let ro = ReadOnlyCommands::new(["cat", "ls", "grep"].map(String::from).to_vec()).unwrap();
+    for (line, pat) in [
+        ("cat .[[:punct:]]/secret.txt", "cat"),
+        ("cat .[[:punct:]]/.[[:punct:]]/etc/passwd", "cat"),
+        ("grep -r SECRET .[[:punct:]]", "grep"),
+        ("ls .[[=.=]]", "ls"),
+        ("ls .[[.-.]]", "ls"),
+    ] {
+        let e = check_command(line, Some(&[s(pat)]), &[], Some("sh"), Some(cwd.path())).await.unwrap_err();
+        assert!(e.message.contains("can expand to `..`"), "{line}: {}", e.message);
+        assert!(ro.needs_approval(line), "{line}");
+    }
+    // And to an option: `[[:punct:]]*` expands to `-n` (refused, here as a glob taken to reach
+    // `..` too).
+    std::fs::write(cwd.path().join("-n"), "").unwrap();
+    let e = check_command("cat [[:punct:]]*", Some(&[s("cat")]), &[], Some("sh"), Some(cwd.path())).await.unwrap_err();
+    assert_eq!(e.code, Code::CommandRefused, "{}", e.message);
+    let e = check_command("cat x[[:punct:]]*", Some(&[s("cat")]), &[], Some("sh"), Some(cwd.path())).await;
+    assert!(e.is_ok(), "a glob that starts with x expands to no option and no `..`");
+    allowed("cat [ab].txt", &[s("cat")]).await;
+}
+
+#[tokio::test]
+async fn under_cmd_exe_single_quotes_do_not_hide_a_path() {
+    // Neither cmd.exe nor a Windows program takes `'` for a quote.
+    let ro = ReadOnlyCommands::new(vec!["cat".into()]).unwrap();
+    for line in ["cat 'x ..\\.env 'y", "cat 'x \\\\host\\share\\f 'y"] {
+        let e = check_command(line, Some(&[s("cat")]), &[], Some("cmd.exe"), None).await.unwrap_err();
+        assert!(e.message.contains("leaves the working directory"), "{line}: {}", e.message);
+        assert!(ro.refusal_in(line, true).is_some(), "{line}");
+    }
+    check_command("cat \"a b.txt\"", Some(&[s("cat")]), &[], Some("cmd.exe"), None).await.unwrap();
+}
+
+#[tokio::test]
+async fn deny_reads_each_quote_blind_part_too_and_skips_reserved_words() {
+    let deny = [s("rm -rf")];
+    for line in [
+        "cat <<E\\\nF\nbody\nEF\n'rm' -rf victim",
+        "cat <<\"E\\F\"\nbody\nE\\F\n'rm' -rf victim\nEF",
+        "echo $(cat <<E\nbody\nE)\n'rm' -rf victim\nE",
+        "cat <<$(x)\nbody\n$(x)\n'rm' -rf victim\n$",
+        "cat <<$'E\\x41'\nbody\nEA\n'rm' -rf victim\n$E\\x41",
+        "echo $'\\' ; r\\m -rf victim #'",
+        "! rm -rf victim",
+        "{ rm -rf victim; }",
+        "if :; then rm -rf victim; fi",
+        "X=1 'rm' -rf victim",
+    ] {
+        let e = check_command(line, None, &deny, Some("sh"), None).await.unwrap_err();
+        assert_eq!(e.code, Code::CommandRefused, "{line:?}");
+    }
+    check_command("echo '! rm -rf x' done", None, &deny, Some("sh"), None).await.unwrap();
+}
