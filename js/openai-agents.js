@@ -84,8 +84,7 @@ class CorralSandboxSession {
   constructor(fs, ops, shell, rules, manifest) {
     this.fs = fs;
     this.ops = ops;
-    this.root = manifest.root;
-    sandboxRoot(this.root); // A manifest root that is not absolute is refused here.
+    this.root = sandboxRoot(manifest.root); // A manifest root that is not absolute is refused here.
     this.state = { manifest, environment: {} };
     this.commands = shell === undefined ? undefined : new Commands(shell, rules);
     this.sessions = new Map();
