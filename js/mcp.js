@@ -41,17 +41,14 @@ const FLAGS = {
 function parse(argv) {
   const { flags: f, positional } = parseFlags(argv, FLAGS);
   if (positional.length) throw new Error(`unexpected argument '${positional[0]}'`);
-  if (f['--tools'] !== undefined && f['--tools'] !== 'default' && f['--tools'] !== 'all') {
-    throw new Error(`--tools must be default or all, not '${f['--tools']}'`);
-  }
   return {
     root: f['--root'],
     allow: f['--allow'] ?? [],
     deny: f['--deny'] ?? [],
     clientApproves: f['--client-approves'] === true,
     readOnly: f['--read-only'] === true,
-    tools: f['--tools'] ?? 'default',
-    sandbox: f['--sandbox'] ?? 'none',
+    // Which tools the flags give is the core's (`mcpPlan`); a bad value is refused there.
+    plan: addon.mcpPlan(f['--tools'] ?? null, f['--sandbox'] ?? null, f['--image'] ?? null, f['--read-only'] === true),
     image: f['--image'],
     help: f['--help'] === true || f['-h'] === true,
     version: f['--version'] === true,
@@ -61,24 +58,18 @@ function parse(argv) {
 /** The tools a server with these options offers; `onProgress` hears a running command's output. */
 function toolsFor(o, onProgress) {
   const workspace = new corral.NodeWorkspace({ root: o.root });
-  const include = o.tools === 'all' ? addon.extraFsTools() : [];
+  const { include, sandbox, background } = o.plan;
   const fsTools = corral.createFsTools(workspace, { readOnly: o.readOnly, readImages: true, include });
-  if (o.readOnly) return fsTools;
-  let shell = workspace;
-  if (o.sandbox === 'linux') {
-    shell = new corral.SandboxShell(new corral.LinuxSandbox(), { cwd: workspace.root });
-  } else if (o.sandbox === 'docker') {
-    if (!o.image) throw new Error('--sandbox docker needs --image IMAGE');
-    shell = new corral.SandboxShell(new corral.SubprocessSandbox({ image: o.image }), { cwd: workspace.root });
-  } else if (o.sandbox !== 'none') {
-    throw new Error(`--sandbox must be none, linux or docker, not '${o.sandbox}'`);
-  }
+  if (sandbox === null) return fsTools;
+  const shell = {
+    none: () => workspace,
+    linux: () => new corral.SandboxShell(new corral.LinuxSandbox(), { cwd: workspace.root }),
+    docker: () => new corral.SandboxShell(new corral.SubprocessSandbox({ image: o.image }), { cwd: workspace.root }),
+  }[sandbox]();
   // Who approves a command is the core's (--allow runs unasked, --deny is refused, any other
   // is asked): the shell tool gets no `allow`, so a command --allow does not match is put to
   // the user, not refused.
   const policy = corral[Symbol.for('corral.internal')].mcpPolicy(shell, o.allow, o.deny, o.clientApproves);
-  // With --tools all, the shell runs commands in the background too.
-  const background = o.tools === 'all';
   const shellTools = corral.createShellTool(shell, {
     deny: o.deny,
     needsApproval: (command) => policy.needsApproval(command),
@@ -188,7 +179,7 @@ async function serve(argv) {
     p.send({ method: 'notifications/progress', params: { progressToken: p.token, progress: p.count, message: text.slice(0, 2000) } }).catch(() => {});
   };
   const tools = toolsFor(o, onProgress);
-  const warning = addon.mcpAllowWarning(o.allow, o.readOnly, o.sandbox);
+  const warning = addon.mcpAllowWarning(o.allow, o.plan.sandbox);
   if (warning) console.error(warning);
   const byName = new Map(tools.map((t) => [t.name, t]));
   // The user is told the root's name, never its host path.

@@ -106,16 +106,32 @@ pub fn session_of(ctx: Value) -> String {
     Ctx::from_json(&ctx, None).map_or_else(|_| tools::DEFAULT_SESSION.to_string(), |c| c.session_id)
 }
 
-/// The tools `createFsTools`'s `include` can add, in the core's order.
-#[napi(catch_unwind)]
-pub fn extra_fs_tools() -> Vec<&'static str> {
-    tools::EXTRA_TOOLS.to_vec()
+/// `corral mcp`'s tools for its flags: `{ include, sandbox: 'none' | 'linux' | 'docker' | null,
+/// background }`; a bad flag is an error with the message to show.
+#[napi(
+    catch_unwind,
+    ts_return_type = "{ include: string[]; sandbox: 'none' | 'linux' | 'docker' | null; background: boolean }"
+)]
+pub fn mcp_plan(
+    tools: Option<String>,
+    sandbox: Option<String>,
+    image: Option<String>,
+    read_only: bool,
+) -> napi::Result<Value> {
+    let plan = corral_core::shell::approval::McpPlan::from_flags(
+        tools.as_deref(),
+        sandbox.as_deref(),
+        image.as_deref(),
+        read_only,
+    )
+    .map_err(napi::Error::from_reason)?;
+    Ok(json!({ "include": plan.include, "sandbox": plan.sandbox, "background": plan.background }))
 }
 
 /// `corral mcp`'s start-up warning about `--allow` entries that run workspace code, if any.
 #[napi(catch_unwind)]
-pub fn mcp_allow_warning(allow: Vec<String>, read_only: bool, sandbox: String) -> Option<String> {
-    corral_core::shell::approval::allow_warning(&allow, read_only, &sandbox)
+pub fn mcp_allow_warning(allow: Vec<String>, sandbox: Option<String>) -> Option<String> {
+    corral_core::shell::approval::allow_warning(&allow, sandbox.as_deref())
 }
 
 /// The MCP `annotations` of a tool, by its name.

@@ -225,12 +225,53 @@ const SCRIPT_RUNNERS: &[&str] = &[
     "ts-node",
 ];
 
+/// What `corral mcp` serves for its `--tools`, `--sandbox`, `--image` and `--read-only` flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpPlan {
+    /// The file tools added after the six (`--tools all`: every extra one).
+    pub include: Vec<&'static str>,
+    /// Where commands run: `None` with `--read-only` (no shell tool), else `"none"` (the
+    /// workspace itself), `"linux"` or `"docker"`.
+    pub sandbox: Option<&'static str>,
+    /// The shell runs commands in the background too (`--tools all`).
+    pub background: bool,
+}
+
+impl McpPlan {
+    /// The plan for the flags (`None`: not given), or why they do not make one.
+    pub fn from_flags(
+        tools: Option<&str>,
+        sandbox: Option<&str>,
+        image: Option<&str>,
+        read_only: bool,
+    ) -> Result<McpPlan, String> {
+        let all = match tools.unwrap_or("default") {
+            "default" => false,
+            "all" => true,
+            other => return Err(format!("--tools must be default or all, not '{other}'")),
+        };
+        let sandbox = match sandbox.unwrap_or("none") {
+            "none" => "none",
+            "linux" => "linux",
+            "docker" if image.is_none() => return Err("--sandbox docker needs --image IMAGE".to_string()),
+            "docker" => "docker",
+            other => return Err(format!("--sandbox must be none, linux or docker, not '{other}'")),
+        };
+        Ok(McpPlan {
+            include: if all { crate::tools::EXTRA_TOOLS.to_vec() } else { Vec::new() },
+            sandbox: (!read_only).then_some(sandbox),
+            background: all && !read_only,
+        })
+    }
+}
+
 /// `corral mcp`'s start-up warning (for its standard error, never the tool's description): an
 /// `--allow` entry for a script runner lets the model run anything when it can also write the
-/// files that runner reads (`npm test` after `apply_patch` rewrote `package.json`). `None` with
-/// `--read-only` or a sandbox, or when no entry runs scripts.
-pub fn allow_warning(allow: &[String], read_only: bool, sandbox: &str) -> Option<String> {
-    if read_only || sandbox != "none" {
+/// files that runner reads (`npm test` after `apply_patch` rewrote `package.json`). `None`
+/// without a shell (`--read-only`: `McpPlan::sandbox` is `None`) or in a sandbox, or when no
+/// entry runs scripts.
+pub fn allow_warning(allow: &[String], sandbox: Option<&str>) -> Option<String> {
+    if sandbox != Some("none") {
         return None;
     }
     let runners: Vec<&String> =
@@ -247,14 +288,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_mcp_flags_make_one_plan_or_say_what_is_wrong() {
+        let plan = McpPlan::from_flags(None, None, None, false).unwrap();
+        assert_eq!(plan, McpPlan { include: vec![], sandbox: Some("none"), background: false });
+        let all = McpPlan::from_flags(Some("all"), Some("linux"), None, false).unwrap();
+        assert_eq!((all.include.len(), all.sandbox, all.background), (6, Some("linux"), true));
+        // --read-only: no shell, and no background.
+        let ro = McpPlan::from_flags(Some("all"), None, None, true).unwrap();
+        assert_eq!((ro.sandbox, ro.background, ro.include.len()), (None, false, 6));
+        for (tools, sandbox, image, why) in [
+            (Some("most"), None, None, "--tools must be default or all, not 'most'"),
+            (None, Some("vm"), None, "--sandbox must be none, linux or docker, not 'vm'"),
+            (None, Some("docker"), None, "--sandbox docker needs --image IMAGE"),
+        ] {
+            assert_eq!(McpPlan::from_flags(tools, sandbox, image, false).unwrap_err(), why);
+        }
+        assert_eq!(McpPlan::from_flags(None, Some("docker"), Some("alpine"), false).unwrap().sandbox, Some("docker"));
+    }
+
+    #[test]
     fn a_script_runner_allowed_beside_the_file_tools_is_warned_about_unless_read_only_or_sandboxed() {
         let allow = vec!["git status".to_string(), "npm test".to_string()];
-        let w = allow_warning(&allow, false, "none").unwrap();
+        let w = allow_warning(&allow, Some("none")).unwrap();
         assert!(w.contains("'npm test'") && w.contains("--read-only") && w.contains("--sandbox linux"), "{w}");
         assert!(!w.contains("git status"), "{w}");
-        assert_eq!(allow_warning(&allow, true, "none"), None);
-        assert_eq!(allow_warning(&allow, false, "linux"), None);
-        assert_eq!(allow_warning(&["git status".to_string()], false, "none"), None);
+        assert_eq!(allow_warning(&allow, None), None);
+        assert_eq!(allow_warning(&allow, Some("linux")), None);
+        assert_eq!(allow_warning(&["git status".to_string()], Some("none")), None);
     }
 
     #[test]
