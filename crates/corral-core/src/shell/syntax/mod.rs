@@ -19,7 +19,8 @@ mod lex;
 pub mod placeholders;
 mod quotes;
 mod reading;
-#[cfg(test)]
+// The differential test runs bash and dash.
+#[cfg(all(test, unix))]
 mod tests;
 
 pub use placeholders::{check, Refusal, Why, MAX_DEPTH};
