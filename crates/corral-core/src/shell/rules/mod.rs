@@ -305,43 +305,27 @@ async fn rule_matches(line: &str, command: &str, args: &Option<Arc<dyn ArgsPredi
 /// every simple command the shell-syntax reader finds, at any depth (inside `$(…)`, `(…)` and
 /// backticks too), as its text and as its words joined by spaces. A part either reading yields
 /// is checked, so `deny` is never weaker than the quote-blind split.
-fn deny_parts(line: &str) -> Vec<String> {
+fn deny_parts(line: &str, reading: &Reading) -> Vec<String> {
     let blind: Vec<String> =
         line.split([';', '&', '|', '\n', '\r']).map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect();
     let mut parts = blind.clone();
-    let mut add = |part: String| {
-        if !part.is_empty() && !parts.contains(&part) {
-            parts.push(part);
+    let mut add = |c: &crate::shell::syntax::Command| {
+        let joined =
+            |words: &[crate::shell::syntax::Arg]| words.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" ");
+        for part in [joined(&c.words), joined(c.program_words()), c.raw.clone()] {
+            if !part.is_empty() && !parts.contains(&part) {
+                parts.push(part);
+            }
         }
     };
-    // The reader over the whole line, and over each blind part too: where the two disagree on
-    // where a here-document ends or what `$'…'` is (dash has none), one of them sees the command.
-    for text in std::iter::once(line).chain(blind.iter().map(String::as_str)) {
-        for c in crate::shell::syntax::read(text).commands {
-            add(c.words.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" "));
-            add(command_words(&c).join(" "));
-            add(c.raw);
-        }
+    // The reader over the whole line (`reading`), and over each blind part too: where the two
+    // disagree on where a here-document ends or what `$'…'` is (dash has none), one of them sees
+    // the command.
+    reading.commands.iter().for_each(&mut add);
+    for part in &blind {
+        crate::shell::syntax::read(part).commands.iter().for_each(&mut add);
     }
     parts
-}
-
-/// A simple command's words from its program on: reserved words (`!`, `{`, `if`, `then`, …)
-/// and assignments before it left out.
-fn command_words(c: &crate::shell::syntax::Command) -> Vec<&str> {
-    const LEADING: &[&str] =
-        &["!", "{", "}", "(", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "time"];
-    let lead = c
-        .words
-        .iter()
-        .take_while(|w| {
-            (!w.quoted && LEADING.contains(&w.text.as_str()))
-                || w.text.split_once('=').is_some_and(|(name, _)| {
-                    !name.is_empty() && name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-                })
-        })
-        .count();
-    c.words[lead..].iter().map(|w| w.text.as_str()).collect()
 }
 
 /// Checks a command line against `deny`, then `allow` (when given). `shell` is the provider's
@@ -356,8 +340,10 @@ pub async fn check_command(
     shell: Option<&str>,
     cwd: Option<&Path>,
 ) -> Result<()> {
+    // One reading of the line serves deny and allow.
+    let reading = crate::shell::syntax::read(command);
     if !deny.is_empty() {
-        let parts = deny_parts(command);
+        let parts = deny_parts(command, &reading);
         for pattern in deny {
             let hit = match pattern {
                 CommandPattern::Regex(m) => match m.is_match(command) {
@@ -390,7 +376,6 @@ pub async fn check_command(
     let Some(allow) = allow else { return Ok(()) };
     let cmd = is_cmd_shell(shell);
     // A line the reader cannot be certain of is allowed by no pattern.
-    let reading = crate::shell::syntax::read(command);
     if let Some(m) = reading.uncertain().filter(|_| !cmd) {
         return Err(refused(format!(
             "`{}` — {}: the shell may read its words otherwise than the check does.",

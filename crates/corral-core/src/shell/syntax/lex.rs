@@ -197,7 +197,7 @@ impl Scan {
             Some(Case::Pattern) => {}
             _ => {
                 if !w.quoted && command_position(&l.words) {
-                    if matches!(w.text.as_str(), "case" | "[[" | "for" | "select" | "coproc" | "function")
+                    if matches!(w.text.as_str(), "case" | "[[" | "for" | "select" | "coproc")
                         || super::commands::RESERVED.contains(&w.text.as_str())
                     {
                         self.mark(Construct::Compound(w.text.clone()));

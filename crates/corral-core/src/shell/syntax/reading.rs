@@ -34,6 +34,22 @@ pub struct Command {
     pub op: &'static str,
 }
 
+impl Command {
+    /// Its words from the program on: reserved words (`!`, `{`, `if`, …) and assignments before
+    /// it left out.
+    pub fn program_words(&self) -> &[Arg] {
+        let lead = self
+            .words
+            .iter()
+            .take_while(|w| {
+                (!w.quoted && super::commands::RESERVED.contains(&w.text.as_str()))
+                    || super::commands::assignment(&w.text).is_some()
+            })
+            .count();
+        &self.words[lead..]
+    }
+}
+
 /// A construct of the line whose effect its words do not show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Construct {
