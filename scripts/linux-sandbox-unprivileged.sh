@@ -29,6 +29,8 @@ cd "$DIR"
 run() { setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" HOME="$DIR" TMPDIR="$DIR" ./tests "$@"; }
 # Every LinuxSandbox test (the root-only attacks aside); the attacks with and without Landlock.
 run sandbox::linux --include-ignored --skip as_root
+# The keeper: where commands come from, and that they end with it.
+run sandbox::session --include-ignored
 # Every command of a NodeWorkspace ends with its owner where no control group can be made too
 # (its process group, then).
 run shell::exec::tests::every_command_ends_with_its_owner_however_the_owner_ends --include-ignored --exact

@@ -59,9 +59,10 @@ if [ "$(id -u)" = 0 ]; then
   cargo test -p corral-core --lib shell::exec::tests::every_command_ends_with_its_owner_however_the_owner_ends -- --ignored --exact
 fi
 
-echo "== cargo test (LinuxSandbox: escapes and attacks, as $(id -un), the attacks with and without Landlock)"
+echo "== cargo test (LinuxSandbox and its keeper: escapes and attacks, as $(id -un), the attacks with and without Landlock)"
 if unshare --user --mount --pid --net --fork true 2>/dev/null || { [ "$(id -u)" = 0 ] && unshare --mount --pid --net --fork true 2>/dev/null; }; then
   cargo test -p corral-core --lib sandbox::linux -- --ignored
+  cargo test -p corral-core --lib sandbox::session -- --ignored
 else
   echo "skipped: this kernel gives no namespaces for LinuxSandbox"
 fi

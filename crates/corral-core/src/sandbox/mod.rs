@@ -25,6 +25,8 @@ mod noop;
 pub use docker::check_broker;
 mod owner;
 pub mod protect;
+#[cfg(target_os = "linux")]
+pub mod session;
 mod wire;
 
 #[cfg(all(test, unix))]

@@ -1,18 +1,16 @@
 //! `LinuxSandbox`: a `SandboxAdapter` built on the kernel's own isolation — namespaces, a
 //! read-only view of the host with the working directory writable, seccomp, rlimits and control
-//! groups — with no daemon and no helper binary.
+//! groups — with no daemon.
 //!
-//! Why set-up in the forked child rather than a helper executable: the child's work is a fixed
-//! list of raw syscalls on data prepared before the fork (`child::Plan`), which is safe in a
-//! multi-threaded parent, and it costs one extra fork instead of starting and loading a second
-//! program for every command (see the figures in docs/sandboxes.md). A helper would also have to be built and
-//! shipped in every platform package.
+//! This side decides everything a command gets and prepares it as a plan (`child::Plan`, in
+//! crates/corral-keeper): paths checked and resolved, descriptors opened, the seccomp filter
+//! compiled. The keeper (`sandbox/session`), a small program started once, forks and carries the
+//! plan out with raw syscalls, so no command costs a fork of Node.
 
-mod child;
-mod forward;
-mod landlock;
 mod seccomp;
 mod userns;
+
+use corral_keeper::{child, landlock};
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -199,7 +197,7 @@ pub struct LinuxSandbox {
     options: LinuxSandboxOptions,
     probe: Probe,
     /// The seccomp filter, built once: every run installs the same one.
-    seccomp: Vec<seccompiler::BpfProgram>,
+    seccomp: Vec<Vec<libc::sock_filter>>,
     broker: Option<Arc<dyn EgressBroker>>,
     /// The broker's listener for this sandbox (its URL and port), made on the first run.
     egress: tokio::sync::Mutex<Option<(String, u16)>>,
@@ -247,7 +245,12 @@ impl LinuxSandbox {
             ));
         }
         let userns = if probe.root { root_namespace(&options)? } else { None };
-        let seccomp = seccomp::filter(options.allow_unix_sockets)?;
+        let seccomp = seccomp::filter(options.allow_unix_sockets)?
+            .into_iter()
+            .map(|prog| {
+                prog.into_iter().map(|f| libc::sock_filter { code: f.code, jt: f.jt, jf: f.jf, k: f.k }).collect()
+            })
+            .collect();
         Ok(LinuxSandbox { options, probe, seccomp, broker: None, egress: Default::default(), userns })
     }
 
@@ -280,12 +283,12 @@ impl LinuxSandbox {
 
     /// The child's plan for one request, and the descriptors it refers to (held until the run
     /// ends); and what `protect` named in each writable tree when it started.
-    fn plan(
+    pub(crate) fn plan(
         &self,
         req: &SandboxRequest,
         memory: Option<&Cgroup>,
         forward: Option<u16>,
-    ) -> Result<(child::Plan, Vec<super::protect::Watch>)> {
+    ) -> Result<(child::Plan, Vec<OwnedFd>, Vec<super::protect::Watch>)> {
         let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
         let cwd = PathBuf::from(&req.cwd);
         if !mount.is_absolute() || !mount.is_dir() {
@@ -380,15 +383,15 @@ impl LinuxSandbox {
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| Error::new(Code::Io, format!("LinuxSandbox: cannot stat a writable path ({e}).")))?;
         // As root: the writable trees idmapped through the command's namespace, made here.
-        let mut userns = self.userns.as_ref();
+        // Without them (allowWeaker where idmapping fails) the command does not enter the namespace
+        // either (`run` sends it with the trees only).
         let mut owned_trees: Vec<OwnedFd> = Vec::new();
-        if let Some(ns) = userns {
+        if let Some(ns) = self.userns.as_ref() {
             for d in &dirs {
                 match userns::tree(d.as_raw_fd(), Some(ns)) {
                     Ok(t) => owned_trees.push(t),
                     Err(_) if self.options.allow_weaker => {
                         owned_trees.clear();
-                        userns = None;
                         break;
                     }
                     Err(e) => {
@@ -450,6 +453,10 @@ impl LinuxSandbox {
         if let (Some(n), None) = (l.memory_bytes, memory) {
             rlimits.push((libc::RLIMIT_AS, n));
         }
+        let rlimits = rlimits
+            .into_iter()
+            .map(|(r, soft)| (r, soft, super::limits::hard_limit(r == libc::RLIMIT_CPU, soft)))
+            .collect();
         // The directories between each writable tree and a protected or hidden path inside it.
         let inner: Vec<PathBuf> = protect
             .iter()
@@ -470,9 +477,9 @@ impl LinuxSandbox {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let plan = child::Plan {
             user_ns: !self.probe.root,
-            userns: userns.map(|n| n.as_raw_fd()),
-            trees: owned_trees.iter().map(|t| t.as_raw_fd()).collect(),
-            owned_trees,
+            // Indices into the descriptors sent with the plan, set by the keeper's client.
+            userns: None,
+            trees: Vec::new(),
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
             devices,
@@ -493,7 +500,19 @@ impl LinuxSandbox {
             forward,
             landlock: self.probe.landlock.map(landlock::Plan::new),
         };
-        Ok((plan, watch))
+        Ok((plan, owned_trees, watch))
+    }
+}
+
+impl LinuxSandbox {
+    /// As root, the namespace a command enters: only with the idmapped trees the plan made.
+    pub(crate) fn userns_for(&self, trees: &[OwnedFd]) -> Result<Option<OwnedFd>> {
+        match (&self.userns, trees.is_empty()) {
+            (Some(ns), false) => {
+                Ok(Some(ns.try_clone().map_err(|e| Error::new(Code::Io, format!("LinuxSandbox: {e}")))?))
+            }
+            _ => Ok(None),
+        }
     }
 }
 
@@ -560,23 +579,26 @@ impl SandboxAdapter for LinuxSandbox {
             None => None,
         };
         let forward = self.egress().await?;
-        let (plan, watch) = self.plan(&req, memory.as_ref(), forward)?;
+        let (plan, trees, watch) = self.plan(&req, memory.as_ref(), forward)?;
+        let userns = self.userns_for(&trees)?;
         let mut env = req.env.clone();
         if let Some(port) = forward {
             env.extend(super::proxy_env(&format!("http://127.0.0.1:{port}"), "localhost,127.0.0.1"));
         }
-        let plan = Arc::new(plan);
-        let p2 = plan.clone();
+        let keeper = crate::sandbox::session::Keeper::shared()
+            .map_err(|e| Error::new(Code::Io, format!("LinuxSandbox: could not start its keeper process ({e}).")))?;
         let pids_refused = Arc::new(AtomicU64::new(0));
         let isolation = Isolation {
-            pre_exec: Some(Box::new(move || child::enter(&p2))),
+            launch: Some(Box::new(move |launch| {
+                Box::pin(async move { keeper.spawn(launch, plan, userns, trees).await })
+            })),
             pids_max: limits.pids,
             pids_unlimited: Some(Arc::new(AtomicBool::new(false))),
             pids_refused: Some(pids_refused.clone()),
             capture_bytes: req.capture_bytes,
             input: req.input,
             // The namespace's init carries a parent-death signal, and every process goes with it
-            // (and with this process: the owner guard kills the first one, `exec/guard.rs`).
+            // (and with this process: the keeper ends with it, `sandbox/session`).
             end_with_shell: false,
         };
         let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);

@@ -14,7 +14,7 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use super::child::{mount_setattr_fd, MOUNT_ATTR_IDMAP, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID};
+use corral_keeper::child::{mount_setattr_fd, MOUNT_ATTR_IDMAP, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID};
 
 fn last() -> io::Error {
     io::Error::last_os_error()
@@ -112,7 +112,7 @@ pub(super) fn tree(dir: libc::c_int, userns: Option<&OwnedFd>) -> io::Result<Own
 /// Whether an idmapped tree can be made of `path` (the kernel has idmapped mounts, and `path`'s
 /// file system supports them).
 pub(super) fn can_idmap(path: &CStr, userns: &OwnedFd) -> io::Result<()> {
-    let dir = super::child::open_dir_nofollow(path)?;
+    let dir = corral_keeper::child::open_dir_nofollow(path)?;
     // SAFETY: a descriptor open_dir_nofollow just gave us.
     let dir = unsafe { OwnedFd::from_raw_fd(dir) };
     tree(dir.as_raw_fd(), Some(userns)).map(drop)

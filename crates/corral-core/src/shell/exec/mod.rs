@@ -19,6 +19,8 @@ mod capture;
 pub mod cgroup;
 mod env;
 pub mod guard;
+#[cfg(unix)]
+pub mod launch;
 mod options;
 mod process;
 

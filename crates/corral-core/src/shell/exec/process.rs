@@ -29,11 +29,18 @@ struct TreeGuard {
     pid: Option<u32>,
     armed: bool,
     tasks: Vec<AbortHandle>,
+    /// A launched command's own kill (its launcher signals the group it has not reaped yet).
+    kill: Option<Killer>,
 }
+
+type Killer = Arc<dyn Fn() + Send + Sync>;
 
 impl Drop for TreeGuard {
     fn drop(&mut self) {
         if self.armed {
+            if let Some(kill) = &self.kill {
+                kill();
+            }
             if let Some(pid) = self.pid {
                 kill_tree_now(pid);
             }
@@ -67,7 +74,7 @@ fn kill_tree_now(pid: u32) {
 fn kill_tree_now(_pid: u32) {}
 
 /// Kills the whole tree and the shell itself.
-async fn kill_tree(pid: Option<u32>, child: &mut Child) {
+async fn kill_tree(pid: Option<u32>, child: &mut Proc) {
     #[cfg(windows)]
     if let Some(pid) = pid {
         let mut taskkill = Command::new("taskkill");
@@ -83,7 +90,7 @@ async fn kill_tree(pid: Option<u32>, child: &mut Child) {
     if let Some(pid) = pid {
         kill_tree_now(pid);
     }
-    let _ = child.start_kill();
+    child.start_kill();
 }
 
 #[cfg(unix)]
@@ -145,6 +152,98 @@ enum Outcome {
     Aborted,
 }
 
+/// The command's first process: this process's child, or one a launcher started.
+enum Proc {
+    Child(Child),
+    #[cfg(unix)]
+    Launched {
+        exit: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<i32>> + Send>>,
+        status: Option<ExitStatus>,
+        kill: Killer,
+    },
+}
+
+type Reader = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+impl Proc {
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Proc::Child(c) => c.wait().await,
+            #[cfg(unix)]
+            Proc::Launched { exit, status, .. } => {
+                if let Some(s) = status {
+                    return Ok(*s);
+                }
+                use std::os::unix::process::ExitStatusExt;
+                let s = ExitStatus::from_raw(exit.as_mut().await?);
+                *status = Some(s);
+                Ok(s)
+            }
+        }
+    }
+
+    fn start_kill(&mut self) {
+        match self {
+            Proc::Child(c) => {
+                let _ = c.start_kill();
+            }
+            #[cfg(unix)]
+            Proc::Launched { kill, .. } => kill(),
+        }
+    }
+}
+
+/// The started command: its first process, its pipes, its pid.
+struct Started {
+    proc: Proc,
+    pid: Option<u32>,
+    stdin: Option<Writer>,
+    stdout: Option<Reader>,
+    stderr: Option<Reader>,
+    kill: Option<Killer>,
+}
+
+/// Starts `cmd` as this process's child.
+fn spawn_child(mut cmd: Command) -> Result<Started> {
+    let mut child = cmd.spawn().map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
+    let pid = child.id();
+    let stdin = child.stdin.take().map(|p| Box::new(p) as Writer);
+    let stdout = child.stdout.take().map(|p| Box::new(p) as Reader);
+    let stderr = child.stderr.take().map(|p| Box::new(p) as Reader);
+    Ok(Started { proc: Proc::Child(child), pid, stdin, stdout, stderr, kill: None })
+}
+
+/// Starts the command through `launch`.
+#[cfg(unix)]
+async fn spawn_launched(
+    launch: super::launch::Launcher,
+    command: &str,
+    env: &BTreeMap<String, String>,
+    stdin: bool,
+    cgroups: Vec<std::ffi::CString>,
+) -> Result<Started> {
+    use tokio::net::unix::pipe;
+    let argv = vec!["sh".to_string(), "-c".to_string(), command.to_string()];
+    let req = super::launch::LaunchRequest { argv, env: env.clone(), stdin, cgroups };
+    let l = launch(req).await.map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
+    let io = |e: std::io::Error| Error::new(Code::Io, format!("Could not start the command: {e}"));
+    let stdin = match l.stdin {
+        Some(fd) => Some(Box::new(pipe::Sender::from_owned_fd(fd).map_err(io)?) as Writer),
+        None => None,
+    };
+    let stdout = Box::new(pipe::Receiver::from_owned_fd(l.stdout).map_err(io)?) as Reader;
+    let stderr = Box::new(pipe::Receiver::from_owned_fd(l.stderr).map_err(io)?) as Reader;
+    Ok(Started {
+        proc: Proc::Launched { exit: l.exit, status: None, kill: l.kill.clone() },
+        pid: Some(l.pid),
+        stdin,
+        stdout: Some(stdout),
+        stderr: Some(stderr),
+        kill: Some(l.kill),
+    })
+}
+
 /// Runs `command` with the platform shell in `cwd` (a host path already confined by the caller)
 /// with exactly `env`. Resolves for a non-zero exit, a timeout or a cancel; fails only when the
 /// command could not be started.
@@ -163,11 +262,10 @@ pub async fn run_shell_command(
     run_shell_command_with(command, cwd, env, stdin, timeout_ms, cancel, on_output, isolation).await
 }
 
-/// Code a sandbox runs in the child between fork and exec (raw syscalls only: the parent is
-/// multi-threaded), the limits of the command's control group, and how much output is held.
+/// How a sandbox starts the command (its launcher), the limits of the command's control group,
+/// and how much output is held.
 #[derive(Default)]
 pub struct Isolation {
-    pub pre_exec: Option<Box<dyn FnMut() -> std::io::Result<()> + Send + Sync + 'static>>,
     /// `pids.max` of the command's control group.
     pub pids_max: Option<u64>,
     /// Set when the group could not take the pids limit.
@@ -180,6 +278,9 @@ pub struct Isolation {
     pub input: Option<crate::shell::Input>,
     /// Kill what the shell left running when it exits (`ExecOptions::end_with_shell`).
     pub end_with_shell: bool,
+    /// Another process starts the command (LinuxSandbox's keeper) instead of a fork of this one.
+    #[cfg(unix)]
+    pub launch: Option<super::launch::Launcher>,
 }
 
 /// `run_shell_command` with a sandbox's set-up in the child.
@@ -231,24 +332,24 @@ pub async fn run_shell_command_with(
             flag.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
-    if let Some(setup) = isolation.pre_exec {
-        // SAFETY: the sandbox's set-up makes raw syscalls only, on data prepared before the fork.
-        #[cfg(unix)]
-        unsafe {
-            cmd.pre_exec(setup);
-        }
-        // Only the Linux sandbox sets one up; no caller reaches this elsewhere.
-        #[cfg(not(unix))]
-        {
-            drop(setup);
-            return Err(Error::new(Code::Io, "A sandbox set-up in the child needs a unix system."));
-        }
-    }
     // The owner guard runs before the command does, so its registration is one write.
     super::guard::running();
-    let mut child = cmd.spawn().map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
-    let pid = child.id();
-    let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new() };
+    #[cfg(unix)]
+    let started = match isolation.launch {
+        Some(launch) => {
+            #[cfg(target_os = "linux")]
+            let cgroups: Vec<std::ffi::CString> = cgroup.iter().map(|g| g.procs_path()).collect();
+            #[cfg(not(target_os = "linux"))]
+            let cgroups = Vec::new();
+            spawn_launched(launch, command, env, stdin.is_some() || input.is_some(), cgroups).await?
+        }
+        None => spawn_child(cmd)?,
+    };
+    #[cfg(not(unix))]
+    let started = spawn_child(cmd)?;
+    let Started { proc: mut child, pid, stdin: child_stdin, stdout: child_stdout, stderr: child_stderr, kill } =
+        started;
+    let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new(), kill };
 
     // Killed with this process, however it dies (`guard.rs`).
     if let Some(pid) = pid {
@@ -256,14 +357,14 @@ pub async fn run_shell_command_with(
     }
     // (The pipe is taken only where it is used: a pipe taken and dropped closes the input.)
     if let Some(text) = stdin {
-        if let Some(mut pipe) = child.stdin.take() {
+        if let Some(mut pipe) = child_stdin {
             let task = tokio::spawn(async move {
                 let _ = pipe.write_all(text.as_bytes()).await;
                 let _ = pipe.shutdown().await;
             });
             guard.tasks.push(task.abort_handle());
         }
-    } else if let (Some(mut rx), Some(mut pipe)) = (input, child.stdin.take()) {
+    } else if let (Some(mut rx), Some(mut pipe)) = (input, child_stdin) {
         let task = tokio::spawn(async move {
             while let Some(chunk) = rx.recv().await {
                 if pipe.write_all(&chunk).await.is_err() || pipe.flush().await.is_err() {
@@ -279,14 +380,14 @@ pub async fn run_shell_command_with(
     let err = Arc::new(Mutex::new(Capture::new(cap)));
     let out_done = CancellationToken::new();
     let err_done = CancellationToken::new();
-    match child.stdout.take() {
+    match child_stdout {
         Some(pipe) => guard.tasks.push(
             tokio::spawn(read_into(pipe, out.clone(), out_done.clone(), Stream::Stdout, on_output.clone()))
                 .abort_handle(),
         ),
         None => out_done.cancel(),
     }
-    match child.stderr.take() {
+    match child_stderr {
         Some(pipe) => guard.tasks.push(
             tokio::spawn(read_into(pipe, err.clone(), err_done.clone(), Stream::Stderr, on_output.clone()))
                 .abort_handle(),

@@ -1,6 +1,6 @@
-//! What runs in the child between fork and exec. Node is multi-threaded, so nothing here may
-//! allocate or take a lock: every path, map and filter is prepared in the parent (`Plan`), and the
-//! child makes raw syscalls on it.
+//! What runs in a command's process between the keeper's fork and the command's exec. The plan
+//! (`Plan`) is prepared by the library in Node and sent to the keeper (`wire.rs`); the child makes
+//! raw syscalls on it.
 //!
 //! The child (C1) enters a user namespace when it is not root, then new mount, pid, net, ipc and
 //! uts namespaces, and forks C2, the pid namespace's init, which sets up the view and execs the
@@ -17,16 +17,16 @@
 use std::ffi::{CStr, CString};
 use std::io;
 
-use super::forward;
+use crate::forward;
 
 /// The resource argument of `setrlimit`: glibc has its own enum type, musl a plain `int`.
 #[cfg(target_env = "gnu")]
-pub(super) type RlimitResource = libc::__rlimit_resource_t;
+pub type RlimitResource = libc::__rlimit_resource_t;
 #[cfg(not(target_env = "gnu"))]
-pub(super) type RlimitResource = libc::c_int;
+pub type RlimitResource = libc::c_int;
 
 /// Everything the child needs, prepared before the fork.
-pub(super) struct Plan {
+pub struct Plan {
     /// Not root: a new user namespace mapping the host user to itself.
     pub user_ns: bool,
     /// Root: the user namespace the command enters (`userns.rs`), whose root is `hostUid`.
@@ -44,9 +44,6 @@ pub(super) struct Plan {
     /// themselves: a mount point cannot be renamed, so a command cannot carry the path away
     /// from where the next run looks for it.
     pub pins: Vec<CString>,
-    /// The descriptors behind `trees`, held by the plan until the run ends.
-    #[allow(dead_code)] // held, never read
-    pub owned_trees: Vec<std::os::fd::OwnedFd>,
     /// `/proc/self/uid_map` and `gid_map` contents (user namespace only).
     pub uid_map: Vec<u8>,
     pub gid_map: Vec<u8>,
@@ -64,15 +61,17 @@ pub(super) struct Plan {
     /// Hidden paths inside a writable tree: covered after the tree is attached.
     pub hide_inner_dirs: Vec<CString>,
     pub hide_inner_files: Vec<CString>,
-    pub rlimits: Vec<(RlimitResource, libc::rlim_t)>,
+    /// (resource, soft, hard) for `setrlimit`.
+    pub rlimits: Vec<(RlimitResource, libc::rlim_t, libc::rlim_t)>,
     /// A memory control group's `cgroup.procs` to join.
     pub memory_procs: Option<CString>,
-    pub seccomp: Vec<seccompiler::BpfProgram>,
+    /// The seccomp programs, installed in order (built by the library with `seccompiler`).
+    pub seccomp: Vec<Vec<libc::sock_filter>>,
     /// `network: { allow }` with a broker: the broker's port on the host's 127.0.0.1, served at
     /// the same address inside (`forward.rs`).
     pub forward: Option<u16>,
     /// The Landlock layer, where the kernel has it.
-    pub landlock: Option<super::landlock::Plan>,
+    pub landlock: Option<crate::landlock::Plan>,
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {
@@ -103,17 +102,17 @@ struct MountAttr {
 }
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
-pub(super) const MOUNT_ATTR_NOSUID: u64 = 0x2;
-pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
-pub(super) const MOUNT_ATTR_IDMAP: u64 = 0x10_0000;
+pub const MOUNT_ATTR_IDMAP: u64 = 0x10_0000;
 const AT_RECURSIVE: libc::c_int = 0x8000;
 /// What every mount of the view but the device nodes carries.
 const SAFE: u64 = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
 /// Sets `set` on a detached tree's top mount (with `recursive`, on all of them), with `userns`
 /// for `MOUNT_ATTR_IDMAP`.
-pub(super) fn mount_setattr_fd(fd: libc::c_int, set: u64, userns: u64, recursive: bool) -> io::Result<()> {
+pub fn mount_setattr_fd(fd: libc::c_int, set: u64, userns: u64, recursive: bool) -> io::Result<()> {
     let attr = MountAttr { attr_set: set, attr_clr: 0, propagation: 0, userns_fd: userns };
     // SAFETY: an empty NUL-terminated path and a mount_attr of the size given.
     check(unsafe {
@@ -187,7 +186,7 @@ struct OpenHow {
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 
 /// A directory opened `O_PATH` through a path with no symbolic link in any component.
-pub(super) fn open_dir_nofollow(path: &CStr) -> io::Result<libc::c_int> {
+pub fn open_dir_nofollow(path: &CStr) -> io::Result<libc::c_int> {
     let how = OpenHow {
         flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
         mode: 0,
@@ -210,7 +209,7 @@ pub(super) fn open_dir_nofollow(path: &CStr) -> io::Result<libc::c_int> {
 }
 
 /// The (device, inode) of what `fd` is open on.
-pub(super) fn identity(fd: libc::c_int) -> io::Result<(u64, u64)> {
+pub fn identity(fd: libc::c_int) -> io::Result<(u64, u64)> {
     // SAFETY: a zeroed stat filled by fstat on a descriptor of ours.
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
@@ -298,7 +297,9 @@ unsafe fn exit_like(status: libc::c_int) -> ! {
 }
 
 /// The pre-exec step. Returns in C2 (which then execs the command); C1 never returns.
-pub(super) fn enter(plan: &Plan) -> io::Result<()> {
+pub fn enter(plan: &Plan) -> io::Result<()> {
+    // SAFETY: raw syscall.
+    let parent = unsafe { libc::getppid() };
     if let Some(procs) = &plan.memory_procs {
         // SAFETY: a NUL-terminated path.
         let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
@@ -326,6 +327,15 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
         write_file(b"/proc/self/setgroups\0", b"deny")?;
         write_file(b"/proc/self/uid_map\0", &plan.uid_map)?;
         write_file(b"/proc/self/gid_map\0", &plan.gid_map)?;
+    }
+    // A change of credentials clears the parent-death signal (the keeper's, set before): set it
+    // again, and end here if the keeper is already gone.
+    // SAFETY: raw syscalls.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
     }
     // With a forwarder, C1 stays in the host's network namespace and C2 makes the new one.
     let net = if plan.forward.is_some() { 0 } else { libc::CLONE_NEWNET };
@@ -401,11 +411,8 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
     // would turn into a quiet EFBIG instead of stopping the command.
     // SAFETY: resetting a disposition to its default.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_DFL) };
-    for &(resource, value) in &plan.rlimits {
-        let lim = libc::rlimit {
-            rlim_cur: value,
-            rlim_max: super::super::limits::hard_limit(resource == libc::RLIMIT_CPU, value),
-        };
+    for &(resource, soft, hard) in &plan.rlimits {
+        let lim = libc::rlimit { rlim_cur: soft, rlim_max: hard };
         // SAFETY: a valid rlimit.
         check(unsafe { libc::setrlimit(resource, &lim) } as libc::c_long)?;
     }
@@ -423,9 +430,21 @@ pub(super) fn enter(plan: &Plan) -> io::Result<()> {
         l.apply(&plan.writable, &plan.devices)?;
     }
     for prog in &plan.seccomp {
-        seccompiler::apply_filter(prog).map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+        install_filter(prog)?;
     }
     Ok(())
+}
+
+/// Installs one seccomp program (`SECCOMP_SET_MODE_FILTER`, as `seccompiler::apply_filter`).
+fn install_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
+    if prog.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let fprog = libc::sock_fprog { len: prog.len() as libc::c_ushort, filter: prog.as_ptr() as *mut libc::sock_filter };
+    // SAFETY: a sock_fprog over a live slice; the kernel copies it.
+    check(unsafe {
+        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &fprog as *const libc::sock_fprog)
+    })
 }
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
@@ -433,7 +452,7 @@ const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 /// The most device nodes a plan names.
 const MAX_DEVICES: usize = 8;
 /// The most writable trees a plan names.
-pub(super) const MAX_WRITABLE: usize = 16;
+pub const MAX_WRITABLE: usize = 16;
 
 /// A detached copy of the mount tree at `path` (this namespace's), to attach elsewhere later.
 fn clone_tree(path: &CStr, recursive: bool) -> io::Result<libc::c_int> {

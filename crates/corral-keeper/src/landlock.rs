@@ -2,10 +2,9 @@
 //! through, the kernel's LSM allows writes only beneath the writable trees, `/tmp` and the
 //! device nodes the view provides; everything else is read and execute only.
 //!
-//! The ruleset is built in the child with raw syscalls (the `landlock` crate allocates, which a
-//! child forked from a multi-threaded process may not do): the paths it names exist only in the
-//! child's view (its private `/tmp`), so they cannot be opened before the fork. The parent
-//! prepares the masks for the kernel's ABI; the paths are the child plan's own.
+//! The ruleset is built in the command's process with raw syscalls: the paths it names exist only
+//! in its view (its private `/tmp`), so they cannot be opened before. The library prepares the
+//! masks for the kernel's ABI; the paths are the plan's own.
 
 use std::ffi::CString;
 use std::io;
@@ -33,12 +32,13 @@ struct PathBeneathAttr {
 
 /// What the child applies: the rights the ruleset handles, for this kernel's ABI.
 #[derive(Debug)]
-pub(super) struct Plan {
-    handled: u64,
+pub struct Plan {
+    /// The rights the ruleset handles.
+    pub handled: u64,
 }
 
 /// The kernel's Landlock ABI version, or `None` without Landlock.
-pub(super) fn abi() -> Option<u32> {
+pub fn abi() -> Option<u32> {
     // SAFETY: a raw syscall that only asks.
     let v = unsafe {
         libc::syscall(

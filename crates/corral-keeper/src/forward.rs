@@ -35,7 +35,7 @@ fn loopback(port: u16) -> libc::sockaddr_in {
 }
 
 /// A TCP listener on 127.0.0.1:`port` in this (the command's) network namespace.
-pub(super) fn listen(port: u16) -> io::Result<libc::c_int> {
+pub fn listen(port: u16) -> io::Result<libc::c_int> {
     // SAFETY: raw socket calls on a sockaddr_in of the size given.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0);
@@ -60,7 +60,7 @@ struct FdMessage {
 }
 
 /// Sends `fd` over the unix socket `sock`.
-pub(super) fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
+pub fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
     // SAFETY: a msghdr over stack buffers; CMSG_LEN computes the control message's length.
     unsafe {
         let mut byte = [0u8; 1];
@@ -83,7 +83,7 @@ pub(super) fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
 }
 
 /// Receives a descriptor `send_fd` sent, or `None` when the other end closed without one.
-pub(super) fn recv_fd(sock: libc::c_int) -> Option<libc::c_int> {
+pub fn recv_fd(sock: libc::c_int) -> Option<libc::c_int> {
     // SAFETY: as in send_fd; the received descriptor is checked before use.
     unsafe {
         let mut byte = [0u8; 1];
@@ -197,7 +197,7 @@ unsafe fn pump(
 /// C1's loop: relays connections from `listener` to the broker at `port` until `child` exits;
 /// then delivers what the command had already sent (for up to `DRAIN_MS`) and returns its wait
 /// status.
-pub(super) fn relay(listener: libc::c_int, port: u16, child: libc::pid_t) -> libc::c_int {
+pub fn relay(listener: libc::c_int, port: u16, child: libc::pid_t) -> libc::c_int {
     // SAFETY: raw syscalls on descriptors of ours; the mapping holds MAX_PAIRS * 2 buffers of BUF.
     unsafe {
         let pidfd = libc::syscall(libc::SYS_pidfd_open, child, 0) as libc::c_int;

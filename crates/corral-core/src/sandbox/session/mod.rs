@@ -1,0 +1,289 @@
+//! The keeper: the small program (crates/corral-keeper) that starts LinuxSandbox's commands.
+//!
+//! Forking Node for each command copies the page tables of a large process (most of a sandboxed
+//! command's cost, docs/sandboxes.md); the keeper is started once with `posix_spawn` (no copy of
+//! Node) and forks itself, a process of a few hundred kilobytes, for each command. This side sends
+//! it the command's plan and descriptors (`corral_keeper::wire`) and hears back when the command
+//! started, failed to start, or ended; one thread per keeper reads its replies.
+//!
+//! The keeper and every command it started end with this process: the keeper ends when its
+//! control socket closes (this process's end goes with it, however it ends), and each command's
+//! first process carries a parent-death signal bound to the keeper.
+
+mod binary;
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use corral_keeper::child::Plan;
+use corral_keeper::wire::{self, Reply, Run};
+use corral_keeper::{frame, CONTROL_FD};
+use tokio::sync::oneshot;
+
+use crate::shell::exec::launch::{LaunchRequest, Launched};
+
+struct Waiter {
+    started: Option<oneshot::Sender<std::result::Result<i32, i32>>>,
+    exited: Option<oneshot::Sender<i32>>,
+}
+
+struct Inner {
+    ctl: OwnedFd,
+    /// One frame at a time on the socket.
+    write: Mutex<()>,
+    waiters: Mutex<HashMap<u64, Waiter>>,
+    next: AtomicU64,
+    alive: AtomicBool,
+    pid: libc::pid_t,
+}
+
+/// A running keeper (cheap to clone).
+#[derive(Clone)]
+pub struct Keeper {
+    inner: Arc<Inner>,
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the sandbox's keeper process ended")
+}
+
+impl Inner {
+    fn send(&self, payload: &[u8], fds: &[RawFd]) -> io::Result<()> {
+        let _one = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        frame::send(self.ctl.as_raw_fd(), payload, fds)
+    }
+
+    /// Reads the keeper's replies until it ends, then fails every waiting command and reaps it.
+    fn read_replies(&self) {
+        while let Ok(Some((payload, _fds))) = frame::recv(self.ctl.as_raw_fd()) {
+            let Ok(reply) = Reply::decode(&payload) else { break };
+            let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            match reply {
+                Reply::Started { id, pid } => {
+                    let started = waiters.get_mut(&id).and_then(|w| w.started.take());
+                    // Nobody waits for it any more (the caller was dropped): it must not run.
+                    if started.is_none_or(|s| s.send(Ok(pid)).is_err()) {
+                        drop(waiters);
+                        let _ = self.send(&wire::kill(id, libc::SIGKILL), &[]);
+                    }
+                }
+                Reply::Failed { id, errno } => {
+                    if let Some(s) = waiters.remove(&id).and_then(|mut w| w.started.take()) {
+                        let _ = s.send(Err(errno));
+                    }
+                }
+                Reply::Exited { id, status } => {
+                    if let Some(s) = waiters.remove(&id).and_then(|mut w| w.exited.take()) {
+                        let _ = s.send(status);
+                    }
+                }
+            }
+        }
+        self.alive.store(false, Ordering::SeqCst);
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        // SAFETY: reaps the keeper, this process's child.
+        unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+    }
+}
+
+impl Keeper {
+    /// The keeper this process's LinuxSandboxes share, started on first use (again when the last
+    /// one ended).
+    pub fn shared() -> io::Result<Keeper> {
+        static SHARED: Mutex<Option<Keeper>> = Mutex::new(None);
+        let mut k = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(keeper) = k.as_ref().filter(|k| k.inner.alive.load(Ordering::SeqCst)) {
+            return Ok(keeper.clone());
+        }
+        let keeper = Keeper::start(false)?;
+        *k = Some(keeper.clone());
+        Ok(keeper)
+    }
+
+    /// Starts a keeper: from the memory file, or from a private file (with `file`, or where the
+    /// memory file cannot be executed).
+    pub fn start(file: bool) -> io::Result<Keeper> {
+        let mut pair = [-1; 2];
+        // SAFETY: a two-element array for the pair.
+        if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, pair.as_mut_ptr()) } < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: descriptors socketpair just made.
+        let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        let program = binary::program(file)?;
+        let pid = match spawn(program.path(), theirs.as_raw_fd()) {
+            Err(e)
+                if !file && matches!(program, binary::Program::Memory(_)) && e.raw_os_error() == Some(libc::EACCES) =>
+            {
+                // `vm.memfd_noexec = 2`, or a memory file mounted without exec: the private copy.
+                let copy = binary::program(true)?;
+                let r = spawn(copy.path(), theirs.as_raw_fd());
+                copy.done();
+                r?
+            }
+            other => {
+                program.done();
+                other?
+            }
+        };
+        drop(theirs);
+        let inner = Arc::new(Inner {
+            ctl: ours,
+            write: Mutex::new(()),
+            waiters: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            alive: AtomicBool::new(true),
+            pid,
+        });
+        let reader = inner.clone();
+        std::thread::Builder::new().name("corral-keeper".into()).spawn(move || reader.read_replies())?;
+        Ok(Keeper { inner })
+    }
+
+    /// The keeper's process id.
+    pub fn pid(&self) -> i32 {
+        self.inner.pid
+    }
+
+    /// Ends the keeper and every command it started.
+    pub fn close(&self) {
+        // SAFETY: shuts down our own socket; the keeper reads the end of the stream.
+        unsafe { libc::shutdown(self.inner.ctl.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+
+    /// Starts one command under `plan`; `userns` and `trees` are the descriptors the plan names
+    /// (the plan's indices are set here).
+    pub async fn spawn(
+        &self,
+        req: LaunchRequest,
+        mut plan: Plan,
+        userns: Option<OwnedFd>,
+        trees: Vec<OwnedFd>,
+    ) -> io::Result<Launched> {
+        let inner = &self.inner;
+        if !inner.alive.load(Ordering::SeqCst) {
+            return Err(gone());
+        }
+        let cstr = |s: String| CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"));
+        let argv = req.argv.into_iter().map(cstr).collect::<io::Result<Vec<_>>>()?;
+        let env = req.env.into_iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect::<io::Result<Vec<_>>>()?;
+        let stdin = if req.stdin { Some(pipe()?) } else { None };
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let mut fds: Vec<RawFd> = Vec::new();
+        if let Some((r, _)) = &stdin {
+            fds.push(r.as_raw_fd());
+        }
+        fds.extend([out_w.as_raw_fd(), err_w.as_raw_fd()]);
+        if let Some(ns) = &userns {
+            plan.userns = Some(fds.len() as i32);
+            fds.push(ns.as_raw_fd());
+        }
+        plan.trees = trees
+            .iter()
+            .map(|t| {
+                fds.push(t.as_raw_fd());
+                fds.len() as i32 - 1
+            })
+            .collect();
+        let id = inner.next.fetch_add(1, Ordering::Relaxed);
+        let run = Run { id, argv, env, cgroups: req.cgroups, stdin: stdin.is_some(), plan };
+        let (started_tx, started_rx) = oneshot::channel();
+        let (exited_tx, exited_rx) = oneshot::channel();
+        inner
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, Waiter { started: Some(started_tx), exited: Some(exited_tx) });
+        if let Err(e) = inner.send(&run.encode(), &fds) {
+            inner.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            return Err(if inner.alive.load(Ordering::SeqCst) { e } else { gone() });
+        }
+        // The keeper has its own copies now.
+        drop((out_w, err_w, userns, trees));
+        let stdin = stdin.map(|(r, w)| {
+            drop(r);
+            w
+        });
+        let pid = match started_rx.await {
+            Ok(Ok(pid)) => pid,
+            Ok(Err(errno)) => return Err(io::Error::from_raw_os_error(errno)),
+            Err(_) => return Err(gone()),
+        };
+        let killer = self.inner.clone();
+        Ok(Launched {
+            pid: pid as u32,
+            stdin,
+            stdout: out_r,
+            stderr: err_r,
+            exit: Box::pin(async move { exited_rx.await.map_err(|_| gone()) }),
+            kill: Arc::new(move || {
+                let _ = killer.send(&wire::kill(id, libc::SIGKILL), &[]);
+            }),
+        })
+    }
+}
+
+/// A pipe: (read end, write end), both close-on-exec.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut p = [-1; 2];
+    // SAFETY: a two-element array.
+    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: descriptors pipe2 just made.
+    Ok(unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) })
+}
+
+/// Starts the keeper program at `path` with `ctl` as its control socket, without forking this
+/// process: its own process group, no environment, standard input and output on /dev/null.
+fn spawn(path: &CString, ctl: RawFd) -> io::Result<libc::pid_t> {
+    // SAFETY: posix_spawn's structures are initialised, used and destroyed here; the strings and
+    // arrays outlive the call.
+    unsafe {
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawn_file_actions_init(&mut actions);
+        libc::posix_spawnattr_init(&mut attr);
+        let r = (|| {
+            let mut r = libc::posix_spawn_file_actions_adddup2(&mut actions, ctl, CONTROL_FD);
+            r |= libc::posix_spawn_file_actions_addopen(&mut actions, 0, c"/dev/null".as_ptr(), libc::O_RDONLY, 0);
+            r |= libc::posix_spawn_file_actions_addopen(&mut actions, 1, c"/dev/null".as_ptr(), libc::O_WRONLY, 0);
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            let mut defaults: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut defaults);
+            for s in
+                [libc::SIGPIPE, libc::SIGCHLD, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP, libc::SIGXFSZ]
+            {
+                libc::sigaddset(&mut defaults, s);
+            }
+            r |= libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+            r |= libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
+            r |= libc::posix_spawnattr_setpgroup(&mut attr, 0);
+            let flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETPGROUP;
+            r |= libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
+            if r != 0 {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            let argv = [c"corral-keeper".as_ptr() as *mut libc::c_char, std::ptr::null_mut()];
+            let envp = [std::ptr::null_mut::<libc::c_char>()];
+            let mut pid = 0;
+            match libc::posix_spawn(&mut pid, path.as_ptr(), &actions, &attr, argv.as_ptr(), envp.as_ptr()) {
+                0 => Ok(pid),
+                e => Err(io::Error::from_raw_os_error(e)),
+            }
+        })();
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests;

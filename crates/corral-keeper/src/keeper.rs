@@ -1,0 +1,318 @@
+//! The keeper's loop. One single-threaded process, started by the library from its own bytes,
+//! forks each sandboxed command (a fork of this small process, not of Node) and reports on it:
+//! `STARTED` once the command's exec succeeded, `FAILED` with the errno of the step that refused,
+//! `EXITED` with the wait status of its first process. It ends, killing every command it started,
+//! when the library's end of the control socket closes (Node exited, however it ended).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::frame;
+use crate::wire::{self, Dec, Reply, Run};
+
+struct Command {
+    id: u64,
+    pid: libc::pid_t,
+    /// The read end of the pipe the command's processes report a failed step on, until the
+    /// command's exec (or its failure) is known.
+    report: Option<OwnedFd>,
+    failed: bool,
+}
+
+struct Keeper {
+    ctl: RawFd,
+    signals: RawFd,
+    commands: Vec<Command>,
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Serves the control socket `ctl` until it closes; returns the exit code.
+pub fn run(ctl: RawFd) -> i32 {
+    // SAFETY: fstat into a zeroed struct.
+    let is_socket = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(ctl, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+    };
+    if !is_socket {
+        eprintln!("corral-keeper: started without its control socket (it is started by corral's LinuxSandbox).");
+        return 2;
+    }
+    // SAFETY: raw calls on this process's own signal state and descriptors.
+    let signals = unsafe {
+        libc::fcntl(ctl, libc::F_SETFD, libc::FD_CLOEXEC);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
+    };
+    if signals < 0 {
+        eprintln!("corral-keeper: signalfd failed: {}", io::Error::last_os_error());
+        return 1;
+    }
+    let mut k = Keeper { ctl, signals, commands: Vec::new() };
+    k.serve();
+    k.kill_all();
+    0
+}
+
+impl Keeper {
+    fn serve(&mut self) {
+        loop {
+            let mut fds = vec![
+                libc::pollfd { fd: self.ctl, events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: self.signals, events: libc::POLLIN, revents: 0 },
+            ];
+            let waiting: Vec<u64> = self.commands.iter().filter(|c| c.report.is_some()).map(|c| c.id).collect();
+            for c in self.commands.iter().filter(|c| c.report.is_some()) {
+                let fd = c.report.as_ref().map_or(-1, |r| r.as_raw_fd());
+                fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+            }
+            // SAFETY: a live array of pollfd.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            if n < 0 {
+                if errno() == libc::EINTR {
+                    continue;
+                }
+                return;
+            }
+            for (i, id) in waiting.iter().enumerate() {
+                if fds[2 + i].revents != 0 && !self.settle(*id, false) {
+                    return;
+                }
+            }
+            if fds[1].revents != 0 && !self.reap() {
+                return;
+            }
+            if fds[0].revents != 0 {
+                match frame::recv(self.ctl) {
+                    Ok(Some((payload, received))) => {
+                        if !self.handle(&payload, received) {
+                            return;
+                        }
+                    }
+                    // The library is gone.
+                    Ok(None) | Err(_) => return,
+                }
+            }
+        }
+    }
+
+    fn reply(&self, r: Reply) -> bool {
+        frame::send(self.ctl, &r.encode(), &[]).is_ok()
+    }
+
+    fn handle(&mut self, payload: &[u8], received: Vec<OwnedFd>) -> bool {
+        let mut d = Dec::new(payload);
+        match d.u8() {
+            Ok(wire::RUN) => {
+                let run = match Run::decode(&mut d) {
+                    Ok(r) => r,
+                    // Without an id there is no one to answer: the library sent garbage.
+                    Err(_) => return false,
+                };
+                let id = run.id;
+                match self.start(run, received) {
+                    Ok(c) => {
+                        self.commands.push(c);
+                        true
+                    }
+                    Err(e) => self.reply(Reply::Failed { id, errno: e.raw_os_error().unwrap_or(libc::EIO) }),
+                }
+            }
+            Ok(wire::KILL) => {
+                let (Ok(id), Ok(sig)) = (d.u64(), d.i32()) else { return false };
+                if let Some(c) = self.commands.iter().find(|c| c.id == id) {
+                    // SAFETY: signals a process group this keeper started and has not reaped.
+                    unsafe { libc::kill(-c.pid, sig) };
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forks the command's first process.
+    fn start(&mut self, mut run: Run, received: Vec<OwnedFd>) -> io::Result<Command> {
+        let fixed = if run.stdin { 3 } else { 2 };
+        let named = run.plan.userns.iter().chain(&run.plan.trees);
+        let fd_at = |i: i32| -> io::Result<RawFd> {
+            usize::try_from(i)
+                .ok()
+                .filter(|i| *i >= fixed)
+                .and_then(|i| received.get(i))
+                .map(|f| f.as_raw_fd())
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+        };
+        if received.len() < fixed || named.clone().any(|i| fd_at(*i).is_err()) {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        run.plan.userns = run.plan.userns.map(fd_at).transpose()?;
+        run.plan.trees = run.plan.trees.iter().map(|i| fd_at(*i)).collect::<io::Result<_>>()?;
+        let mut pipe = [-1; 2];
+        // SAFETY: a two-element array.
+        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: descriptors pipe2 just made.
+        let (report, report_w) = unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
+        // SAFETY: this process is single-threaded, so the child may run any code.
+        let keeper = unsafe { libc::getpid() };
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            let code = first_process(self, keeper, &run, &received[..fixed], report_w.as_raw_fd());
+            // SAFETY: ends the child without running this process's exit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        Ok(Command { id: run.id, pid, report: Some(report), failed: false })
+    }
+
+    /// Reads a command's report pipe: nothing (its exec succeeded, or it died before) or an errno.
+    /// With `wait`, waits for the pipe to close (the command's first process is gone).
+    fn settle(&mut self, id: u64, wait: bool) -> bool {
+        let Some(c) = self.commands.iter_mut().find(|c| c.id == id) else { return true };
+        let Some(report) = c.report.take() else { return true };
+        if wait {
+            let mut p = libc::pollfd { fd: report.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one pollfd. A second at most: the processes holding the pipe die with the
+            // first one (their parent-death signal).
+            unsafe { libc::poll(&mut p, 1, 1000) };
+        }
+        let mut buf = [0u8; 4];
+        // SAFETY: reading into a live buffer.
+        let n = unsafe { libc::read(report.as_raw_fd(), buf.as_mut_ptr().cast(), 4) };
+        let reply = if n == 4 {
+            c.failed = true;
+            Reply::Failed { id, errno: i32::from_ne_bytes(buf) }
+        } else {
+            Reply::Started { id, pid: c.pid }
+        };
+        self.reply(reply)
+    }
+
+    fn reap(&mut self) -> bool {
+        let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+        // SAFETY: draining the signalfd into a buffer of one record.
+        while unsafe { libc::read(self.signals, info.as_mut_ptr().cast(), info.len()) } > 0 {}
+        loop {
+            let mut status = 0;
+            // SAFETY: reaps any child that has ended.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid <= 0 {
+                return true;
+            }
+            let Some(i) = self.commands.iter().position(|c| c.pid == pid) else { continue };
+            let id = self.commands[i].id;
+            if !self.settle(id, true) {
+                return false;
+            }
+            let c = self.commands.remove(i);
+            if !c.failed && !self.reply(Reply::Exited { id, status }) {
+                return false;
+            }
+        }
+    }
+
+    fn kill_all(&mut self) {
+        for c in &self.commands {
+            // SAFETY: signals process groups this keeper started and has not reaped.
+            unsafe { libc::kill(-c.pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// The program's path: `argv[0]` when it names a path, else the first executable match in the
+/// command's own `PATH`.
+fn resolve(argv: &[CString], env: &[CString]) -> io::Result<CString> {
+    let program = argv.first().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let bytes = program.as_bytes();
+    if bytes.contains(&b'/') {
+        return Ok(program.clone());
+    }
+    let path = env.iter().find_map(|e| e.as_bytes().strip_prefix(b"PATH=")).unwrap_or(b"/usr/local/bin:/usr/bin:/bin");
+    for dir in path.split(|b| *b == b':').filter(|d| !d.is_empty()) {
+        let mut full = dir.to_vec();
+        full.push(b'/');
+        full.extend_from_slice(bytes);
+        let Ok(c) = CString::new(full) else { continue };
+        // SAFETY: a NUL-terminated path.
+        if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+            return Ok(c);
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::ENOENT))
+}
+
+fn report(fd: RawFd, e: &io::Error) {
+    let n = e.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes();
+    // SAFETY: writing four bytes to the report pipe.
+    unsafe { libc::write(fd, n.as_ptr().cast(), 4) };
+}
+
+/// The command's first process: its own process group, its standard streams, its control
+/// groups, then the sandbox (`child::enter`, which forks the namespace's init and returns in it),
+/// then the program. Returns an exit code only when a step failed.
+fn first_process(k: &Keeper, keeper: libc::pid_t, run: &Run, stdio: &[OwnedFd], report_w: RawFd) -> i32 {
+    // SAFETY: raw calls in a child of a single-threaded process.
+    unsafe {
+        // Ends with the keeper (which ends with Node); a keeper already gone means no command.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != keeper {
+            return 1;
+        }
+        libc::close(k.ctl);
+        libc::close(k.signals);
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::setpgid(0, 0);
+        let (stdin, rest) = if run.stdin {
+            (stdio[0].as_raw_fd(), &stdio[1..])
+        } else {
+            (libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC), stdio)
+        };
+        if stdin < 0
+            || libc::dup2(stdin, 0) < 0
+            || libc::dup2(rest[0].as_raw_fd(), 1) < 0
+            || libc::dup2(rest[1].as_raw_fd(), 2) < 0
+        {
+            report(report_w, &io::Error::last_os_error());
+            return 127;
+        }
+        for procs in &run.cgroups {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+            }
+        }
+    }
+    if let Err(e) = crate::child::enter(&run.plan) {
+        report(report_w, &e);
+        return 127;
+    }
+    // The namespace's init: the program, looked up in the command's own view.
+    let program = match resolve(&run.argv, &run.env) {
+        Ok(p) => p,
+        Err(e) => {
+            report(report_w, &e);
+            return 127;
+        }
+    };
+    let argv: Vec<*const libc::c_char> =
+        run.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+    let env: Vec<*const libc::c_char> =
+        run.env.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+    // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call.
+    unsafe { libc::execve(program.as_ptr(), argv.as_ptr(), env.as_ptr()) };
+    report(report_w, &io::Error::last_os_error());
+    127
+}

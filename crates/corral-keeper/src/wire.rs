@@ -1,0 +1,306 @@
+//! The messages between the library (in Node) and the keeper, over one `AF_UNIX` stream socket.
+//!
+//! A frame is a little-endian `u32` length and that many bytes; the descriptors a frame carries
+//! travel as `SCM_RIGHTS` with its first byte (`frame.rs`). Inside a frame: a tag byte, then the
+//! fields in order (integers little-endian, byte strings as a `u32` length and the bytes).
+
+use std::ffi::CString;
+use std::io;
+
+use crate::child::{Plan, RlimitResource};
+
+/// The library asks the keeper to start a command.
+pub const RUN: u8 = 1;
+/// The library asks the keeper to signal a command's process group.
+pub const KILL: u8 = 2;
+/// The keeper says a command started (its first process's pid).
+pub const STARTED: u8 = 3;
+/// The keeper says a command could not start (an errno).
+pub const FAILED: u8 = 4;
+/// The keeper says a command's first process ended (its wait status).
+pub const EXITED: u8 = 5;
+
+/// The most descriptors one frame carries.
+pub const MAX_FDS: usize = 32;
+/// The largest frame either side accepts.
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// One command to start. The descriptors sent with it are, in order: stdin (when `stdin`),
+/// stdout, stderr, then those the plan names by index (`Plan::userns`, `Plan::trees`).
+pub struct Run {
+    pub id: u64,
+    /// The program and its arguments; the program is looked up in `env`'s `PATH`.
+    pub argv: Vec<CString>,
+    /// `NAME=value` entries: the command's whole environment.
+    pub env: Vec<CString>,
+    /// Control groups' `cgroup.procs` files the command's first process joins.
+    pub cgroups: Vec<CString>,
+    /// Whether a stdin descriptor is sent (else the command reads `/dev/null`).
+    pub stdin: bool,
+    pub plan: Plan,
+}
+
+/// A message the keeper sends back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    Started { id: u64, pid: i32 },
+    Failed { id: u64, errno: i32 },
+    Exited { id: u64, status: i32 },
+}
+
+#[derive(Default)]
+pub struct Enc(pub Vec<u8>);
+
+impl Enc {
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn i32(&mut self, v: i32) -> &mut Self {
+        self.u32(v as u32)
+    }
+    pub fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.u32(v.len() as u32);
+        self.0.extend_from_slice(v);
+        self
+    }
+    pub fn cstr(&mut self, v: &CString) -> &mut Self {
+        self.bytes(v.as_bytes())
+    }
+    pub fn cstrs(&mut self, v: &[CString]) -> &mut Self {
+        self.u32(v.len() as u32);
+        for s in v {
+            self.cstr(s);
+        }
+        self
+    }
+    pub fn opt_cstr(&mut self, v: &Option<CString>) -> &mut Self {
+        match v {
+            Some(s) => self.u8(1).cstr(s),
+            None => self.u8(0),
+        }
+    }
+}
+
+pub struct Dec<'a> {
+    buf: &'a [u8],
+}
+
+fn bad() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "a malformed keeper message")
+}
+
+impl<'a> Dec<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Dec { buf }
+    }
+    fn take(&mut self, n: usize) -> io::Result<&'a [u8]> {
+        if self.buf.len() < n {
+            return Err(bad());
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+    pub fn u8(&mut self) -> io::Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    pub fn u32(&mut self) -> io::Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().map_err(|_| bad())?))
+    }
+    pub fn u64(&mut self) -> io::Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().map_err(|_| bad())?))
+    }
+    pub fn i32(&mut self) -> io::Result<i32> {
+        Ok(self.u32()? as i32)
+    }
+    pub fn bool(&mut self) -> io::Result<bool> {
+        Ok(self.u8()? != 0)
+    }
+    pub fn bytes(&mut self) -> io::Result<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    pub fn cstr(&mut self) -> io::Result<CString> {
+        CString::new(self.bytes()?).map_err(|_| bad())
+    }
+    /// A count, checked against what is left (each item takes at least `min` bytes).
+    fn count(&mut self, min: usize) -> io::Result<usize> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min.max(1)) > self.buf.len() {
+            return Err(bad());
+        }
+        Ok(n)
+    }
+    pub fn cstrs(&mut self) -> io::Result<Vec<CString>> {
+        let n = self.count(4)?;
+        (0..n).map(|_| self.cstr()).collect()
+    }
+    pub fn opt_cstr(&mut self) -> io::Result<Option<CString>> {
+        Ok(if self.bool()? { Some(self.cstr()?) } else { None })
+    }
+    pub fn end(&self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(bad())
+        }
+    }
+}
+
+fn opt_i32(e: &mut Enc, v: Option<i32>) {
+    match v {
+        Some(n) => e.u8(1).i32(n),
+        None => e.u8(0),
+    };
+}
+
+fn read_opt_i32(d: &mut Dec) -> io::Result<Option<i32>> {
+    Ok(if d.bool()? { Some(d.i32()?) } else { None })
+}
+
+impl Run {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.u8(RUN).u64(self.id).cstrs(&self.argv).cstrs(&self.env).cstrs(&self.cgroups).u8(self.stdin as u8);
+        let p = &self.plan;
+        e.u8(p.user_ns as u8);
+        opt_i32(&mut e, p.userns);
+        e.u32(p.trees.len() as u32);
+        for t in &p.trees {
+            e.i32(*t);
+        }
+        e.u32(p.writable_ids.len() as u32);
+        for (dev, ino) in &p.writable_ids {
+            e.u64(*dev).u64(*ino);
+        }
+        e.u32(p.writable_covered.len() as u32);
+        for c in &p.writable_covered {
+            e.u8(*c as u8);
+        }
+        e.cstrs(&p.pins).bytes(&p.uid_map).bytes(&p.gid_map).cstrs(&p.devices).cstr(&p.cwd);
+        e.cstrs(&p.writable).cstrs(&p.writable_parents).cstrs(&p.protect);
+        e.cstrs(&p.hide_dirs).cstrs(&p.hide_files).cstrs(&p.hide_inner_dirs).cstrs(&p.hide_inner_files);
+        e.u32(p.rlimits.len() as u32);
+        // The C library's types: `c_int` resources in musl, `rlim_t` widths per target.
+        #[allow(clippy::unnecessary_cast)]
+        for (r, soft, hard) in &p.rlimits {
+            e.u32(*r as u32).u64(*soft as u64).u64(*hard as u64);
+        }
+        e.opt_cstr(&p.memory_procs);
+        e.u32(p.seccomp.len() as u32);
+        for prog in &p.seccomp {
+            e.u32(prog.len() as u32);
+            for f in prog {
+                e.u32(f.code as u32).u8(f.jt).u8(f.jf).u32(f.k);
+            }
+        }
+        opt_i32(&mut e, p.forward.map(i32::from));
+        match &p.landlock {
+            Some(l) => e.u8(1).u64(l.handled),
+            None => e.u8(0),
+        };
+        e.0
+    }
+
+    /// Reads a `RUN` frame whose tag was already read.
+    pub fn decode(d: &mut Dec) -> io::Result<Run> {
+        let id = d.u64()?;
+        let (argv, env, cgroups) = (d.cstrs()?, d.cstrs()?, d.cstrs()?);
+        let stdin = d.bool()?;
+        let user_ns = d.bool()?;
+        let userns = read_opt_i32(d)?;
+        let trees = (0..d.count(4)?).map(|_| d.i32()).collect::<io::Result<_>>()?;
+        let writable_ids = (0..d.count(16)?).map(|_| Ok((d.u64()?, d.u64()?))).collect::<io::Result<_>>()?;
+        let writable_covered = (0..d.count(1)?).map(|_| d.bool()).collect::<io::Result<_>>()?;
+        let pins = d.cstrs()?;
+        let (uid_map, gid_map) = (d.bytes()?.to_vec(), d.bytes()?.to_vec());
+        let devices = d.cstrs()?;
+        let cwd = d.cstr()?;
+        let (writable, writable_parents, protect) = (d.cstrs()?, d.cstrs()?, d.cstrs()?);
+        let (hide_dirs, hide_files) = (d.cstrs()?, d.cstrs()?);
+        let (hide_inner_dirs, hide_inner_files) = (d.cstrs()?, d.cstrs()?);
+        #[allow(clippy::unnecessary_cast)]
+        let rlimits = (0..d.count(20)?)
+            .map(|_| Ok((d.u32()? as RlimitResource, d.u64()? as libc::rlim_t, d.u64()? as libc::rlim_t)))
+            .collect::<io::Result<_>>()?;
+        let memory_procs = d.opt_cstr()?;
+        let mut seccomp = Vec::new();
+        for _ in 0..d.count(4)? {
+            let prog = (0..d.count(10)?)
+                .map(|_| {
+                    let code = u16::try_from(d.u32()?).map_err(|_| bad())?;
+                    Ok(libc::sock_filter { code, jt: d.u8()?, jf: d.u8()?, k: d.u32()? })
+                })
+                .collect::<io::Result<Vec<_>>>()?;
+            seccomp.push(prog);
+        }
+        let forward = read_opt_i32(d)?.map(|p| u16::try_from(p).map_err(|_| bad())).transpose()?;
+        let landlock = if d.bool()? { Some(crate::landlock::Plan { handled: d.u64()? }) } else { None };
+        d.end()?;
+        let plan = Plan {
+            user_ns,
+            userns,
+            trees,
+            writable_ids,
+            writable_covered,
+            pins,
+            uid_map,
+            gid_map,
+            devices,
+            cwd,
+            writable,
+            writable_parents,
+            protect,
+            hide_dirs,
+            hide_files,
+            hide_inner_dirs,
+            hide_inner_files,
+            rlimits,
+            memory_procs,
+            seccomp,
+            forward,
+            landlock,
+        };
+        Ok(Run { id, argv, env, cgroups, stdin, plan })
+    }
+}
+
+pub fn kill(id: u64, signal: i32) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u8(KILL).u64(id).i32(signal);
+    e.0
+}
+
+impl Reply {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        match *self {
+            Reply::Started { id, pid } => e.u8(STARTED).u64(id).i32(pid),
+            Reply::Failed { id, errno } => e.u8(FAILED).u64(id).i32(errno),
+            Reply::Exited { id, status } => e.u8(EXITED).u64(id).i32(status),
+        };
+        e.0
+    }
+
+    pub fn decode(buf: &[u8]) -> io::Result<Reply> {
+        let mut d = Dec::new(buf);
+        let tag = d.u8()?;
+        let (id, n) = (d.u64()?, d.i32()?);
+        d.end()?;
+        match tag {
+            STARTED => Ok(Reply::Started { id, pid: n }),
+            FAILED => Ok(Reply::Failed { id, errno: n }),
+            EXITED => Ok(Reply::Exited { id, status: n }),
+            _ => Err(bad()),
+        }
+    }
+}
