@@ -70,6 +70,9 @@ pub struct Plan {
     /// `network: { allow }` with a broker: the broker's port on the host's 127.0.0.1, served at
     /// the same address inside (`forward.rs`).
     pub forward: Option<u16>,
+    /// A session's command: it stays in the keeper's network namespace (the session's, shared by
+    /// all its commands) instead of making its own.
+    pub shared_net: bool,
     /// The Landlock layer, where the kernel has it.
     pub landlock: Option<crate::landlock::Plan>,
 }
@@ -149,8 +152,9 @@ fn set_attr(path: &CStr, set: u64, clear: u64, recursive: bool) -> io::Result<()
     })
 }
 
-fn write_file(path: &[u8], data: &[u8]) -> io::Result<()> {
-    // SAFETY: `path` ends with a NUL byte (the literals below do); raw syscalls only.
+/// Writes `data` to `path` with raw syscalls.
+pub fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path; raw syscalls only.
     unsafe {
         let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
         if fd < 0 {
@@ -257,7 +261,7 @@ fn drop_capabilities() -> io::Result<()> {
 }
 
 /// Brings the new network namespace's loopback interface up.
-fn loopback_up() -> io::Result<()> {
+pub fn loopback_up() -> io::Result<()> {
     // SAFETY: a zeroed ifreq with a NUL-terminated name; raw socket and ioctl calls.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
@@ -324,9 +328,9 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
     } else if plan.user_ns {
         // SAFETY: raw syscall.
         check(unsafe { libc::unshare(libc::CLONE_NEWUSER) } as libc::c_long)?;
-        write_file(b"/proc/self/setgroups\0", b"deny")?;
-        write_file(b"/proc/self/uid_map\0", &plan.uid_map)?;
-        write_file(b"/proc/self/gid_map\0", &plan.gid_map)?;
+        write_file(c"/proc/self/setgroups", b"deny")?;
+        write_file(c"/proc/self/uid_map", &plan.uid_map)?;
+        write_file(c"/proc/self/gid_map", &plan.gid_map)?;
     }
     // A change of credentials clears the parent-death signal (the keeper's, set before): set it
     // again, and end here if the keeper is already gone.
@@ -338,7 +342,7 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
         }
     }
     // With a forwarder, C1 stays in the host's network namespace and C2 makes the new one.
-    let net = if plan.forward.is_some() { 0 } else { libc::CLONE_NEWNET };
+    let net = if plan.forward.is_some() || plan.shared_net { 0 } else { libc::CLONE_NEWNET };
     let flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | net | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
     // SAFETY: raw syscall.
     check(unsafe { libc::unshare(flags) } as libc::c_long)?;
@@ -394,7 +398,10 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
         unsafe { libc::close(pair[0]) };
         check(unsafe { libc::unshare(libc::CLONE_NEWNET) } as libc::c_long)?;
     }
-    loopback_up()?;
+    // A session's namespace is the keeper's, its loopback already up.
+    if !plan.shared_net {
+        loopback_up()?;
+    }
     if let Some(port) = plan.forward {
         let listener = forward::listen(port)?;
         forward::send_fd(pair[1], listener)?;

@@ -25,7 +25,8 @@ fn now_ms() -> u64 {
     t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
 }
 
-fn loopback(port: u16) -> libc::sockaddr_in {
+/// `127.0.0.1:port`.
+pub fn loopback(port: u16) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),

@@ -124,6 +124,27 @@ impl Keeper {
                     Err(e) => self.reply(Reply::Failed { id, errno: e.raw_os_error().unwrap_or(libc::EIO) }),
                 }
             }
+            Ok(wire::SESSION) => {
+                let (Ok(id), Ok(user_ns), Ok(uid_map), Ok(gid_map)) = (d.u64(), d.bool(), d.bytes(), d.bytes()) else {
+                    return false;
+                };
+                match enter_session(user_ns, uid_map, gid_map) {
+                    Ok(()) => self.reply(Reply::Ready { id }),
+                    Err(e) => self.reply(Reply::Failed { id, errno: e.raw_os_error().unwrap_or(libc::EIO) }),
+                }
+            }
+            Ok(tag @ (wire::CONNECT | wire::LISTEN)) => {
+                let (Ok(id), Ok(port)) = (d.u64(), d.u32()) else { return false };
+                let Ok(port) = u16::try_from(port) else { return false };
+                let made = if tag == wire::CONNECT { connect(port) } else { listen(port) };
+                match made {
+                    Ok((sock, port)) => {
+                        frame::send(self.ctl, &Reply::Socket { id, port: port as i32 }.encode(), &[sock.as_raw_fd()])
+                            .is_ok()
+                    }
+                    Err(e) => self.reply(Reply::Failed { id, errno: e.raw_os_error().unwrap_or(libc::EIO) }),
+                }
+            }
             Ok(wire::KILL) => {
                 let (Ok(id), Ok(sig)) = (d.u64(), d.i32()) else { return false };
                 if let Some(c) = self.commands.iter().find(|c| c.id == id) {
@@ -226,6 +247,68 @@ impl Keeper {
             unsafe { libc::kill(-c.pid, libc::SIGKILL) };
         }
     }
+}
+
+/// Makes this keeper a session's: a network namespace of its own (in a user namespace mapping
+/// this user to itself, for a user other than root), its loopback up. Every command forked after
+/// shares it.
+fn enter_session(user_ns: bool, uid_map: &[u8], gid_map: &[u8]) -> io::Result<()> {
+    let flags = if user_ns { libc::CLONE_NEWUSER | libc::CLONE_NEWNET } else { libc::CLONE_NEWNET };
+    // SAFETY: raw syscall in this single-threaded process.
+    if unsafe { libc::unshare(flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if user_ns {
+        crate::child::write_file(c"/proc/self/setgroups", b"deny")?;
+        crate::child::write_file(c"/proc/self/uid_map", uid_map)?;
+        crate::child::write_file(c"/proc/self/gid_map", gid_map)?;
+    }
+    crate::child::loopback_up()
+}
+
+fn tcp_socket() -> io::Result<OwnedFd> {
+    // SAFETY: a raw socket call; the descriptor is owned at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor socket just made.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+const ADDR_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+
+/// A socket connected to 127.0.0.1:`port` in this (the session's) network namespace.
+fn connect(port: u16) -> io::Result<(OwnedFd, u16)> {
+    let sock = tcp_socket()?;
+    let addr = crate::forward::loopback(port);
+    loop {
+        // SAFETY: a sockaddr_in of the size given.
+        if unsafe { libc::connect(sock.as_raw_fd(), (&addr as *const libc::sockaddr_in).cast(), ADDR_LEN) } == 0 {
+            return Ok((sock, port));
+        }
+        if errno() != libc::EINTR {
+            return Err(io::Error::last_os_error());
+        }
+    }
+}
+
+/// A listener on 127.0.0.1:`port` (0: any free port) in the session's network namespace, and
+/// its port.
+fn listen(port: u16) -> io::Result<(OwnedFd, u16)> {
+    let sock = tcp_socket()?;
+    let mut addr = crate::forward::loopback(port);
+    let mut len = ADDR_LEN;
+    // SAFETY: a sockaddr_in of the size given, filled back by getsockname.
+    unsafe {
+        if libc::bind(sock.as_raw_fd(), (&addr as *const libc::sockaddr_in).cast(), ADDR_LEN) < 0
+            || libc::listen(sock.as_raw_fd(), 128) < 0
+            || libc::getsockname(sock.as_raw_fd(), (&mut addr as *mut libc::sockaddr_in).cast(), &mut len) < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((sock, u16::from_be(addr.sin_port)))
 }
 
 /// The program's path: `argv[0]` when it names a path, else the first executable match in the

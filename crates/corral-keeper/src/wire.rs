@@ -19,6 +19,17 @@ pub const STARTED: u8 = 3;
 pub const FAILED: u8 = 4;
 /// The keeper says a command's first process ended (its wait status).
 pub const EXITED: u8 = 5;
+/// The library makes the keeper a session's: its own network namespace (and, for a user other
+/// than root, a user namespace mapping the user to itself), loopback up. Replied `READY`.
+pub const SESSION: u8 = 6;
+/// The library asks for a socket connected to `127.0.0.1:port` in the session's namespace.
+pub const CONNECT: u8 = 7;
+/// The library asks for a listener on `127.0.0.1:port` (0: any) in the session's namespace.
+pub const LISTEN: u8 = 8;
+/// The keeper answers `CONNECT` or `LISTEN` with a socket (the frame's descriptor) and its port.
+pub const SOCKET: u8 = 9;
+/// The keeper is a session's.
+pub const READY: u8 = 10;
 
 /// The most descriptors one frame carries.
 pub const MAX_FDS: usize = 32;
@@ -43,9 +54,26 @@ pub struct Run {
 /// A message the keeper sends back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
-    Started { id: u64, pid: i32 },
-    Failed { id: u64, errno: i32 },
-    Exited { id: u64, status: i32 },
+    Started {
+        id: u64,
+        pid: i32,
+    },
+    Failed {
+        id: u64,
+        errno: i32,
+    },
+    Exited {
+        id: u64,
+        status: i32,
+    },
+    /// With one descriptor.
+    Socket {
+        id: u64,
+        port: i32,
+    },
+    Ready {
+        id: u64,
+    },
 }
 
 #[derive(Default)]
@@ -204,6 +232,7 @@ impl Run {
             }
         }
         opt_i32(&mut e, p.forward.map(i32::from));
+        e.u8(p.shared_net as u8);
         match &p.landlock {
             Some(l) => e.u8(1).u64(l.handled),
             None => e.u8(0),
@@ -244,6 +273,7 @@ impl Run {
             seccomp.push(prog);
         }
         let forward = read_opt_i32(d)?.map(|p| u16::try_from(p).map_err(|_| bad())).transpose()?;
+        let shared_net = d.bool()?;
         let landlock = if d.bool()? { Some(crate::landlock::Plan { handled: d.u64()? }) } else { None };
         d.end()?;
         let plan = Plan {
@@ -268,10 +298,25 @@ impl Run {
             memory_procs,
             seccomp,
             forward,
+            shared_net,
             landlock,
         };
         Ok(Run { id, argv, env, cgroups, stdin, plan })
     }
+}
+
+/// `SESSION`: `user_ns` with the maps to write (for a user other than root).
+pub fn session(id: u64, user_ns: bool, uid_map: &[u8], gid_map: &[u8]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u8(SESSION).u64(id).u8(user_ns as u8).bytes(uid_map).bytes(gid_map);
+    e.0
+}
+
+/// `CONNECT` or `LISTEN` (`tag`) for `port`.
+pub fn socket(tag: u8, id: u64, port: u16) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u8(tag).u64(id).u32(port as u32);
+    e.0
 }
 
 pub fn kill(id: u64, signal: i32) -> Vec<u8> {
@@ -287,6 +332,8 @@ impl Reply {
             Reply::Started { id, pid } => e.u8(STARTED).u64(id).i32(pid),
             Reply::Failed { id, errno } => e.u8(FAILED).u64(id).i32(errno),
             Reply::Exited { id, status } => e.u8(EXITED).u64(id).i32(status),
+            Reply::Socket { id, port } => e.u8(SOCKET).u64(id).i32(port),
+            Reply::Ready { id } => e.u8(READY).u64(id).i32(0),
         };
         e.0
     }
@@ -300,6 +347,8 @@ impl Reply {
             STARTED => Ok(Reply::Started { id, pid: n }),
             FAILED => Ok(Reply::Failed { id, errno: n }),
             EXITED => Ok(Reply::Exited { id, status: n }),
+            SOCKET => Ok(Reply::Socket { id, port: n }),
+            READY => Ok(Reply::Ready { id }),
             _ => Err(bad()),
         }
     }

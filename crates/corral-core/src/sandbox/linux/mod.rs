@@ -204,6 +204,8 @@ pub struct LinuxSandbox {
     /// As root: the user namespace commands run in (`userns.rs`); `None` for a user other than
     /// root, or as root with `allowWeaker` on a kernel without one.
     userns: Option<OwnedFd>,
+    /// A session's keeper: every command shares its network namespace (`in_session`).
+    session: Option<crate::sandbox::session::Keeper>,
 }
 
 fn cstr(p: &Path) -> Result<CString> {
@@ -251,7 +253,7 @@ impl LinuxSandbox {
                 prog.into_iter().map(|f| libc::sock_filter { code: f.code, jt: f.jt, jf: f.jf, k: f.k }).collect()
             })
             .collect();
-        Ok(LinuxSandbox { options, probe, seccomp, broker: None, egress: Default::default(), userns })
+        Ok(LinuxSandbox { options, probe, seccomp, broker: None, egress: Default::default(), userns, session: None })
     }
 
     pub fn probe(&self) -> &Probe {
@@ -264,9 +266,20 @@ impl LinuxSandbox {
         self
     }
 
+    /// Commands run through a session's keeper (`Keeper::start_session`) and share its network
+    /// namespace: a port one command listens on is reachable from the next and through the
+    /// keeper's `connect`. The session decides the network; `network: { allow }` is not used.
+    pub fn in_session(mut self, keeper: crate::sandbox::session::Keeper) -> LinuxSandbox {
+        self.session = Some(keeper);
+        self
+    }
+
     /// The broker's port on the host's loopback for `{ allow }` (a listener made on the first run),
     /// or `None` for no network.
     async fn egress(&self) -> Result<Option<u16>> {
+        if self.session.is_some() {
+            return Ok(None);
+        }
         let (Some(allow), Some(broker)) = (&self.options.allow, &self.broker) else { return Ok(None) };
         let mut state = self.egress.lock().await;
         if let Some((_, port)) = state.as_ref() {
@@ -498,6 +511,7 @@ impl LinuxSandbox {
             memory_procs: memory.map(|m| m.procs_path()),
             seccomp: self.seccomp.clone(),
             forward,
+            shared_net: self.session.is_some(),
             landlock: self.probe.landlock.map(landlock::Plan::new),
         };
         Ok((plan, owned_trees, watch))
@@ -585,8 +599,11 @@ impl SandboxAdapter for LinuxSandbox {
         if let Some(port) = forward {
             env.extend(super::proxy_env(&format!("http://127.0.0.1:{port}"), "localhost,127.0.0.1"));
         }
-        let keeper = crate::sandbox::session::Keeper::shared()
-            .map_err(|e| Error::new(Code::Io, format!("LinuxSandbox: could not start its keeper process ({e}).")))?;
+        let keeper = match &self.session {
+            Some(k) => Ok(k.clone()),
+            None => crate::sandbox::session::Keeper::shared(),
+        }
+        .map_err(|e| Error::new(Code::Io, format!("LinuxSandbox: could not start its keeper process ({e}).")))?;
         let pids_refused = Arc::new(AtomicU64::new(0));
         let isolation = Isolation {
             launch: Some(Box::new(move |launch| {

@@ -11,6 +11,7 @@
 //! first process carries a parent-death signal bound to the keeper.
 
 mod binary;
+pub mod ports;
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -31,11 +32,15 @@ struct Waiter {
     exited: Option<oneshot::Sender<i32>>,
 }
 
+/// What a `SESSION`, `CONNECT` or `LISTEN` gets back: a socket and its port, or an errno.
+type Answer = std::result::Result<(Option<OwnedFd>, i32), i32>;
+
 struct Inner {
     ctl: OwnedFd,
     /// One frame at a time on the socket.
     write: Mutex<()>,
     waiters: Mutex<HashMap<u64, Waiter>>,
+    calls: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
     next: AtomicU64,
     alive: AtomicBool,
     pid: libc::pid_t,
@@ -59,8 +64,30 @@ impl Inner {
 
     /// Reads the keeper's replies until it ends, then fails every waiting command and reaps it.
     fn read_replies(&self) {
-        while let Ok(Some((payload, _fds))) = frame::recv(self.ctl.as_raw_fd()) {
+        while let Ok(Some((payload, fds))) = frame::recv(self.ctl.as_raw_fd()) {
             let Ok(reply) = Reply::decode(&payload) else { break };
+            let answer = |id: u64, a: Answer| {
+                if let Some(s) = self.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
+                    let _ = s.send(a);
+                }
+            };
+            match reply {
+                Reply::Socket { id, port } => {
+                    answer(id, Ok((fds.into_iter().next(), port)));
+                    continue;
+                }
+                Reply::Ready { id } => {
+                    answer(id, Ok((None, 0)));
+                    continue;
+                }
+                Reply::Failed { id, errno }
+                    if self.calls.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&id) =>
+                {
+                    answer(id, Err(errno));
+                    continue;
+                }
+                _ => {}
+            }
             let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
             match reply {
                 Reply::Started { id, pid } => {
@@ -81,10 +108,12 @@ impl Inner {
                         let _ = s.send(status);
                     }
                 }
+                Reply::Socket { .. } | Reply::Ready { .. } => {}
             }
         }
         self.alive.store(false, Ordering::SeqCst);
         self.waiters.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clear();
         // SAFETY: reaps the keeper, this process's child.
         unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
     }
@@ -136,6 +165,7 @@ impl Keeper {
             ctl: ours,
             write: Mutex::new(()),
             waiters: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             alive: AtomicBool::new(true),
             pid,
@@ -154,6 +184,51 @@ impl Keeper {
     pub fn close(&self) {
         // SAFETY: shuts down our own socket; the keeper reads the end of the stream.
         unsafe { libc::shutdown(self.inner.ctl.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+
+    /// Sends a request the keeper answers once, and waits for the answer.
+    async fn call(&self, frame: impl FnOnce(u64) -> Vec<u8>) -> io::Result<(Option<OwnedFd>, i32)> {
+        let inner = &self.inner;
+        let id = inner.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        inner.calls.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+        if !inner.alive.load(Ordering::SeqCst) || inner.send(&frame(id), &[]).is_err() {
+            inner.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            return Err(gone());
+        }
+        match rx.await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(errno)) => Err(io::Error::from_raw_os_error(errno)),
+            Err(_) => Err(gone()),
+        }
+    }
+
+    /// Starts a keeper for one session: every command it starts shares its network namespace
+    /// (loopback only), where `connect` and `listen` make sockets.
+    pub async fn start_session() -> io::Result<Keeper> {
+        let keeper = Keeper::start(false)?;
+        // SAFETY: raw calls.
+        let (root, uid, gid) = unsafe { (libc::geteuid() == 0, libc::getuid(), libc::getgid()) };
+        let (uid_map, gid_map) = (format!("{uid} {uid} 1"), format!("{gid} {gid} 1"));
+        let made = keeper.call(|id| wire::session(id, !root, uid_map.as_bytes(), gid_map.as_bytes())).await;
+        if let Err(e) = made {
+            keeper.close();
+            return Err(e);
+        }
+        Ok(keeper)
+    }
+
+    /// A socket connected to `127.0.0.1:port` inside the session.
+    pub async fn connect(&self, port: u16) -> io::Result<OwnedFd> {
+        let (fd, _) = self.call(|id| wire::socket(wire::CONNECT, id, port)).await?;
+        fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the keeper sent no socket"))
+    }
+
+    /// A non-blocking listener on `127.0.0.1:port` (0: any) inside the session, and its port.
+    pub async fn listen(&self, port: u16) -> io::Result<(OwnedFd, u16)> {
+        let (fd, port) = self.call(|id| wire::socket(wire::LISTEN, id, port)).await?;
+        let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the keeper sent no socket"))?;
+        Ok((fd, port as u16))
     }
 
     /// Starts one command under `plan`; `userns` and `trees` are the descriptors the plan names

@@ -159,3 +159,167 @@ fn a_malformed_frame_ends_the_keeper_and_later_spawns_say_so() {
     wait_until("the keeper ended on a malformed frame", || !k.inner.alive.load(Ordering::SeqCst));
     assert!(!running(k.pid() as u32));
 }
+
+// ---- a session's network ----------------------------------------------------------------------
+
+use crate::sandbox::SandboxAdapter;
+use crate::shell::ExecResult;
+use std::io::{Read, Write};
+
+/// A perl one-liner answering every connection on `127.0.0.1:$port` with `reply` (until the
+/// session ends).
+fn server(port: u16, reply: &str) -> String {
+    format!(
+        "perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalAddr => \"127.0.0.1:{port}\", Listen => 5, ReuseAddr => 1) or die \"listen: $!\"; while ($c = $s->accept) {{ print $c \"{reply}\\n\"; close $c }}'"
+    )
+}
+
+/// A perl one-liner reading one line from `127.0.0.1:$port`.
+fn client(port: u16) -> String {
+    format!(
+        "perl -MIO::Socket::INET -e '$c = IO::Socket::INET->new(PeerAddr => \"127.0.0.1:{port}\") or die \"connect: $!\\n\"; print scalar <$c>'"
+    )
+}
+
+fn req(cwd: &std::path::Path, command: &str) -> SandboxRequest {
+    SandboxRequest {
+        command: command.to_string(),
+        cwd: cwd.to_str().unwrap().to_string(),
+        env: BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
+        timeout_ms: 20_000,
+        stdin: None,
+        mount: None,
+        on_output: None,
+        capture_bytes: None,
+        input: None,
+    }
+}
+
+async fn session() -> (tempfile::TempDir, Arc<LinuxSandbox>, std::path::PathBuf, Keeper) {
+    let (d, _, cwd) = fixture();
+    let keeper = Keeper::start_session().await.expect("a session keeper");
+    let sb = LinuxSandbox::new(LinuxSandboxOptions::default()).unwrap().in_session(keeper.clone());
+    (d, Arc::new(sb), cwd, keeper)
+}
+
+/// Runs `command` in the background of the test; resolves when it ends.
+fn background(
+    sb: &Arc<LinuxSandbox>,
+    cwd: &std::path::Path,
+    command: String,
+) -> tokio::task::JoinHandle<crate::error::Result<ExecResult>> {
+    let (sb, r) = (sb.clone(), req(cwd, &command));
+    tokio::spawn(async move {
+        let r = sb.run(r, None).await;
+        eprintln!("background command ended: {r:?}");
+        r
+    })
+}
+
+/// Waits until something listens on `port` inside the session.
+async fn listening(keeper: &Keeper, port: u16) {
+    let start = Instant::now();
+    while keeper.connect(port).await.is_err() {
+        assert!(start.elapsed() < Duration::from_secs(10), "nothing listens on {port} in the session");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+use std::sync::Arc;
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn the_commands_of_a_session_share_one_network() {
+    let (_d, sb, cwd, keeper) = session().await;
+    // The keeper's own probe takes the first connection: serve two.
+    let serve = background(&sb, &cwd, server(4000, "from the first command"));
+    listening(&keeper, 4000).await;
+    let r = sb.run(req(&cwd, &client(4000)), None).await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_str()), (Some(0), "from the first command\n"), "{r:?}");
+    keeper.close();
+    // Closing the session ended the server (its run fails: the keeper is gone).
+    let (sb2, r2) = (sb.clone(), req(&cwd, "true"));
+    assert!(sb2.run(r2, None).await.is_err(), "a closed session ran a command");
+    let ended = tokio::time::timeout(Duration::from_secs(10), serve).await.expect("the server outlived its session");
+    assert!(ended.unwrap().is_err(), "the server's run says it ended by itself");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_session_port_is_reached_from_the_host_through_its_forwarder_and_only_there() {
+    let (_d, sb, cwd, keeper) = session().await;
+    let serve = background(&sb, &cwd, server(4001, "hello host"));
+    listening(&keeper, 4001).await;
+    let fwd = ports::Forwarder::start(keeper.clone(), 4001).await.unwrap();
+    assert!(fwd.local().ip().is_loopback());
+    let text = tokio::task::spawn_blocking(move || {
+        let mut c = std::net::TcpStream::connect(fwd.local()).unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        s
+    })
+    .await
+    .unwrap();
+    assert_eq!(text, "hello host\n");
+    // The same port on the host's own loopback is not the session's.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", 4001)).is_err(), "the session's port is on the host");
+    keeper.close();
+    drop(serve);
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_session_reaches_neither_the_hosts_loopback_nor_another_session() {
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    let (_d, a, cwd, ka) = session().await;
+    let (_e, b, cwd_b, kb) = session().await;
+    let r = a.run(req(&cwd, &client(host_port)), None).await.unwrap();
+    assert_ne!(r.exit_code, Some(0), "a session reached the host's loopback: {r:?}");
+    assert!(r.stderr.contains("connect:"), "{r:?}");
+    let serve = background(&a, &cwd, server(4002, "from a"));
+    listening(&ka, 4002).await;
+    let r = b.run(req(&cwd_b, &client(4002)), None).await.unwrap();
+    assert_ne!(r.exit_code, Some(0), "session b reached session a: {r:?}");
+    assert!(kb.connect(4002).await.is_err(), "b's keeper reached a's port");
+    drop((host, serve));
+    ka.close();
+    kb.close();
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_listener_made_in_the_session_is_reached_by_its_commands() {
+    let (_d, sb, cwd, keeper) = session().await;
+    let (fd, port) = keeper.listen(0).await.unwrap();
+    assert_ne!(port, 0);
+    let listener = std::net::TcpListener::from(fd);
+    listener.set_nonblocking(false).unwrap();
+    let accept = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.write_all(b"from outside\n").unwrap();
+    });
+    let r = sb.run(req(&cwd, &client(port)), None).await.unwrap();
+    assert_eq!((r.exit_code, r.stdout.as_str()), (Some(0), "from outside\n"), "{r:?}");
+    accept.join().unwrap();
+    keeper.close();
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_command_cannot_take_down_or_reconfigure_the_sessions_network() {
+    if !std::path::Path::new("/usr/bin/busybox").exists() && !std::path::Path::new("/bin/busybox").exists() {
+        eprintln!("skipped: busybox (its ifconfig) is not installed");
+        return;
+    }
+    let (_d, sb, cwd, keeper) = session().await;
+    let r = sb.run(req(&cwd, "busybox ifconfig lo down; busybox ifconfig lo 10.9.9.9"), None).await.unwrap();
+    assert!(r.stderr.matches("Operation not permitted").count() >= 2, "{r:?}");
+    // Loopback still works for the session.
+    let serve = background(&sb, &cwd, server(4003, "still up"));
+    listening(&keeper, 4003).await;
+    let r = sb.run(req(&cwd, &client(4003)), None).await.unwrap();
+    assert_eq!(r.stdout, "still up\n", "{r:?}");
+    keeper.close();
+    drop(serve);
+}
