@@ -34,7 +34,7 @@ mod tests;
 
 pub use docker::tls::DockerTls;
 pub use docker::{Reuse, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
-pub use network::Network;
+pub use network::{Network, NetworkPolicy};
 pub use noop::NoopSandbox;
 
 /// The timeout a command gets when the caller gives none (the shell tool always gives one).
