@@ -43,6 +43,7 @@ use tokio_util::task::TaskTracker;
 
 use host::parse_ip;
 pub use host::{is_public_ip, validate_host_pattern, HostPattern};
+pub use proxy::Gate;
 use proxy::{Listener, Rule, Shared};
 
 use crate::error::{Code, Error, Result};
@@ -180,7 +181,12 @@ impl Broker {
             tracker: TaskTracker::new(),
         });
         let stop = shared.token.clone();
-        drop(accept_loop(Arc::new(Listener { shared: shared.clone(), allow, local }), listener, None, stop));
+        drop(accept_loop(
+            Arc::new(Listener { shared: shared.clone(), allow, local, gate: None }),
+            listener,
+            None,
+            stop,
+        ));
         Ok(Arc::new(Broker {
             shared,
             local,
@@ -249,7 +255,7 @@ impl Broker {
         let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
         let stop = self.shared.token.child_token();
         let task = accept_loop(
-            Arc::new(Listener { shared: self.shared.clone(), allow, local }),
+            Arc::new(Listener { shared: self.shared.clone(), allow, local, gate: None }),
             listener,
             Some(clients_net.trunc()),
             stop.clone(),
@@ -257,6 +263,26 @@ impl Broker {
         let url = format!("http://{local}");
         self.extra.lock().unwrap().insert(url.clone(), (stop, task));
         Ok(url)
+    }
+
+    /// Serves `socket` (a listener a session's keeper made inside the session's network
+    /// namespace, so only the session's commands reach it) under `gate`'s policy, with this
+    /// broker's rules. Returns a key for `unlisten`.
+    pub fn serve_session(&self, socket: std::net::TcpListener, gate: Arc<Gate>) -> Result<String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::config("The credential broker is closed."));
+        }
+        let io = |e: std::io::Error| Error::new(Code::Io, format!("serve_session: {e}"));
+        socket.set_nonblocking(true).map_err(io)?;
+        let local = socket.local_addr().map_err(io)?;
+        let socket = TcpListener::from_std(socket).map_err(io)?;
+        let stop = self.shared.token.child_token();
+        let listener = Listener { shared: self.shared.clone(), allow: Vec::new(), local, gate: Some(gate) };
+        let task = accept_loop(Arc::new(listener), socket, None, stop.clone());
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let key = format!("session:{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        self.extra.lock().unwrap().insert(key.clone(), (stop, task));
+        Ok(key)
     }
 
     /// Stops a listener `listen` added (its URL); the broker's own listener is not affected.

@@ -27,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::host::{normalize_host, parse_ip, HostPattern};
-use super::upstream::{connect_tcp, connect_tls};
+use super::upstream::{connect_tcp, connect_tls, Check};
 use super::HeaderSource;
+use crate::sandbox::NetworkPolicy;
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
@@ -66,11 +67,62 @@ pub(crate) struct Shared {
     pub tracker: TaskTracker,
 }
 
-/// One listening address: its own allowlist (rule hosts plus its `allow`).
+/// One listening address: its own allowlist (rule hosts plus its `allow`), or a session's gate.
 pub(crate) struct Listener {
     pub shared: Arc<Shared>,
     pub allow: Vec<HostPattern>,
     pub local: SocketAddr,
+    pub gate: Option<Arc<Gate>>,
+}
+
+/// A session's network policy, which decides every connection of the listeners that share it,
+/// and the tunnels it let open: a new policy closes those it refuses.
+pub struct Gate {
+    policy: std::sync::RwLock<NetworkPolicy>,
+    tunnels: std::sync::Mutex<Vec<OpenTunnel>>,
+}
+
+struct OpenTunnel {
+    host: String,
+    ip: std::net::IpAddr,
+    stop: CancellationToken,
+}
+
+impl Gate {
+    pub fn new(policy: NetworkPolicy) -> Arc<Gate> {
+        Arc::new(Gate { policy: std::sync::RwLock::new(policy), tunnels: Default::default() })
+    }
+
+    pub fn policy(&self) -> NetworkPolicy {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Applies `policy` at once: later connections follow it, and open tunnels it refuses close.
+    pub fn set(&self, policy: NetworkPolicy) {
+        let mut tunnels = self.tunnels.lock().unwrap_or_else(|p| p.into_inner());
+        tunnels.retain(|t| {
+            if !t.stop.is_cancelled() && policy.permits(&t.host, t.ip) {
+                return true;
+            }
+            t.stop.cancel();
+            false
+        });
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
+    /// Whether a connection to `ip` for `host` passes the policy now.
+    fn permits(&self, host: &str, ip: std::net::IpAddr) -> bool {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).permits(host, ip)
+    }
+
+    /// Records an open tunnel; its token is cancelled when a new policy refuses it.
+    fn track(&self, host: &str, ip: std::net::IpAddr, parent: &CancellationToken) -> CancellationToken {
+        let stop = parent.child_token();
+        let mut tunnels = self.tunnels.lock().unwrap_or_else(|p| p.into_inner());
+        tunnels.retain(|t| !t.stop.is_cancelled());
+        tunnels.push(OpenTunnel { host: host.to_string(), ip, stop: stop.clone() });
+        stop
+    }
 }
 
 impl Listener {
@@ -79,7 +131,22 @@ impl Listener {
     }
 
     fn allowed(&self, host: &str) -> bool {
-        self.rule(host).is_some() || self.allow.iter().any(|p| p.matches(host))
+        match &self.gate {
+            // A session's policy decides; a rule opens no host of its own.
+            Some(gate) => gate.policy.read().unwrap_or_else(|p| p.into_inner()).may_resolve(host),
+            None => self.rule(host).is_some() || self.allow.iter().any(|p| p.matches(host)),
+        }
+    }
+
+    /// Opens a connection to `host:port` under this listener's address check.
+    async fn connect(&self, host: &str, port: u16) -> Result<TcpStream, super::upstream::Refused> {
+        match &self.gate {
+            Some(gate) => {
+                let policy = gate.policy();
+                connect_tcp(host, port, Check::Policy(&policy)).await
+            }
+            None => connect_tcp(host, port, Check::Public(self.private_ok(host))).await,
+        }
     }
 
     fn private_ok(&self, host: &str) -> bool {
@@ -104,6 +171,8 @@ struct Client {
 
 struct Idle {
     key: (String, u16, bool),
+    /// The address the connection went to (a session's policy is checked again on reuse).
+    ip: Option<std::net::IpAddr>,
     sender: SendRequest<Incoming>,
 }
 
@@ -279,7 +348,14 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
 
     // The client's previous upstream connection, if it went to the same place and is idle.
     let key = (host.to_string(), port, target.tls);
-    let idle = client.idle.lock().await.take().filter(|idle| idle.key == key);
+    let idle = client.idle.lock().await.take().filter(|idle| {
+        idle.key == key
+            && match (&listener.gate, idle.ip) {
+                (Some(gate), Some(ip)) => gate.permits(host, ip),
+                (Some(_), None) => false,
+                (None, _) => true,
+            }
+    });
     if let Some(mut idle) = idle {
         let ready = tokio::time::timeout(Duration::from_secs(1), idle.sender.ready()).await;
         if matches!(ready, Ok(Ok(()))) {
@@ -294,10 +370,11 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
         }
     }
 
-    let tcp = match connect_tcp(host, port, listener.private_ok(host)).await {
+    let tcp = match listener.connect(host, port).await {
         Ok(tcp) => tcp,
         Err(r) => return refuse(r.status(), r.reason(host, port)),
     };
+    let ip = tcp.peer_addr().ok().map(|a| a.ip());
     let sender = if target.tls {
         match connect_tls(&listener.shared.tls, host, tcp).await {
             Ok(tls) => handshake(&listener.shared, tls).await,
@@ -307,7 +384,7 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
         handshake(&listener.shared, tcp).await
     };
     let mut idle = match sender {
-        Ok(sender) => Idle { key, sender },
+        Ok(sender) => Idle { key, ip, sender },
         Err(e) => return upstream_failed(host, port, &e),
     };
     match idle.sender.send_request(request).await {
@@ -358,12 +435,16 @@ async fn tunnel(listener: &Listener, mut req: Request<Incoming>) -> Response<Pro
     if !listener.allowed(&host) {
         return refuse(StatusCode::FORBIDDEN, format!("{host} is not on the allowlist"));
     }
-    let mut upstream = match connect_tcp(&host, port, listener.private_ok(&host)).await {
+    let mut upstream = match listener.connect(&host, port).await {
         Ok(tcp) => tcp,
         Err(r) => return refuse(r.status(), r.reason(&host, port)),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
-    let token = listener.shared.token.clone();
+    let token = match (&listener.gate, upstream.peer_addr()) {
+        (Some(gate), Ok(peer)) => gate.track(&host, peer.ip(), &listener.shared.token),
+        (Some(_), Err(_)) => return refuse(StatusCode::BAD_GATEWAY, format!("{host}:{port} closed at once")),
+        (None, _) => listener.shared.token.clone(),
+    };
     listener.shared.tracker.spawn(async move {
         let pipe = async move {
             if let Ok(upgraded) = on_upgrade.await {

@@ -24,6 +24,8 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(15);
 pub(crate) enum Refused {
     /// Every address the host resolved to is non-public and the host is not in `allowPrivate`.
     NonPublic(IpAddr),
+    /// A session's network policy allows none of the host's addresses.
+    Policy(IpAddr),
     Resolve(String),
     Connect(String),
     Timeout,
@@ -33,7 +35,7 @@ pub(crate) enum Refused {
 impl Refused {
     pub(crate) fn status(&self) -> http::StatusCode {
         match self {
-            Refused::NonPublic(_) => http::StatusCode::FORBIDDEN,
+            Refused::NonPublic(_) | Refused::Policy(_) => http::StatusCode::FORBIDDEN,
             Refused::Timeout => http::StatusCode::GATEWAY_TIMEOUT,
             _ => http::StatusCode::BAD_GATEWAY,
         }
@@ -44,6 +46,7 @@ impl Refused {
             Refused::NonPublic(ip) => {
                 format!("{host} resolves to the non-public address {ip}; list the host in allowPrivate to reach it")
             }
+            Refused::Policy(ip) => format!("the network policy does not allow {host} at {ip}"),
             Refused::Resolve(e) => format!("cannot resolve {host}: {e}"),
             Refused::Connect(e) => format!("cannot connect to {host}:{port}: {e}"),
             Refused::Timeout => format!("connecting to {host}:{port} timed out"),
@@ -52,10 +55,18 @@ impl Refused {
     }
 }
 
-/// Resolves `host` once, keeps the addresses that pass the public-address check (all of them
-/// when `private_ok`), and connects to those, in order, until one answers. No other lookup
-/// happens, so a DNS answer cannot change between the check and the connect.
-pub(crate) async fn connect_tcp(host: &str, port: u16, private_ok: bool) -> Result<TcpStream, Refused> {
+/// Which addresses a connection may go to.
+pub(crate) enum Check<'a> {
+    /// Public addresses, or any with `allowPrivate`'s `true`.
+    Public(bool),
+    /// A session's policy.
+    Policy(&'a crate::sandbox::NetworkPolicy),
+}
+
+/// Resolves `host` once, keeps the addresses that pass `check`, and connects to those, in
+/// order, until one answers. No other lookup happens, so a DNS answer cannot change between the
+/// check and the connect.
+pub(crate) async fn connect_tcp(host: &str, port: u16, check: Check<'_>) -> Result<TcpStream, Refused> {
     let addrs: Vec<SocketAddr> = match parse_ip(host) {
         Some(ip) => vec![SocketAddr::new(ip, port)],
         None => match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port))).await {
@@ -67,10 +78,16 @@ pub(crate) async fn connect_tcp(host: &str, port: u16, private_ok: bool) -> Resu
     let Some(first) = addrs.first().copied() else {
         return Err(Refused::Resolve("no address".into()));
     };
-    let checked: Vec<SocketAddr> =
-        addrs.into_iter().filter(|a| private_ok || is_public_ip(a.ip().to_canonical())).collect();
+    let passes = |ip: IpAddr| match &check {
+        Check::Public(private_ok) => *private_ok || is_public_ip(ip.to_canonical()),
+        Check::Policy(p) => p.permits(host, ip),
+    };
+    let checked: Vec<SocketAddr> = addrs.into_iter().filter(|a| passes(a.ip())).collect();
     if checked.is_empty() {
-        return Err(Refused::NonPublic(first.ip()));
+        return Err(match check {
+            Check::Public(_) => Refused::NonPublic(first.ip()),
+            Check::Policy(_) => Refused::Policy(first.ip()),
+        });
     }
     let attempt = async {
         let mut last = Refused::Connect("no address".into());

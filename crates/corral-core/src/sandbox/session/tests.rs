@@ -323,3 +323,134 @@ async fn a_command_cannot_take_down_or_reconfigure_the_sessions_network() {
     keeper.close();
     drop(serve);
 }
+
+// ---- a session's egress through its broker -----------------------------------------------------
+
+use crate::broker::{Broker, BrokerConfig, Gate};
+use crate::sandbox::NetworkPolicy;
+
+/// A host-side HTTP server on 127.0.0.1 answering every request with `body`.
+fn host_http(body: &'static str) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf);
+                let _ =
+                    write!(c, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+            });
+        }
+    });
+    port
+}
+
+fn policy(v: serde_json::Value) -> NetworkPolicy {
+    NetworkPolicy::from_value(&v, "network").unwrap()
+}
+
+/// A session whose commands' proxy is a listener inside it, served by a broker under `gate`.
+async fn session_with_broker(
+    gate: Arc<Gate>,
+) -> (tempfile::TempDir, Arc<LinuxSandbox>, std::path::PathBuf, Keeper, u16) {
+    let (d, sb, cwd, keeper) = session().await;
+    let (fd, port) = keeper.listen(0).await.unwrap();
+    let broker = Broker::start(BrokerConfig::default()).await.unwrap();
+    broker.serve_session(std::net::TcpListener::from(fd), gate).unwrap();
+    // The broker lives as long as the test's runtime.
+    std::mem::forget(broker);
+    (d, sb, cwd, keeper, port)
+}
+
+fn curl(proxy: u16, url: &str) -> String {
+    format!("curl -s -o - -w ' %{{http_code}}' --max-time 10 -x http://127.0.0.1:{proxy} {url}")
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn the_sessions_policy_decides_every_request_and_applies_at_once() {
+    let target = host_http("from the host");
+    let gate = Gate::new(policy(serde_json::json!({ "mode": "deny-all" })));
+    let (_d, sb, cwd, keeper, proxy) = session_with_broker(gate.clone()).await;
+    let url = format!("http://127.0.0.1:{target}/");
+    let run = |cmd: String| {
+        let (sb, r) = (sb.clone(), req(&cwd, &cmd));
+        async move { sb.run(r, None).await.unwrap().stdout }
+    };
+    // deny-all: the broker opens nothing, loopback included.
+    assert!(run(curl(proxy, &url)).await.ends_with(" 403"), "deny-all let a request through");
+    // Only allowedCIDRs opens the host's loopback.
+    gate.set(policy(serde_json::json!({ "mode": "custom", "allowedCIDRs": ["127.0.0.1/32"] })));
+    assert_eq!(run(curl(proxy, &url)).await, "from the host 200");
+    // deniedCIDRs wins.
+    gate.set(policy(serde_json::json!({
+        "mode": "custom", "allowedCIDRs": ["127.0.0.1/32"], "deniedCIDRs": ["127.0.0.0/8"]
+    })));
+    assert!(run(curl(proxy, &url)).await.ends_with(" 403"));
+    // A named host never reaches loopback, and allow-all reaches public addresses only.
+    gate.set(policy(serde_json::json!({ "mode": "custom", "allowedHosts": ["localhost", "127.0.0.1"] })));
+    assert!(run(curl(proxy, &url)).await.ends_with(" 403"), "a named host reached loopback");
+    gate.set(policy(serde_json::json!({ "mode": "allow-all" })));
+    assert!(run(curl(proxy, &url)).await.ends_with(" 403"), "allow-all reached loopback");
+    // A direct connection from inside reaches the session's own loopback, never the host's.
+    let direct = run(format!("curl -s --noproxy '*' --max-time 5 -o /dev/null -w '%{{http_code}}' {url}")).await;
+    assert_eq!(direct, "000", "a direct connection reached the host");
+    keeper.close();
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_policy_change_closes_the_open_tunnels_it_refuses() {
+    // An echo server on the host.
+    let echo = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let echo_port = echo.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in echo.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 || c.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let gate = Gate::new(policy(serde_json::json!({ "mode": "custom", "allowedCIDRs": ["127.0.0.1/32"] })));
+    let (_d, _sb, _cwd, keeper, proxy) = session_with_broker(gate.clone()).await;
+    // A tunnel opened from inside the session (the keeper's socket is inside it).
+    let inner = keeper.connect(proxy).await.unwrap();
+    let text = tokio::task::spawn_blocking(move || {
+        let mut c = std::net::TcpStream::from(inner);
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(c, "CONNECT 127.0.0.1:{echo_port} HTTP/1.1\r\nHost: 127.0.0.1:{echo_port}\r\n\r\n").unwrap();
+        let mut head = [0u8; 19];
+        c.read_exact(&mut head).unwrap();
+        assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+        let mut rest = Vec::new();
+        let mut b = [0u8; 1];
+        while !rest.ends_with(b"\r\n\r\n") {
+            c.read_exact(&mut b).unwrap();
+            rest.push(b[0]);
+        }
+        c.write_all(b"ping").unwrap();
+        let mut got = [0u8; 4];
+        c.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        // The policy changes: the tunnel is closed.
+        gate.set(policy(serde_json::json!({ "mode": "deny-all" })));
+        let _ = c.write_all(b"more");
+        let mut after = [0u8; 4];
+        match c.read(&mut after) {
+            Ok(0) | Err(_) => "closed".to_string(),
+            Ok(n) => format!("still open: {:?}", &after[..n]),
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(text, "closed");
+    keeper.close();
+}
