@@ -169,7 +169,13 @@ fn can_unshare(flags: libc::c_int) -> bool {
     }
 }
 
+/// What the machine offers, found once per process (each question forks it).
 pub fn probe() -> Probe {
+    static PROBE: std::sync::OnceLock<Probe> = std::sync::OnceLock::new();
+    PROBE.get_or_init(probe_now).clone()
+}
+
+fn probe_now() -> Probe {
     // SAFETY: raw syscall.
     let root = unsafe { libc::geteuid() } == 0;
     let user = can_unshare(libc::CLONE_NEWUSER);
