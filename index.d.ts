@@ -412,7 +412,32 @@ export declare class WorkspaceCheckpoints {
   clear(options?: { sessionId?: string }): Promise<void>;
 }
 
-export type HeaderValue = string | (() => string | Promise<string>);
+/** A header's value: a string, a function called per request, or Basic credentials (sent as `Basic base64(username:password)`). */
+export type HeaderValue = string | (() => string | Promise<string>) | { basic: { username: string; password: string } };
+
+/** How a path, a query parameter or a header is matched; `regex` is JavaScript RegExp syntax. */
+export type BrokerMatcher = { exact: string } | { startsWith: string } | { regex: string };
+
+/**
+ * A request transformation: a request matching `match` gets each `transform.headers` entry set,
+ * replacing a header of that name, outside the sandbox. Transformations apply after the rules, to
+ * what the broker reads (plain http:// through the proxy and the path form); a host must still be
+ * allowed (rules or `allow`) to be reached.
+ */
+export interface BrokerTransformation {
+  match: {
+    /** Exact host, IP literal or *.suffix. */
+    host: string;
+    path?: BrokerMatcher;
+    /** Any of these methods. */
+    method?: string[];
+    /** Each entry must match some query parameter (percent-decoded). */
+    queryString?: { key?: BrokerMatcher; value?: BrokerMatcher }[];
+    /** Each entry must match some request header, as the client sent it (names compared in lower case). */
+    headers?: { key?: BrokerMatcher; value?: BrokerMatcher }[];
+  };
+  transform: { headers: Record<string, HeaderValue> };
+}
 
 export interface CredentialBrokerOptions {
   /** Host (exact, IP literal or *.suffix) to the headers added to its requests. */
@@ -427,6 +452,8 @@ export interface CredentialBrokerOptions {
   port?: number;
   /** Extra CA certificates (PEM) trusted for the upstream TLS of the path form. */
   ca?: string | string[];
+  /** Request transformations, applied after the rules. */
+  transformations?: BrokerTransformation[];
 }
 
 export interface CredentialBroker {
@@ -438,6 +465,10 @@ export interface CredentialBroker {
   baseUrl(host: string): string;
   /** Adds a listener on another address that serves only peers from the `clients` subnet. */
   listen(options: { host: string; clients: string; allow?: string[] }): Promise<string>;
+  /** Replaces every transformation, for the requests that follow. */
+  setTransformations(transformations: BrokerTransformation[]): void;
+  /** Replaces the transformations with the same match and header names and appends the rest (adding twice changes nothing). */
+  addTransformations(transformations: BrokerTransformation[]): void;
   /** Stops every listener and destroys open sockets. */
   close(): Promise<void>;
 }

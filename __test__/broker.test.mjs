@@ -431,6 +431,65 @@ describe('plain-HTTP forwarding', () => {
   });
 });
 
+describe('request transformations', () => {
+  const placeholder = { 'x-api-key': 'placeholder' };
+  const keyRule = (value) => ({
+    match: { host: UP, path: { startsWith: '/v1/' }, headers: [{ key: { exact: 'x-api-key' }, value: { exact: 'placeholder' } }] },
+    transform: { headers: { 'x-api-key': value } },
+  });
+
+  it('replaces a placeholder with the real value, from a string, a function or Basic credentials', async () => {
+    const up = await httpUpstream();
+    let calls = 0;
+    const b = await broker({
+      allow: [UP],
+      allowPrivate: [UP],
+      transformations: [
+        keyRule(SECRET),
+        { match: { host: UP, method: ['POST'] }, transform: { headers: { 'x-call': async () => `call-${++calls}` } } },
+        { match: { host: UP, queryString: [{ key: { exact: 'who' }, value: { regex: '^b(ob|ill)$' } }] }, transform: { headers: { authorization: { basic: { username: 'u', password: 'p' } } } } },
+      ],
+    });
+    const seen = json(await request(`http://${UP}:${up.port}/v1/messages?who=bob`, { proxy: b.url, method: 'POST', headers: placeholder, body: 'x' }));
+    expect(seen.headers['x-api-key']).toBe(SECRET);
+    expect(seen.headers['x-call']).toBe('call-1');
+    expect(seen.headers.authorization).toBe(`Basic ${Buffer.from('u:p').toString('base64')}`);
+    // Nothing matches: the request passes as the client sent it.
+    const other = json(await request(`http://${UP}:${up.port}/v2/messages?who=eve`, { proxy: b.url, headers: placeholder }));
+    expect(other.headers['x-api-key']).toBe('placeholder');
+    expect(other.headers['x-call']).toBeUndefined();
+    expect(other.headers.authorization).toBeUndefined();
+  });
+
+  it('setTransformations replaces, addTransformations merges and is idempotent', async () => {
+    const up = await httpUpstream();
+    const b = await broker({ allow: [UP], allowPrivate: [UP] });
+    const get = async () => json(await request(`http://${UP}:${up.port}/v1/x`, { proxy: b.url, headers: placeholder })).headers;
+    expect((await get())['x-api-key']).toBe('placeholder');
+    b.addTransformations([keyRule('first')]);
+    b.addTransformations([keyRule('first')]);
+    b.addTransformations([{ match: { host: UP }, transform: { headers: { 'x-more': 'yes' } } }]);
+    expect(await get()).toMatchObject({ 'x-api-key': 'first', 'x-more': 'yes' });
+    b.addTransformations([keyRule(() => 'second')]);
+    expect((await get())['x-api-key']).toBe('second');
+    b.setTransformations([{ match: { host: UP }, transform: { headers: { 'x-only': '1' } } }]);
+    const after = await get();
+    expect(after['x-api-key']).toBe('placeholder');
+    expect(after['x-more']).toBeUndefined();
+    expect(after['x-only']).toBe('1');
+  });
+
+  it('refuses a malformed transformation with a ConfigurationError and keeps the ones in place', async () => {
+    const up = await httpUpstream();
+    const b = await broker({ allow: [UP], allowPrivate: [UP], transformations: [keyRule('kept')] });
+    expect(() => b.setTransformations([{ match: { host: UP, path: { regex: '(' } }, transform: { headers: {} } }])).toThrow(ConfigurationError);
+    expect(() => b.addTransformations([{ match: { host: UP }, transform: { headers: { host: 'x' } } }])).toThrow(/cannot be set/);
+    await expect(createCredentialBroker({ transformations: [{ match: {}, transform: { headers: {} } }] })).rejects.toThrow(ConfigurationError);
+    const seen = json(await request(`http://${UP}:${up.port}/v1/x`, { proxy: b.url, headers: placeholder }));
+    expect(seen.headers['x-api-key']).toBe('kept');
+  });
+});
+
 describe('CONNECT', () => {
   it('tunnels to an allowed host and passes the bytes through untouched', async () => {
     const echo = await echoTcp();

@@ -454,12 +454,20 @@ async function createCredentialBroker(options) {
     env: b.env,
     baseUrl: (host) => b.baseUrl(host),
     listen: async (options) => b.listen(optionData(options ?? null)),
+    setTransformations: (list) => transformations(b, 'setTransformations', list),
+    addTransformations: (list) => transformations(b, 'addTransformations', list),
     close: () => b.close(),
   };
   brokerOf.set(broker, b);
   return broker;
 }
 const brokerOf = new WeakMap();
+/** Hands a transformation list to the native broker, keeping its header functions alive with it. */
+function transformations(b, method, list) {
+  const fns = [];
+  b[method](optionData(list ?? null, fns), functionsCallback(fns));
+  keep(b, fns);
+}
 // The native broker of a sandbox's `broker` option, when createCredentialBroker made it (the
 // core refuses anything else given there).
 const nativeBroker = (options) => (options?.broker !== null && typeof options?.broker === 'object' ? brokerOf.get(options.broker) : undefined);

@@ -46,6 +46,22 @@ impl NativeBroker {
         crate::spawn(env, async move { b.listen(&o.host, &o.clients, o.allow).await })
     }
 
+    #[napi(catch_unwind)]
+    pub fn set_transformations(&self, list: Value, functions: Option<JsFn>) -> Result<()> {
+        let list = corral_core::broker::transform::from_list(&list, &crate::functions(functions), "setTransformations")
+            .napi()?;
+        self.inner.set_transformations(list);
+        Ok(())
+    }
+
+    #[napi(catch_unwind)]
+    pub fn add_transformations(&self, list: Value, functions: Option<JsFn>) -> Result<()> {
+        let list = corral_core::broker::transform::from_list(&list, &crate::functions(functions), "addTransformations")
+            .napi()?;
+        self.inner.add_transformations(list);
+        Ok(())
+    }
+
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ()>> {
         let b = self.inner.clone();

@@ -1,19 +1,22 @@
 //! `createCredentialBroker`'s options.
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{BrokerConfig, FixedHeader, HeaderSource};
-use crate::error::{Code, Error, Result};
-use crate::options::{function_of, Callable, Functions, Reader};
+use super::header::header_source;
+use super::{BrokerConfig, HeaderSource};
+use crate::error::Result;
+use crate::options::{Functions, Reader};
+use std::sync::Arc;
 
 /// `createCredentialBroker({ rules, allow?, allowPrivate?, host?, port?, ca? })`: a rule's header
 /// value is a string or a function (sync or async) called per request.
 impl BrokerConfig {
     pub fn from_options(v: &Value, fns: Functions<'_>) -> Result<BrokerConfig> {
-        let r = Reader::new("createCredentialBroker", v, &["rules", "allow", "allowPrivate", "host", "port", "ca"])?;
+        let r = Reader::new(
+            "createCredentialBroker",
+            v,
+            &["rules", "allow", "allowPrivate", "host", "port", "ca", "transformations"],
+        )?;
         let mut rules = Vec::new();
         match r.get("rules") {
             None => {}
@@ -24,13 +27,8 @@ impl BrokerConfig {
                     };
                     let mut list: Vec<(String, Arc<dyn HeaderSource>)> = Vec::new();
                     for (name, value) in headers {
-                        let source: Arc<dyn HeaderSource> = match value {
-                            Value::String(s) => FixedHeader::arc(s),
-                            f => Arc::new(CallableHeader(function_of(f, fns).ok_or_else(|| {
-                                r.err(format!("rule '{host}' header '{name}' must be a string or a function."))
-                            })?)),
-                        };
-                        list.push((name.clone(), source));
+                        let what = format!("createCredentialBroker: rule '{host}' header '{name}'");
+                        list.push((name.clone(), header_source(value, fns, &what)?));
                     }
                     rules.push((host.clone(), list));
                 }
@@ -51,20 +49,11 @@ impl BrokerConfig {
                 Some(_) => Some(r.int("port", 0, 0..=65535)? as u16),
             },
             extra_ca_pem: ca,
+            transformations: match r.get("transformations") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(list) => super::transform::from_list(list, fns, "createCredentialBroker: transformations")?,
+            },
         })
-    }
-}
-
-/// A header whose value a function gives, per request.
-struct CallableHeader(Arc<dyn Callable>);
-
-#[async_trait]
-impl HeaderSource for CallableHeader {
-    async fn value(&self) -> Result<String> {
-        match self.0.call(Vec::new()).await? {
-            Value::String(s) => Ok(s),
-            _ => Err(Error::new(Code::Io, "A header function must return a string.")),
-        }
     }
 }
 

@@ -20,8 +20,12 @@
 
 mod config;
 pub use config::ListenOptions;
+mod header;
+mod policy;
+pub use policy::NetworkPolicy;
 pub(crate) mod host;
 pub(crate) mod proxy;
+pub mod transform;
 pub(crate) mod upstream;
 
 #[cfg(test)]
@@ -101,6 +105,8 @@ pub struct BrokerConfig {
     pub port: Option<u16>,
     /// Extra trusted CA certificates (PEM) for the upstream TLS of the path form.
     pub extra_ca_pem: Vec<String>,
+    /// Request transformations, applied after the rules (`transform.rs`).
+    pub transformations: Vec<transform::Transformation>,
 }
 
 impl fmt::Debug for BrokerConfig {
@@ -132,10 +138,6 @@ pub struct Broker {
     >,
 }
 
-/// Beyond the hop-by-hop headers (never forwarded at all): headers that frame or route the
-/// request, which a rule may not set either.
-const RESERVED_HEADERS: [&str; 3] = ["host", "content-length", "expect"];
-
 impl Broker {
     /// Validates the options (a URL, a port or a malformed name as a host is a
     /// `ConfigurationError`), then listens on `host:port`.
@@ -148,14 +150,7 @@ impl Broker {
             }
             let mut parsed: Vec<(HeaderName, Arc<dyn HeaderSource>)> = Vec::new();
             for (name, source) in headers {
-                let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                    Error::config(format!("rules[\"{pattern}\"]: \"{name}\" is not a valid header name"))
-                })?;
-                if RESERVED_HEADERS.contains(&header.as_str()) || proxy::HOP_BY_HOP.contains(&header.as_str()) {
-                    return Err(Error::config(format!(
-                        "rules[\"{pattern}\"]: the {header} header cannot be set by a rule"
-                    )));
-                }
+                let header = header::header_name(name, &format!("rules[\"{pattern}\"]"))?;
                 if parsed.iter().any(|(n, _)| *n == header) {
                     return Err(Error::config(format!("rules[\"{pattern}\"]: the {header} header is given twice")));
                 }
@@ -173,8 +168,11 @@ impl Broker {
         let tls = upstream::tls_config(&config.extra_ca_pem)?;
         let listener = bind(SocketAddr::new(ip, config.port.unwrap_or(0)))?;
         let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
+        let transformations = transform::Transformations::default();
+        transformations.set(config.transformations.clone());
         let shared = Arc::new(Shared {
             rules,
+            transformations,
             allow_private,
             tls,
             token: CancellationToken::new(),
@@ -194,6 +192,17 @@ impl Broker {
             closed: AtomicBool::new(false),
             extra: Default::default(),
         }))
+    }
+
+    /// `setTransformations`: replaces every transformation.
+    pub fn set_transformations(&self, list: Vec<transform::Transformation>) {
+        self.shared.transformations.set(list);
+    }
+
+    /// `addTransformations`: replaces those with the same match and header names, appends the
+    /// rest.
+    pub fn add_transformations(&self, list: Vec<transform::Transformation>) {
+        self.shared.transformations.add(list);
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -29,7 +29,7 @@ use tokio_util::task::TaskTracker;
 use super::host::{normalize_host, parse_ip, HostPattern};
 use super::upstream::{connect_tcp, connect_tls, Check};
 use super::HeaderSource;
-use crate::sandbox::NetworkPolicy;
+use super::NetworkPolicy;
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
@@ -38,18 +38,7 @@ pub(crate) type ProxyBody = BoxBody<Bytes, BoxError>;
 pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Headers that describe one connection and are never forwarded, in either direction.
-pub(crate) const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
+pub(crate) use super::header::HOP_BY_HOP;
 
 pub(crate) struct Rule {
     pub pattern: HostPattern,
@@ -59,6 +48,7 @@ pub(crate) struct Rule {
 /// What every listener of one broker shares.
 pub(crate) struct Shared {
     pub rules: Vec<Rule>,
+    pub transformations: super::transform::Transformations,
     pub allow_private: Vec<HostPattern>,
     pub tls: Arc<ClientConfig>,
     /// Cancelled by `close()` (or when the broker is dropped): every task below stops.
@@ -305,10 +295,16 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
         return refuse(StatusCode::FORBIDDEN, format!("{host} is not on the allowlist"));
     }
     let rule = listener.rule(host);
+    // Transformations match the request as the client sent it, and apply after the rules.
+    let view =
+        super::transform::RequestView { host, method: req.method().as_str(), path: &path, headers: req.headers() };
+    let transformed = listener.shared.transformations.matching(&view);
 
     // Values are fetched per request, before any connection is opened.
     let mut injected = Vec::new();
-    for (name, source) in rule.map(|r| r.headers.as_slice()).unwrap_or(&[]) {
+    let sources =
+        rule.map(|r| r.headers.as_slice()).unwrap_or(&[]).iter().chain(transformed.iter().flat_map(|t| t.set.iter()));
+    for (name, source) in sources {
         let Ok(value) = source.value().await else {
             return refuse(StatusCode::BAD_GATEWAY, format!("the {name} header for {host} could not be produced"));
         };
@@ -332,8 +328,9 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
     for (name, _) in &injected {
         parts.headers.remove(name);
     }
+    // A later source of the same header (a transformation after a rule) replaces the earlier.
     for (name, value) in injected {
-        parts.headers.append(name, value);
+        parts.headers.insert(name, value);
     }
     let Ok(host_header) = HeaderValue::from_str(&target.host_header()) else {
         return refuse(StatusCode::BAD_REQUEST, "invalid host");

@@ -60,7 +60,7 @@ pub(crate) enum Check<'a> {
     /// Public addresses, or any with `allowPrivate`'s `true`.
     Public(bool),
     /// A session's policy.
-    Policy(&'a crate::sandbox::NetworkPolicy),
+    Policy(&'a super::NetworkPolicy),
 }
 
 /// Resolves `host` once, keeps the addresses that pass `check`, and connects to those, in

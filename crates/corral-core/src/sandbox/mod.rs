@@ -32,9 +32,10 @@ mod wire;
 #[cfg(all(test, unix))]
 mod tests;
 
+pub use crate::broker::NetworkPolicy;
 pub use docker::tls::DockerTls;
 pub use docker::{Reuse, SubprocessSandbox, SubprocessSandboxOptions, MIN_EGRESS_ENGINE};
-pub use network::{Network, NetworkPolicy};
+pub use network::Network;
 pub use noop::NoopSandbox;
 
 /// The timeout a command gets when the caller gives none (the shell tool always gives one).
