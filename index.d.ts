@@ -454,13 +454,25 @@ export interface CredentialBrokerOptions {
   ca?: string | string[];
   /** Request transformations, applied after the rules. */
   transformations?: BrokerTransformation[];
+  /**
+   * 'terminate': HTTPS to a host with a rule or a transformation is decrypted by the broker (its
+   * own CA, whose key never leaves this process), so its headers are set there too; the upstream's
+   * TLS is verified against the system's trust store plus `ca`. Other hosts are tunnelled untouched.
+   */
+  tls?: 'terminate';
 }
 
 export interface CredentialBroker {
   /** The proxy, http://127.0.0.1:<port> by default. */
   readonly url: string;
-  /** HTTP_PROXY, HTTPS_PROXY, NO_PROXY and lower-case forms. */
+  /**
+   * HTTP_PROXY, HTTPS_PROXY, NO_PROXY and lower-case forms; with `tls: 'terminate'` also
+   * NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and GIT_SSL_CAINFO,
+   * naming a bundle of the system roots plus the broker's CA.
+   */
   readonly env: Record<string, string>;
+  /** With `tls: 'terminate'`: the broker's CA certificate (PEM). */
+  readonly ca?: string;
   /** http://127.0.0.1:<port>/__broker/<host>: forwarded to https://<host> with the headers added. */
   baseUrl(host: string): string;
   /** Adds a listener on another address that serves only peers from the `clients` subnet. */

@@ -7,7 +7,7 @@ import { describe, it, expect, beforeAll, afterAll, afterEach } from 'vitest';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -487,6 +487,37 @@ describe('request transformations', () => {
     await expect(createCredentialBroker({ transformations: [{ match: {}, transform: { headers: {} } }] })).rejects.toThrow(ConfigurationError);
     const seen = json(await request(`http://${UP}:${up.port}/v1/x`, { proxy: b.url, headers: placeholder }));
     expect(seen.headers['x-api-key']).toBe('kept');
+  });
+});
+
+describe("tls: 'terminate'", () => {
+  it('decrypts HTTPS to a host with a transformation, sets the header there and verifies the upstream', async () => {
+    const up = await httpsUpstream();
+    const b = await broker({
+      allow: [UP],
+      allowPrivate: [UP],
+      ca: pki.ca,
+      tls: 'terminate',
+      transformations: [{ match: { host: UP, headers: [{ key: { exact: 'x-api-key' }, value: { exact: 'placeholder' } }] }, transform: { headers: { 'x-api-key': SECRET } } }],
+    });
+    expect(b.ca).toContain('BEGIN CERTIFICATE');
+    for (const v of ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE', 'GIT_SSL_CAINFO']) expect(b.env[v]).toBe(b.env.SSL_CERT_FILE);
+    const bundle = readFileSync(b.env.SSL_CERT_FILE, 'utf8');
+    expect(bundle).toContain(b.ca.trim());
+    expect(bundle).not.toContain('PRIVATE KEY');
+    // curl trusts the bundle the broker names, as a command would.
+    // (Not execFileSync: the upstream is served by this process's event loop.)
+    const out = await new Promise((resolve, reject) => execFile('curl', ['-s', '--max-time', '10', '-H', 'x-api-key: placeholder', `https://${UP}:${up.port}/v1/messages`], { env: { PATH: process.env.PATH, ...b.env }, encoding: 'utf8' }, (e, stdout) => (e ? reject(e) : resolve(stdout))));
+    const seen = JSON.parse(out);
+    expect(seen.url).toBe('/v1/messages');
+    expect(seen.headers['x-api-key']).toBe(SECRET);
+  });
+
+  it('without it there is no CA and no bundle, and a bad value is a ConfigurationError', async () => {
+    const b = await broker({ rules: {} });
+    expect(b.ca).toBeUndefined();
+    expect(b.env.SSL_CERT_FILE).toBeUndefined();
+    await expect(createCredentialBroker({ rules: {}, tls: 'intercept' })).rejects.toThrow(ConfigurationError);
   });
 });
 

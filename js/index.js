@@ -452,6 +452,7 @@ async function createCredentialBroker(options) {
   const broker = {
     url: b.url,
     env: b.env,
+    ...(b.ca === null || b.ca === undefined ? {} : { ca: b.ca }),
     baseUrl: (host) => b.baseUrl(host),
     listen: async (options) => b.listen(optionData(options ?? null)),
     setTransformations: (list) => transformations(b, 'setTransformations', list),

@@ -29,6 +29,12 @@ impl NativeBroker {
         self.inner.url()
     }
 
+    /// With `tls: 'terminate'`: the broker's CA certificate (PEM).
+    #[napi(getter)]
+    pub fn ca(&self) -> Option<String> {
+        self.inner.ca()
+    }
+
     #[napi(getter)]
     pub fn env(&self) -> Value {
         json!(self.inner.env())

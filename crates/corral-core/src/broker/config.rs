@@ -15,7 +15,7 @@ impl BrokerConfig {
         let r = Reader::new(
             "createCredentialBroker",
             v,
-            &["rules", "allow", "allowPrivate", "host", "port", "ca", "transformations"],
+            &["rules", "allow", "allowPrivate", "host", "port", "ca", "transformations", "tls"],
         )?;
         let mut rules = Vec::new();
         match r.get("rules") {
@@ -49,6 +49,11 @@ impl BrokerConfig {
                 Some(_) => Some(r.int("port", 0, 0..=65535)? as u16),
             },
             extra_ca_pem: ca,
+            terminate_tls: match r.get("tls") {
+                None | Some(Value::Null) => false,
+                Some(Value::String(s)) if s == "terminate" => true,
+                Some(_) => return Err(r.err("tls must be 'terminate' (or left out).")),
+            },
             transformations: match r.get("transformations") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(list) => super::transform::from_list(list, fns, "createCredentialBroker: transformations")?,

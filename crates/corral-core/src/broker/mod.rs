@@ -22,6 +22,7 @@ mod config;
 pub use config::ListenOptions;
 mod header;
 mod policy;
+pub(crate) mod terminate;
 pub use policy::NetworkPolicy;
 pub(crate) mod host;
 pub(crate) mod proxy;
@@ -107,6 +108,9 @@ pub struct BrokerConfig {
     pub extra_ca_pem: Vec<String>,
     /// Request transformations, applied after the rules (`transform.rs`).
     pub transformations: Vec<transform::Transformation>,
+    /// `tls: 'terminate'`: HTTPS to a host with a rule or a transformation is decrypted here
+    /// (`terminate.rs`).
+    pub terminate_tls: bool,
 }
 
 impl fmt::Debug for BrokerConfig {
@@ -170,9 +174,12 @@ impl Broker {
         let local = listener.local_addr().map_err(|e| Error::new(Code::Io, e.to_string()))?;
         let transformations = transform::Transformations::default();
         transformations.set(config.transformations.clone());
+        let terminator =
+            if config.terminate_tls { Some(terminate::Terminator::new(&config.extra_ca_pem)?) } else { None };
         let shared = Arc::new(Shared {
             rules,
             transformations,
+            terminator,
             allow_private,
             tls,
             token: CancellationToken::new(),
@@ -205,6 +212,11 @@ impl Broker {
         self.shared.transformations.add(list);
     }
 
+    /// With `tls: 'terminate'`: the CA certificate (PEM) commands trust for terminated hosts.
+    pub fn ca(&self) -> Option<String> {
+        self.shared.terminator.as_ref().map(|t| t.ca_pem().to_string())
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         self.url.clone()
@@ -229,6 +241,11 @@ impl Broker {
         for (key, value) in [("HTTP_PROXY", &self.url), ("HTTPS_PROXY", &self.url), ("NO_PROXY", &no_proxy)] {
             env.insert(key.to_string(), value.clone());
             env.insert(key.to_ascii_lowercase(), value.clone());
+        }
+        if let Some(t) = &self.shared.terminator {
+            for key in terminate::BUNDLE_VARS {
+                env.insert(key.to_string(), t.bundle().to_string_lossy().into_owned());
+            }
         }
         env
     }

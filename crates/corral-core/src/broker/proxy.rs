@@ -49,6 +49,8 @@ pub(crate) struct Rule {
 pub(crate) struct Shared {
     pub rules: Vec<Rule>,
     pub transformations: super::transform::Transformations,
+    /// `tls: 'terminate'`: the CA and leaf certificates.
+    pub terminator: Option<super::terminate::Terminator>,
     pub allow_private: Vec<HostPattern>,
     pub tls: Arc<ClientConfig>,
     /// Cancelled by `close()` (or when the broker is dropped): every task below stops.
@@ -154,6 +156,8 @@ impl Listener {
 /// One accepted client connection.
 struct Client {
     listener: Arc<Listener>,
+    /// A connection the broker decrypted (its requests go on over TLS it verifies).
+    terminated: bool,
     /// The upstream connection this client's previous request used, kept for its next request
     /// to the same host, port and scheme. Never shared between clients.
     idle: tokio::sync::Mutex<Option<Idle>>,
@@ -169,7 +173,7 @@ struct Idle {
 /// Serves one accepted socket until the client goes away or the broker closes.
 pub(crate) async fn serve_connection(listener: Arc<Listener>, stream: TcpStream) {
     let token = listener.shared.token.clone();
-    let client = Arc::new(Client { listener, idle: tokio::sync::Mutex::new(None) });
+    let client = Arc::new(Client { listener, terminated: false, idle: tokio::sync::Mutex::new(None) });
     let service = service_fn(move |req| {
         let client = client.clone();
         async move { Ok::<_, Infallible>(handle(client, req).await) }
@@ -257,6 +261,15 @@ struct Target {
     host: String,
     port: u16,
     tls: bool,
+}
+
+/// The upstream TLS configuration for `target`: a terminated host's (the system roots) or the
+/// path form's.
+fn client_tls(listener: &Listener, terminated: bool) -> &Arc<ClientConfig> {
+    match (&listener.shared.terminator, terminated) {
+        (Some(t), true) => &t.upstream,
+        _ => &listener.shared.tls,
+    }
 }
 
 impl Target {
@@ -373,7 +386,7 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
     };
     let ip = tcp.peer_addr().ok().map(|a| a.ip());
     let sender = if target.tls {
-        match connect_tls(&listener.shared.tls, host, tcp).await {
+        match connect_tls(client_tls(listener, client.terminated), host, tcp).await {
             Ok(tls) => handshake(&listener.shared, tls).await,
             Err(r) => return refuse(r.status(), r.reason(host, port)),
         }
@@ -424,13 +437,18 @@ where
     Ok(sender)
 }
 
-async fn tunnel(listener: &Listener, mut req: Request<Incoming>) -> Response<ProxyBody> {
+async fn tunnel(listener: &Arc<Listener>, mut req: Request<Incoming>) -> Response<ProxyBody> {
     let target = req.uri().authority().filter(|a| a.port().is_some()).and_then(|a| split_authority(a, 0));
     let Some((host, port)) = target else {
         return refuse(StatusCode::BAD_REQUEST, "CONNECT needs a host:port target");
     };
     if !listener.allowed(&host) {
         return refuse(StatusCode::FORBIDDEN, format!("{host} is not on the allowlist"));
+    }
+    if let Some(term) = &listener.shared.terminator {
+        if listener.rule(&host).is_some() || listener.shared.transformations.has_host(&host) {
+            return terminate(listener, term, req, host, port);
+        }
     }
     let mut upstream = match listener.connect(&host, port).await {
         Ok(tcp) => tcp,
@@ -451,6 +469,61 @@ async fn tunnel(listener: &Listener, mut req: Request<Incoming>) -> Response<Pro
         };
         tokio::select! {
             _ = pipe => {}
+            _ = token.cancelled() => {}
+        }
+    });
+    Response::new(Empty::new().map_err(|never| match never {}).boxed())
+}
+
+/// Answers a CONNECT to a host with a rule or a transformation by decrypting it: the client's TLS
+/// ends here with a certificate the broker's CA signed, and each request read from it is sent on
+/// as the path form's are (headers set, the upstream's TLS verified).
+fn terminate(
+    listener: &Arc<Listener>,
+    term: &super::terminate::Terminator,
+    mut req: Request<Incoming>,
+    host: String,
+    port: u16,
+) -> Response<ProxyBody> {
+    let config = match term.server_config(&host) {
+        Ok(c) => c,
+        Err(_) => return refuse(StatusCode::BAD_GATEWAY, format!("no certificate could be made for {host}")),
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let client = Arc::new(Client { listener: listener.clone(), terminated: true, idle: tokio::sync::Mutex::new(None) });
+    let token = listener.shared.token.clone();
+    listener.shared.tracker.spawn(async move {
+        let serve = async move {
+            let Ok(upgraded) = on_upgrade.await else { return };
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let Ok(Ok(tls)) = tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(TokioIo::new(upgraded))).await
+            else {
+                return;
+            };
+            let service = service_fn(move |req: Request<Incoming>| {
+                let (client, host) = (client.clone(), host.clone());
+                async move {
+                    let response = if !FORWARDED_METHODS.contains(&req.method().as_str()) {
+                        refuse(
+                            StatusCode::METHOD_NOT_ALLOWED,
+                            format!("the broker forwards only {}", FORWARDED_METHODS.join(", ")),
+                        )
+                    } else {
+                        let path = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+                        forward(&client, req, Target { host, port, tls: true }, path).await
+                    };
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_header_size(MAX_HEAD_BYTES)
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        };
+        tokio::select! {
+            _ = serve => {}
             _ = token.cancelled() => {}
         }
     });

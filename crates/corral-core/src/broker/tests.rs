@@ -1162,4 +1162,5 @@ async fn a_request_whose_client_shut_its_side_after_sending_it_is_delivered_whol
     broker.close().await;
 }
 
+mod terminate;
 mod transformations;

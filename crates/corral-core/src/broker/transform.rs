@@ -246,6 +246,11 @@ impl Transformations {
         self.0.read().unwrap_or_else(|p| p.into_inner()).iter().filter(|t| t.matches(r)).cloned().collect()
     }
 
+    /// Whether a transformation names a host `host` matches.
+    pub fn has_host(&self, host: &str) -> bool {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).iter().any(|t| t.host.matches(host))
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.0.read().unwrap().len()
