@@ -18,7 +18,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 use super::host::parse_ip;
-use super::upstream::pem_certs;
 use crate::error::{Code, Error, Result};
 
 /// The variables that name the bundle.
@@ -181,19 +180,5 @@ fn upstream_config(system: Option<&str>, extra_ca_pem: &[String]) -> Result<Arc<
         }
         None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
     }
-    for (i, pem) in extra_ca_pem.iter().enumerate() {
-        for cert in pem_certs(pem, &format!("createCredentialBroker: ca[{i}]"))? {
-            roots.add(cert).map_err(|e| {
-                Error::config(format!("createCredentialBroker: ca[{i}] holds an unusable certificate: {e}"))
-            })?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(tls_err)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    super::upstream::client_config(roots, extra_ca_pem)
 }

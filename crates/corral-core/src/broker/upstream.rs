@@ -142,6 +142,11 @@ pub(crate) fn pem_certs(pem: &str, what: &str) -> Result<Vec<rustls::pki_types::
 pub(crate) fn tls_config(extra_ca_pem: &[String]) -> Result<Arc<ClientConfig>> {
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    client_config(roots, extra_ca_pem)
+}
+
+/// An HTTP/1.1 client configuration trusting `roots` plus `extra_ca_pem` (the broker's `ca`).
+pub(crate) fn client_config(mut roots: RootCertStore, extra_ca_pem: &[String]) -> Result<Arc<ClientConfig>> {
     for (i, pem) in extra_ca_pem.iter().enumerate() {
         for cert in pem_certs(pem, &format!("createCredentialBroker: ca[{i}]"))? {
             roots.add(cert).map_err(|e| {
