@@ -73,6 +73,8 @@ pub struct Plan {
     /// A session's command: it stays in the keeper's network namespace (the session's, shared by
     /// all its commands) instead of making its own.
     pub shared_net: bool,
+    /// A session's command: `/tmp` is the session's (a writable tree), not a new tmpfs.
+    pub session_tmp: bool,
     /// The Landlock layer, where the kernel has it.
     pub landlock: Option<crate::landlock::Plan>,
 }
@@ -104,7 +106,7 @@ struct MountAttr {
     userns_fd: u64,
 }
 
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
 pub const MOUNT_ATTR_NODEV: u64 = 0x4;
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
@@ -462,7 +464,7 @@ const MAX_DEVICES: usize = 8;
 pub const MAX_WRITABLE: usize = 16;
 
 /// A detached copy of the mount tree at `path` (this namespace's), to attach elsewhere later.
-fn clone_tree(path: &CStr, recursive: bool) -> io::Result<libc::c_int> {
+pub fn clone_tree(path: &CStr, recursive: bool) -> io::Result<libc::c_int> {
     let flags =
         OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | if recursive { AT_RECURSIVE as libc::c_uint } else { 0 };
     // SAFETY: a NUL-terminated path.
@@ -474,7 +476,7 @@ fn clone_tree(path: &CStr, recursive: bool) -> io::Result<libc::c_int> {
 }
 
 /// Attaches a detached tree at `target`.
-fn attach(tree: libc::c_int, target: &CStr) -> io::Result<()> {
+pub fn attach(tree: libc::c_int, target: &CStr) -> io::Result<()> {
     // SAFETY: a descriptor from open_tree and NUL-terminated paths.
     let r = unsafe {
         libc::syscall(
@@ -514,13 +516,18 @@ fn attach_at(tree: libc::c_int, at: libc::c_int) -> io::Result<()> {
     check(r)
 }
 
+/// Makes every mount of this namespace private: nothing done here propagates back.
+pub fn make_private() -> io::Result<()> {
+    mount(NONE, c"/", NONE, libc::MS_REC | libc::MS_PRIVATE, NONE)
+}
+
 /// The filesystem the command sees.
 fn view(plan: &Plan) -> io::Result<()> {
     let root = c"/";
     let (tmp, proc_, dev) = (c"/tmp", c"/proc", c"/dev");
     let tmpfs = c"tmpfs";
     // Nothing done here propagates back to the host.
-    mount(NONE, root, NONE, libc::MS_REC | libc::MS_PRIVATE, NONE)?;
+    make_private()?;
     // Copies of what will be covered (the working directory, the device nodes), taken before
     // anything is covered: a bind from the parent's namespace is not allowed, a copy of ours is.
     let mut trees = [-1; MAX_WRITABLE];
@@ -544,7 +551,9 @@ fn view(plan: &Plan) -> io::Result<()> {
     }
     read_only(root, true, true)?;
     // A private /tmp, a minimal /dev, a fresh /proc.
-    mount(tmpfs.as_ptr(), tmp, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777".as_ptr())?;
+    if !plan.session_tmp {
+        mount(tmpfs.as_ptr(), tmp, tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777".as_ptr())?;
+    }
     // A read-only mount does not stop connect() on a unix socket: the host's sockets (the session
     // bus, a Docker socket, agents) live under /run, which is new and empty inside.
     for run in [c"/run", c"/var/run"] {

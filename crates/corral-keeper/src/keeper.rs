@@ -128,7 +128,14 @@ impl Keeper {
                 let (Ok(id), Ok(user_ns), Ok(uid_map), Ok(gid_map)) = (d.u64(), d.bool(), d.bytes(), d.bytes()) else {
                     return false;
                 };
-                match enter_session(user_ns, uid_map, gid_map) {
+                let Ok(binds) = wire::session_binds(&mut d) else { return false };
+                match enter_session(user_ns, uid_map, gid_map).and_then(|()| {
+                    if binds.is_empty() {
+                        Ok(())
+                    } else {
+                        crate::root::enter(&binds)
+                    }
+                }) {
                     Ok(()) => self.reply(Reply::Ready { id }),
                     Err(e) => self.reply(Reply::Failed { id, errno: e.raw_os_error().unwrap_or(libc::EIO) }),
                 }

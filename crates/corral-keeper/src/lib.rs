@@ -20,6 +20,8 @@ pub mod keeper;
 #[cfg(target_os = "linux")]
 pub mod landlock;
 #[cfg(target_os = "linux")]
+pub mod root;
+#[cfg(target_os = "linux")]
 pub mod wire;
 
 /// The descriptor the control socket is at when the keeper starts.

@@ -161,7 +161,7 @@ impl<'a> Dec<'a> {
         CString::new(self.bytes()?).map_err(|_| bad())
     }
     /// A count, checked against what is left (each item takes at least `min` bytes).
-    fn count(&mut self, min: usize) -> io::Result<usize> {
+    pub fn count(&mut self, min: usize) -> io::Result<usize> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min.max(1)) > self.buf.len() {
             return Err(bad());
@@ -232,7 +232,7 @@ impl Run {
             }
         }
         opt_i32(&mut e, p.forward.map(i32::from));
-        e.u8(p.shared_net as u8);
+        e.u8(p.shared_net as u8).u8(p.session_tmp as u8);
         match &p.landlock {
             Some(l) => e.u8(1).u64(l.handled),
             None => e.u8(0),
@@ -273,7 +273,7 @@ impl Run {
             seccomp.push(prog);
         }
         let forward = read_opt_i32(d)?.map(|p| u16::try_from(p).map_err(|_| bad())).transpose()?;
-        let shared_net = d.bool()?;
+        let (shared_net, session_tmp) = (d.bool()?, d.bool()?);
         let landlock = if d.bool()? { Some(crate::landlock::Plan { handled: d.u64()? }) } else { None };
         d.end()?;
         let plan = Plan {
@@ -299,17 +299,27 @@ impl Run {
             seccomp,
             forward,
             shared_net,
+            session_tmp,
             landlock,
         };
         Ok(Run { id, argv, env, cgroups, stdin, plan })
     }
 }
 
-/// `SESSION`: `user_ns` with the maps to write (for a user other than root).
-pub fn session(id: u64, user_ns: bool, uid_map: &[u8], gid_map: &[u8]) -> Vec<u8> {
+/// `SESSION`: `user_ns` with the maps to write (for a user other than root), and the host
+/// directories the session's root shows at `/workspace`, `/tmp` and `/home/agent` (`root.rs`).
+pub fn session(id: u64, user_ns: bool, uid_map: &[u8], gid_map: &[u8], binds: &[(CString, CString)]) -> Vec<u8> {
     let mut e = Enc::default();
-    e.u8(SESSION).u64(id).u8(user_ns as u8).bytes(uid_map).bytes(gid_map);
+    e.u8(SESSION).u64(id).u8(user_ns as u8).bytes(uid_map).bytes(gid_map).u32(binds.len() as u32);
+    for (host, inside) in binds {
+        e.cstr(host).cstr(inside);
+    }
     e.0
+}
+
+/// Reads the binds of a `SESSION` frame (after its maps).
+pub fn session_binds(d: &mut Dec) -> io::Result<Vec<(CString, CString)>> {
+    (0..d.count(8)?).map(|_| Ok((d.cstr()?, d.cstr()?))).collect()
 }
 
 /// `CONNECT` or `LISTEN` (`tag`) for `port`.

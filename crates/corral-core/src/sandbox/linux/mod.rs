@@ -8,6 +8,7 @@
 //! plan out with raw syscalls, so no command costs a fork of Node.
 
 mod seccomp;
+mod session_plan;
 mod userns;
 
 use corral_keeper::{child, landlock};
@@ -210,8 +211,9 @@ pub struct LinuxSandbox {
     /// As root: the user namespace commands run in (`userns.rs`); `None` for a user other than
     /// root, or as root with `allowWeaker` on a kernel without one.
     userns: Option<OwnedFd>,
-    /// A session's keeper: every command shares its network namespace (`in_session`).
-    session: Option<crate::sandbox::session::Keeper>,
+    /// A session's keeper: every command shares its network namespace, and its root when it has
+    /// one (`in_session`).
+    session: Option<session_plan::Session>,
 }
 
 fn cstr(p: &Path) -> Result<CString> {
@@ -275,8 +277,14 @@ impl LinuxSandbox {
     /// Commands run through a session's keeper (`Keeper::start_session`) and share its network
     /// namespace: a port one command listens on is reachable from the next and through the
     /// keeper's `connect`. The session decides the network; `network: { allow }` is not used.
-    pub fn in_session(mut self, keeper: crate::sandbox::session::Keeper) -> LinuxSandbox {
-        self.session = Some(keeper);
+    /// With `binds` (host directory, path inside), which must be those the keeper's root shows,
+    /// requests name paths inside (`/workspace/…`), and those directories are writable.
+    pub fn in_session(
+        mut self,
+        keeper: crate::sandbox::session::Keeper,
+        binds: Vec<(PathBuf, PathBuf)>,
+    ) -> LinuxSandbox {
+        self.session = Some(session_plan::Session { keeper, binds });
         self
     }
 
@@ -308,8 +316,9 @@ impl LinuxSandbox {
         memory: Option<&Cgroup>,
         forward: Option<u16>,
     ) -> Result<(child::Plan, Vec<OwnedFd>, Vec<super::protect::Watch>)> {
-        let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
-        let cwd = PathBuf::from(&req.cwd);
+        let binds = self.session.as_ref().map_or(&[][..], |s| &s.binds[..]);
+        let mount = session_plan::host_path(binds, Path::new(req.mount.as_deref().unwrap_or(&req.cwd)));
+        let cwd = session_plan::host_path(binds, Path::new(&req.cwd));
         if !mount.is_absolute() || !mount.is_dir() {
             return Err(Error::new(
                 Code::NotFound,
@@ -328,8 +337,9 @@ impl LinuxSandbox {
             .filter(|p| p.exists())
             .map(|p| cstr(&p))
             .collect::<Result<_>>()?;
-        // hide: the home directory by default.
+        // hide: the home directory by default (a session's root shows no host home at all).
         let hide: Vec<PathBuf> = match &self.options.hide {
+            _ if !binds.is_empty() => Vec::new(),
             Some(list) => list.iter().map(PathBuf::from).collect(),
             None => std::env::var_os("HOME").map(PathBuf::from).into_iter().collect(),
         };
@@ -337,8 +347,9 @@ impl LinuxSandbox {
         // The trees bound read-write: the mount, then `writable` (outer paths before inner ones).
         let mut writable = vec![mount.clone()];
         // Resolved once, at construction: a symlink planted since is refused below, never followed.
-        for w in &self.options.writable {
-            let real = PathBuf::from(w);
+        // A session's own directories are writable too.
+        let session_dirs = binds.iter().map(|(host, _)| host.clone());
+        for real in self.options.writable.iter().map(PathBuf::from).chain(session_dirs) {
             if !writable.contains(&real) {
                 writable.push(real);
             }
@@ -494,7 +505,7 @@ impl LinuxSandbox {
         pins.sort_by_key(|p| p.components().count());
         // SAFETY: raw syscalls.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let plan = child::Plan {
+        let mut plan = child::Plan {
             user_ns: !self.probe.root,
             // Indices into the descriptors sent with the plan, set by the keeper's client.
             userns: None,
@@ -518,8 +529,12 @@ impl LinuxSandbox {
             seccomp: self.seccomp.clone(),
             forward,
             shared_net: self.session.is_some(),
+            session_tmp: false,
             landlock: self.probe.landlock.map(landlock::Plan::new),
         };
+        if !binds.is_empty() {
+            session_plan::translate(&mut plan, binds)?;
+        }
         Ok((plan, owned_trees, watch))
     }
 }
@@ -606,7 +621,7 @@ impl SandboxAdapter for LinuxSandbox {
             env.extend(super::proxy_env(&format!("http://127.0.0.1:{port}"), "localhost,127.0.0.1"));
         }
         let keeper = match &self.session {
-            Some(k) => Ok(k.clone()),
+            Some(s) => Ok(s.keeper.clone()),
             None => crate::sandbox::session::Keeper::shared(),
         }
         .map_err(|e| Error::new(Code::Io, format!("LinuxSandbox: could not start its keeper process ({e}).")))?;

@@ -204,13 +204,21 @@ impl Keeper {
     }
 
     /// Starts a keeper for one session: every command it starts shares its network namespace
-    /// (loopback only), where `connect` and `listen` make sockets.
-    pub async fn start_session() -> io::Result<Keeper> {
+    /// (loopback only), where `connect` and `listen` make sockets. With `binds` (host directory,
+    /// path inside: `/workspace`, `/tmp`, `/home/agent`), the keeper makes the session's root
+    /// (`corral_keeper::root`) and every command sees it.
+    pub async fn start_session(binds: &[(std::path::PathBuf, std::path::PathBuf)]) -> io::Result<Keeper> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |p: &std::path::Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))
+        };
+        let binds = binds.iter().map(|(h, i)| Ok((c(h)?, c(i)?))).collect::<io::Result<Vec<_>>>()?;
         let keeper = Keeper::start(false)?;
         // SAFETY: raw calls.
         let (root, uid, gid) = unsafe { (libc::geteuid() == 0, libc::getuid(), libc::getgid()) };
         let (uid_map, gid_map) = (format!("{uid} {uid} 1"), format!("{gid} {gid} 1"));
-        let made = keeper.call(|id| wire::session(id, !root, uid_map.as_bytes(), gid_map.as_bytes())).await;
+        let made = keeper.call(|id| wire::session(id, !root, uid_map.as_bytes(), gid_map.as_bytes(), &binds)).await;
         if let Err(e) = made {
             keeper.close();
             return Err(e);

@@ -197,8 +197,8 @@ fn req(cwd: &std::path::Path, command: &str) -> SandboxRequest {
 
 async fn session() -> (tempfile::TempDir, Arc<LinuxSandbox>, std::path::PathBuf, Keeper) {
     let (d, _, cwd) = fixture();
-    let keeper = Keeper::start_session().await.expect("a session keeper");
-    let sb = LinuxSandbox::new(LinuxSandboxOptions::default()).unwrap().in_session(keeper.clone());
+    let keeper = Keeper::start_session(&[]).await.expect("a session keeper");
+    let sb = LinuxSandbox::new(LinuxSandboxOptions::default()).unwrap().in_session(keeper.clone(), Vec::new());
     (d, Arc::new(sb), cwd, keeper)
 }
 
@@ -453,4 +453,74 @@ async fn a_policy_change_closes_the_open_tunnels_it_refuses() {
     .unwrap();
     assert_eq!(text, "closed");
     keeper.close();
+}
+
+// ---- a session's root --------------------------------------------------------------------------
+
+struct Rooted {
+    dir: tempfile::TempDir,
+    sb: Arc<LinuxSandbox>,
+    keeper: Keeper,
+}
+
+impl Rooted {
+    fn host(&self, name: &str) -> std::path::PathBuf {
+        std::fs::canonicalize(self.dir.path()).unwrap().join(name)
+    }
+
+    async fn run(&self, command: &str) -> ExecResult {
+        self.sb.run(req(std::path::Path::new("/workspace"), command), None).await.unwrap()
+    }
+}
+
+async fn rooted() -> Rooted {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let mut binds = Vec::new();
+    for (name, inside) in [("workspace", "/workspace"), ("tmp", "/tmp"), ("home", "/home/agent")] {
+        let host = base.join(name);
+        std::fs::create_dir(&host).unwrap();
+        std::fs::set_permissions(&host, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        binds.push((host, std::path::PathBuf::from(inside)));
+    }
+    std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(base.join("workspace/.git")).unwrap();
+    std::fs::write(base.join("workspace/.git/config"), "[core]\n").unwrap();
+    let keeper = Keeper::start_session(&binds).await.expect("a session keeper with its root");
+    let sb = LinuxSandbox::new(LinuxSandboxOptions::default()).unwrap().in_session(keeper.clone(), binds);
+    Rooted { dir, sb: Arc::new(sb), keeper }
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_session_shows_its_workspace_tmp_and_home_and_keeps_them_between_commands() {
+    let s = rooted().await;
+    let r = s.run("pwd; echo w > /workspace/w; echo t > /tmp/t; echo h > /home/agent/h; ls /home").await;
+    assert_eq!((r.exit_code, r.stdout.as_str()), (Some(0), "/workspace\nagent\n"), "{r:?}");
+    assert_eq!(std::fs::read_to_string(s.host("workspace/w")).unwrap(), "w\n");
+    assert_eq!(std::fs::read_to_string(s.host("tmp/t")).unwrap(), "t\n");
+    assert_eq!(std::fs::read_to_string(s.host("home/h")).unwrap(), "h\n");
+    let r = s.run("cat /tmp/t /home/agent/h /workspace/w").await;
+    assert_eq!(r.stdout, "t\nh\nw\n", "{r:?}");
+    s.keeper.close();
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_session_sees_no_host_home_or_tmp_and_writes_only_its_own_directories() {
+    let s = rooted().await;
+    std::fs::write(s.host("marker"), "host").unwrap();
+    let marker = s.host("marker");
+    let r = s
+        .run(&format!(
+            "cat {m} 2>/dev/null && echo host-tmp-visible; ls /root 2>/dev/null && echo root-visible; \
+             touch /usr/corral-x 2>/dev/null && echo usr-writable; echo x >> /workspace/.git/config 2>/dev/null && echo git-writable; \
+             ls /run | wc -l; test -e /etc/passwd && echo etc-readable",
+            m = marker.display()
+        ))
+        .await;
+    assert_eq!(r.stdout, "0\netc-readable\n", "{r:?}");
+    assert_eq!(std::fs::read_to_string(s.host("workspace/.git/config")).unwrap(), "[core]\n");
+    assert!(!std::path::Path::new("/usr/corral-x").exists());
+    s.keeper.close();
 }
