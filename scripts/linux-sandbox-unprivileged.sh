@@ -31,6 +31,8 @@ run() { setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" H
 run sandbox::linux --include-ignored --skip as_root
 # The keeper: where commands come from, and that they end with it.
 run sandbox::session --include-ignored
+# A persistent session: its root, ports, proxy, stop and resume.
+run sandbox::persistent --include-ignored
 # Every command of a NodeWorkspace ends with its owner where no control group can be made too
 # (its process group, then).
 run shell::exec::tests::every_command_ends_with_its_owner_however_the_owner_ends --include-ignored --exact

@@ -63,6 +63,7 @@ echo "== cargo test (LinuxSandbox and its keeper: escapes and attacks, as $(id -
 if unshare --user --mount --pid --net --fork true 2>/dev/null || { [ "$(id -u)" = 0 ] && unshare --mount --pid --net --fork true 2>/dev/null; }; then
   cargo test -p corral-core --lib sandbox::linux -- --ignored
   cargo test -p corral-core --lib sandbox::session -- --ignored
+  cargo test -p corral-core --lib sandbox::persistent -- --ignored
 else
   echo "skipped: this kernel gives no namespaces for LinuxSandbox"
 fi

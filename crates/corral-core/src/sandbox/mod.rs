@@ -24,6 +24,8 @@ mod network;
 mod noop;
 pub use docker::check_broker;
 mod owner;
+#[cfg(target_os = "linux")]
+pub mod persistent;
 pub mod protect;
 #[cfg(target_os = "linux")]
 pub mod session;

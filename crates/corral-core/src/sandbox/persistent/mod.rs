@@ -1,0 +1,269 @@
+//! One persistent sandbox (a harness session, API.md "Agents inside corral"): its directories
+//! under `<root>/<id>` (`workspace`, `tmp`, `home`) shown at `/workspace`, `/tmp` and
+//! `/home/agent`; a keeper holding its network namespace and root; a broker serving the proxy
+//! endpoint inside under the session's network policy, with its request transformations and TLS
+//! termination; and the ports forwarded from the host. `stop` ends its processes and forwarders
+//! (files stay); `resume` opens the same directories again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::session::ports::Forwarder;
+use super::session::Keeper;
+use crate::broker::{Broker, BrokerConfig, Gate, NetworkPolicy};
+use crate::error::{Code, Error, Result};
+use crate::sandbox::linux::{LinuxSandbox, LinuxSandboxOptions};
+use crate::sandbox::{SandboxAdapter, SandboxRequest};
+use crate::shell::{Cancel, ExecResult};
+
+/// Where the session's directories are inside.
+pub const WORKSPACE: &str = "/workspace";
+pub const HOME: &str = "/home/agent";
+const DIRS: [(&str, &str); 3] = [("workspace", WORKSPACE), ("tmp", "/tmp"), ("home", HOME)];
+
+/// A session id: one path segment.
+pub fn check_id(id: &str) -> Result<()> {
+    let ok = (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::config(format!("A session id is 1 to 128 of A-Z, a-z, 0-9, '-' and '_', not {id:?}.")))
+    }
+}
+
+pub struct SessionOptions {
+    pub sandbox: LinuxSandboxOptions,
+    pub policy: NetworkPolicy,
+    pub ports: Vec<u16>,
+    /// Trusted for upstream TLS besides the system roots (PEM).
+    pub upstream_ca: Vec<String>,
+    /// Added to every command's environment.
+    pub env: BTreeMap<String, String>,
+}
+
+pub struct SessionSandbox {
+    id: String,
+    dir: PathBuf,
+    keeper: Keeper,
+    sandbox: Arc<LinuxSandbox>,
+    broker: Arc<Broker>,
+    gate: Arc<Gate>,
+    proxy: u16,
+    env: BTreeMap<String, String>,
+    forwarders: Mutex<HashMap<u16, Forwarder>>,
+}
+
+fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::new(Code::Io, format!("{what}: {e}"))
+}
+
+impl SessionSandbox {
+    /// Makes `<root>/<id>` (and `root` when missing) and starts the session.
+    pub async fn create(root: &Path, id: &str, options: SessionOptions) -> Result<SessionSandbox> {
+        check_id(id)?;
+        let dir = root.join(id);
+        std::fs::create_dir_all(root).map_err(io("the session root"))?;
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::config(format!("A session {id} already exists under this root; resume it.")))
+            }
+            Err(e) => return Err(io("the session directory")(e)),
+        }
+        for (name, _) in DIRS {
+            std::fs::create_dir(dir.join(name)).map_err(io("the session directory"))?;
+        }
+        Self::open(dir, id, options).await
+    }
+
+    /// Opens `<root>/<id>` again, with its files, `/tmp` and home.
+    pub async fn resume(root: &Path, id: &str, options: SessionOptions) -> Result<SessionSandbox> {
+        check_id(id)?;
+        let dir = root.join(id);
+        if !DIRS.iter().all(|(name, _)| dir.join(name).is_dir()) {
+            return Err(Error::new(Code::NotFound, format!("No session {id} under this root.")));
+        }
+        Self::open(dir, id, options).await
+    }
+
+    async fn open(dir: PathBuf, id: &str, options: SessionOptions) -> Result<SessionSandbox> {
+        let dir = std::fs::canonicalize(&dir).map_err(io("the session directory"))?;
+        let binds: Vec<(PathBuf, PathBuf)> =
+            DIRS.iter().map(|(name, inside)| (dir.join(name), PathBuf::from(inside))).collect();
+        let keeper = Keeper::start_session(&binds)
+            .await
+            .map_err(|e| Error::new(Code::Io, format!("The session's sandbox could not start: {e}")))?;
+        let sandbox = LinuxSandbox::new(options.sandbox)?.in_session(keeper.clone(), binds);
+        let broker = Broker::start(BrokerConfig {
+            terminate_tls: true,
+            extra_ca_pem: options.upstream_ca,
+            ..Default::default()
+        })
+        .await?;
+        let gate = Gate::new(options.policy);
+        let (listener, proxy) = keeper.listen(0).await.map_err(io("the session's proxy endpoint"))?;
+        broker.serve_session(std::net::TcpListener::from(listener), gate.clone())?;
+        let mut env = BTreeMap::new();
+        for (k, v) in
+            [("HOME", HOME), ("TMPDIR", "/tmp"), ("PATH", "/usr/local/bin:/usr/bin:/bin"), ("IS_SANDBOX", "1")]
+        {
+            env.insert(k.to_string(), v.to_string());
+        }
+        // Through the proxy, loopback is the host's (as the policy allows); a direct connection
+        // reaches the session's own: so NO_PROXY names no loopback address.
+        env.extend(crate::sandbox::proxy_env(&format!("http://127.0.0.1:{proxy}"), ""));
+        let bundle = crate::broker::terminate::BUNDLE_VARS;
+        env.extend(broker.env().into_iter().filter(|(k, _)| bundle.contains(&k.as_str())));
+        env.extend(options.env);
+        let session = SessionSandbox {
+            id: id.to_string(),
+            dir,
+            keeper,
+            sandbox: Arc::new(sandbox),
+            broker,
+            gate,
+            proxy,
+            env,
+            forwarders: Mutex::new(HashMap::new()),
+        };
+        session.set_ports(&options.ports).await?;
+        Ok(session)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// `<root>/<id>`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The host directory behind an absolute path inside (`/workspace/a` → `<dir>/workspace/a`),
+    /// or `None` for a path outside the session's directories.
+    pub fn host_path(&self, inside: &str) -> Option<PathBuf> {
+        let p = Path::new(inside);
+        DIRS.iter().find_map(|(name, at)| p.strip_prefix(at).ok().map(|rest| self.dir.join(name).join(rest)))
+    }
+
+    /// The environment every command starts with.
+    pub fn env(&self) -> &BTreeMap<String, String> {
+        &self.env
+    }
+
+    /// The proxy endpoint's port inside.
+    pub fn proxy_port(&self) -> u16 {
+        self.proxy
+    }
+
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// Runs `command` in `cwd` (inside; default `/workspace`) with the session's environment
+    /// plus `env`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run(
+        &self,
+        command: &str,
+        cwd: Option<&str>,
+        env: &BTreeMap<String, String>,
+        stdin: Option<String>,
+        timeout_ms: u64,
+        cancel: Option<Cancel>,
+        on_output: Option<crate::shell::Sink>,
+    ) -> Result<ExecResult> {
+        let cwd = cwd.unwrap_or(WORKSPACE);
+        if self.host_path(cwd).is_none_or(|p| !p.is_dir()) {
+            return Err(Error::new(
+                Code::NotFound,
+                format!("The working directory {cwd} is not a directory of the session."),
+            ));
+        }
+        // The session directory that holds it (the others are writable too).
+        let mount = DIRS.iter().map(|(_, at)| *at).find(|at| Path::new(cwd).starts_with(at)).unwrap_or(WORKSPACE);
+        let mut all = self.env.clone();
+        all.extend(env.clone());
+        let req = SandboxRequest {
+            command: command.to_string(),
+            cwd: cwd.to_string(),
+            env: all,
+            timeout_ms,
+            stdin,
+            mount: Some(mount.to_string()),
+            on_output,
+            capture_bytes: None,
+            input: None,
+        };
+        self.sandbox.run(req, cancel).await
+    }
+
+    /// Replaces the forwarded ports: each from `127.0.0.1:<ephemeral>` on the host.
+    pub async fn set_ports(&self, ports: &[u16]) -> Result<()> {
+        if let Some(p) = ports.iter().find(|p| **p == 0) {
+            return Err(Error::config(format!("Port {p} cannot be exposed.")));
+        }
+        let mut made = Vec::new();
+        {
+            let current = self.forwarders.lock().unwrap_or_else(|p| p.into_inner());
+            for port in ports.iter().filter(|p| !current.contains_key(p)) {
+                made.push(*port);
+            }
+        }
+        let mut new = Vec::new();
+        for port in made {
+            new.push(Forwarder::start(self.keeper.clone(), port).await.map_err(io("a port forwarder"))?);
+        }
+        let mut current = self.forwarders.lock().unwrap_or_else(|p| p.into_inner());
+        current.retain(|port, _| ports.contains(port));
+        for f in new {
+            current.insert(f.port(), f);
+        }
+        Ok(())
+    }
+
+    /// The exposed ports.
+    pub fn ports(&self) -> Vec<u16> {
+        let mut p: Vec<u16> = self.forwarders.lock().unwrap_or_else(|p| p.into_inner()).keys().copied().collect();
+        p.sort_unstable();
+        p
+    }
+
+    /// `http://127.0.0.1:N` (`ws://` for `ws`) reaching `port` inside, or `None` when it is not
+    /// exposed.
+    pub fn port_url(&self, port: u16, protocol: &str) -> Option<String> {
+        let local = self.forwarders.lock().unwrap_or_else(|p| p.into_inner()).get(&port)?.local();
+        let scheme = if protocol == "ws" { "ws" } else { "http" };
+        Some(format!("{scheme}://{local}"))
+    }
+
+    /// Applies `policy` at once: later connections follow it, open tunnels it refuses close.
+    pub fn set_policy(&self, policy: NetworkPolicy) {
+        self.gate.set(policy);
+    }
+
+    pub fn policy(&self) -> NetworkPolicy {
+        self.gate.policy()
+    }
+
+    /// Ends every process of the session and its forwarders and proxy (files stay). Idempotent.
+    pub async fn stop(&self) {
+        self.forwarders.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.keeper.close();
+        self.broker.close().await;
+    }
+
+    /// `stop`, then removes the session's directories.
+    pub async fn destroy(&self) -> Result<()> {
+        self.stop().await;
+        match std::fs::remove_dir_all(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io("removing the session's directories")(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
