@@ -77,6 +77,42 @@ impl SessionSandbox {
         Self::open(dir, id, options).await
     }
 
+    /// `create`, with `/tmp` and the home as `identity`'s first session left them (`save_identity`),
+    /// when there is such a state under `root`; `false` in the second place when there was none.
+    pub async fn create_for(
+        root: &Path,
+        id: &str,
+        identity: &str,
+        options: SessionOptions,
+    ) -> Result<(SessionSandbox, bool)> {
+        check_id(id)?;
+        let state = identity::dir(root, identity);
+        let found = state.join("done").is_file();
+        let dir = root.join(id);
+        if found {
+            std::fs::create_dir_all(root).map_err(io("the session root"))?;
+            std::fs::create_dir(&dir).map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => {
+                    Error::config(format!("A session {id} already exists under this root; resume it."))
+                }
+                _ => io("the session directory")(e),
+            })?;
+            std::fs::create_dir(dir.join("workspace")).map_err(io("the session directory"))?;
+            for name in ["tmp", "home"] {
+                identity::copy_tree(&state.join(name), &dir.join(name)).map_err(io("copying the identity's state"))?;
+            }
+            return Ok((Self::open(dir, id, options).await?, true));
+        }
+        Ok((Self::create(root, id, options).await?, false))
+    }
+
+    /// Keeps what is now in `/tmp` and the home as `identity`'s state under the root, for the
+    /// later sessions of that identity (`create_for`); it outlives this session.
+    pub fn save_identity(&self, identity: &str) -> Result<()> {
+        let root = self.dir.parent().ok_or_else(|| Error::new(Code::Io, "A session directory has no parent."))?;
+        identity::save(root, identity, &self.dir).map_err(io("saving the identity's state"))
+    }
+
     /// Opens `<root>/<id>` again, with its files, `/tmp` and home.
     pub async fn resume(root: &Path, id: &str, options: SessionOptions) -> Result<SessionSandbox> {
         check_id(id)?;
@@ -265,5 +301,6 @@ impl SessionSandbox {
     }
 }
 
+mod identity;
 #[cfg(test)]
 mod tests;

@@ -143,3 +143,32 @@ async fn the_proxy_inside_follows_the_sessions_policy() {
     assert_eq!(direct.stdout, "000");
     s.destroy().await.unwrap();
 }
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_later_session_of_an_identity_starts_with_what_the_first_left_in_tmp_and_home() {
+    let r = root();
+    let deny = || options(serde_json::json!({ "mode": "deny-all" }), vec![]);
+    let (first, found) = SessionSandbox::create_for(r.path(), "first", "claude-code@1", deny()).await.unwrap();
+    assert!(!found, "no state yet");
+    let out = sh(
+        &first,
+        "mkdir -p /tmp/harness && echo installed > /tmp/harness/marker && ln -s /etc/passwd $HOME/link && echo h > $HOME/h && echo w > /workspace/w && echo ok",
+    )
+    .await;
+    assert_eq!(out.stdout, "ok\n", "{out:?}");
+    first.save_identity("claude-code@1").unwrap();
+    // The state outlives the session that made it.
+    first.destroy().await.unwrap();
+    let (second, found) = SessionSandbox::create_for(r.path(), "second", "claude-code@1", deny()).await.unwrap();
+    assert!(found);
+    let out = sh(&second, "cat /tmp/harness/marker $HOME/h; readlink $HOME/link; ls /workspace | wc -l").await;
+    assert_eq!(out.stdout, "installed\nh\n/etc/passwd\n0\n", "{out:?}");
+    // The link was copied as a link, not followed.
+    assert!(std::fs::symlink_metadata(second.dir().join("home/link")).unwrap().file_type().is_symlink());
+    let (third, found) = SessionSandbox::create_for(r.path(), "third", "another", deny()).await.unwrap();
+    assert!(!found);
+    assert_eq!(sh(&third, "ls /tmp | wc -l").await.stdout, "0\n");
+    second.destroy().await.unwrap();
+    third.destroy().await.unwrap();
+}
