@@ -193,8 +193,14 @@ const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 
 /// A directory opened `O_PATH` through a path with no symbolic link in any component.
 pub fn open_dir_nofollow(path: &CStr) -> io::Result<libc::c_int> {
+    open_path_nofollow(path, libc::O_DIRECTORY)
+}
+
+/// `path` opened `O_PATH` (with `flags`), through no symbolic link in any component, the last
+/// included.
+pub fn open_path_nofollow(path: &CStr, flags: libc::c_int) -> io::Result<libc::c_int> {
     let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        flags: (libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | flags) as u64,
         mode: 0,
         resolve: RESOLVE_NO_SYMLINKS,
     };

@@ -128,12 +128,12 @@ impl Keeper {
                 let (Ok(id), Ok(user_ns), Ok(uid_map), Ok(gid_map)) = (d.u64(), d.bool(), d.bytes(), d.bytes()) else {
                     return false;
                 };
-                let Ok(binds) = wire::session_binds(&mut d) else { return false };
+                let Ok((binds, cover)) = wire::session_root(&mut d) else { return false };
                 match enter_session(user_ns, uid_map, gid_map).and_then(|()| {
                     if binds.is_empty() {
                         Ok(())
                     } else {
-                        crate::root::enter(&binds)
+                        crate::root::enter(&binds, &cover)
                     }
                 }) {
                     Ok(()) => self.reply(Reply::Ready { id }),
@@ -273,9 +273,9 @@ fn enter_session(user_ns: bool, uid_map: &[u8], gid_map: &[u8]) -> io::Result<()
     crate::child::loopback_up()
 }
 
-fn tcp_socket() -> io::Result<OwnedFd> {
+fn tcp_socket(flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: a raw socket call; the descriptor is owned at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -285,17 +285,21 @@ fn tcp_socket() -> io::Result<OwnedFd> {
 
 const ADDR_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
 
-/// A socket connected to 127.0.0.1:`port` in this (the session's) network namespace.
+/// A socket connecting to 127.0.0.1:`port` in this (the session's) network namespace, without
+/// waiting: the library finishes the connect (a listener that never accepts must not stall this
+/// loop).
 fn connect(port: u16) -> io::Result<(OwnedFd, u16)> {
-    let sock = tcp_socket()?;
+    let sock = tcp_socket(libc::SOCK_NONBLOCK)?;
     let addr = crate::forward::loopback(port);
     loop {
         // SAFETY: a sockaddr_in of the size given.
         if unsafe { libc::connect(sock.as_raw_fd(), (&addr as *const libc::sockaddr_in).cast(), ADDR_LEN) } == 0 {
             return Ok((sock, port));
         }
-        if errno() != libc::EINTR {
-            return Err(io::Error::last_os_error());
+        match errno() {
+            libc::EINTR => continue,
+            libc::EINPROGRESS => return Ok((sock, port)),
+            _ => return Err(io::Error::last_os_error()),
         }
     }
 }
@@ -303,7 +307,7 @@ fn connect(port: u16) -> io::Result<(OwnedFd, u16)> {
 /// A listener on 127.0.0.1:`port` (0: any free port) in the session's network namespace, and
 /// its port.
 fn listen(port: u16) -> io::Result<(OwnedFd, u16)> {
-    let sock = tcp_socket()?;
+    let sock = tcp_socket(0)?;
     let mut addr = crate::forward::loopback(port);
     let mut len = ADDR_LEN;
     // SAFETY: a sockaddr_in of the size given, filled back by getsockname.
@@ -377,11 +381,11 @@ fn first_process(k: &Keeper, keeper: libc::pid_t, run: &Run, stdio: &[OwnedFd], 
             report(report_w, &io::Error::last_os_error());
             return 127;
         }
+        // A group that cannot be joined would leave its limits unenforced: the command fails.
         for procs in &run.cgroups {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd >= 0 {
-                libc::write(fd, b"0".as_ptr().cast(), 1);
-                libc::close(fd);
+            if let Err(e) = crate::child::write_file(procs, b"0") {
+                report(report_w, &e);
+                return 127;
             }
         }
     }

@@ -29,8 +29,10 @@ fn cstr(b: &[u8]) -> io::Result<CString> {
 }
 
 /// Builds the root and moves into it. `binds`: (host directory, path inside), inside paths
-/// absolute and at most two levels deep (`/workspace`, `/tmp`, `/home/agent`).
-pub fn enter(binds: &[(CString, CString)]) -> io::Result<()> {
+/// absolute (`/workspace`, `/tmp`, `/home/agent`). `cover`: host paths that look empty inside
+/// though a shown directory holds them (the `hide` paths, the user's home, the directory of all
+/// sessions), reached without following a symbolic link.
+pub fn enter(binds: &[(CString, CString)], cover: &[CString]) -> io::Result<()> {
     // SAFETY: raw syscalls in this single-threaded process.
     unsafe {
         check(libc::unshare(libc::CLONE_NEWNS))?;
@@ -63,8 +65,10 @@ pub fn enter(binds: &[(CString, CString)]) -> io::Result<()> {
     // where one is already fully visible (each command mounts its own over them).
     let dev = clone_tree(c"/dev", true)?;
     let proc_ = clone_tree(c"/proc", true)?;
+    // Writable here (each command's first process joins its control groups under
+    // /sys/fs/cgroup before its view makes everything read-only).
     let sys = clone_tree(c"/sys", true)?;
-    mount_setattr_fd(sys, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true)?;
+    mount_setattr_fd(sys, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true)?;
     let mut own: Vec<(CString, libc::c_int)> = Vec::new();
     for (host, inside) in binds {
         let tree = clone_tree(host, true)?;
@@ -96,6 +100,10 @@ pub fn enter(binds: &[(CString, CString)]) -> io::Result<()> {
         let target = at(name.as_bytes())?;
         mkdir(&target)?;
         attach(tree, &target)?;
+    }
+    for path in cover {
+        let Some(rel) = path.as_bytes().strip_prefix(b"/") else { continue };
+        hide(&at(rel)?)?;
     }
     for (name, target) in links {
         let path = at(name.as_bytes())?;
@@ -129,4 +137,40 @@ pub fn enter(binds: &[(CString, CString)]) -> io::Result<()> {
         check(libc::chdir(c"/".as_ptr()))?;
     }
     Ok(())
+}
+
+/// Covers `path` (in the new root): a directory with an empty read-only tmpfs, a file with
+/// /dev/null. A path that does not exist, or passes through a symbolic link, is left alone (it
+/// shows nothing of the host's there).
+fn hide(path: &CStr) -> io::Result<()> {
+    let Ok(fd) = crate::child::open_path_nofollow(path, 0) else { return Ok(()) };
+    let result = (|| {
+        // SAFETY: fstat into a zeroed struct on our descriptor; the mounts name it through
+        // /proc/self/fd, so no path is resolved again.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            check(libc::fstat(fd, &mut st))?;
+            let target = cstr(format!("/proc/self/fd/{fd}").as_bytes())?;
+            match st.st_mode & libc::S_IFMT {
+                libc::S_IFDIR => check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+                    c"mode=755".as_ptr().cast(),
+                )),
+                libc::S_IFREG => check(libc::mount(
+                    c"/dev/null".as_ptr(),
+                    target.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )),
+                _ => Ok(()),
+            }
+        }
+    })();
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    result
 }

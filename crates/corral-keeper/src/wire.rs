@@ -306,20 +306,33 @@ impl Run {
     }
 }
 
-/// `SESSION`: `user_ns` with the maps to write (for a user other than root), and the host
-/// directories the session's root shows at `/workspace`, `/tmp` and `/home/agent` (`root.rs`).
-pub fn session(id: u64, user_ns: bool, uid_map: &[u8], gid_map: &[u8], binds: &[(CString, CString)]) -> Vec<u8> {
+/// `SESSION`: `user_ns` with the maps to write (for a user other than root), the host
+/// directories the session's root shows at `/workspace`, `/tmp` and `/home/agent`, and the host
+/// paths it covers (`root.rs`).
+pub fn session(
+    id: u64,
+    user_ns: bool,
+    uid_map: &[u8],
+    gid_map: &[u8],
+    binds: &[(CString, CString)],
+    cover: &[CString],
+) -> Vec<u8> {
     let mut e = Enc::default();
     e.u8(SESSION).u64(id).u8(user_ns as u8).bytes(uid_map).bytes(gid_map).u32(binds.len() as u32);
     for (host, inside) in binds {
         e.cstr(host).cstr(inside);
     }
+    e.cstrs(cover);
     e.0
 }
 
-/// Reads the binds of a `SESSION` frame (after its maps).
-pub fn session_binds(d: &mut Dec) -> io::Result<Vec<(CString, CString)>> {
-    (0..d.count(8)?).map(|_| Ok((d.cstr()?, d.cstr()?))).collect()
+/// Reads the binds and the covered paths of a `SESSION` frame (after its maps).
+#[allow(clippy::type_complexity)]
+pub fn session_root(d: &mut Dec) -> io::Result<(Vec<(CString, CString)>, Vec<CString>)> {
+    let binds = (0..d.count(8)?).map(|_| Ok((d.cstr()?, d.cstr()?))).collect::<io::Result<_>>()?;
+    let cover = d.cstrs()?;
+    d.end()?;
+    Ok((binds, cover))
 }
 
 /// `CONNECT` or `LISTEN` (`tag`) for `port`.

@@ -41,12 +41,23 @@ fn reached(ip: std::net::IpAddr) -> std::net::IpAddr {
     }
 }
 
-/// Loopback, unspecified (which reaches loopback) or link-local (cloud metadata included).
+/// Cloud metadata services outside the link-local ranges: Alibaba's 100.100.100.200 and AWS's
+/// IPv6 fd00:ec2::254.
+const METADATA: [std::net::IpAddr; 2] = [
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(100, 100, 100, 200)),
+    std::net::IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
+];
+
+/// Loopback, unspecified (which reaches loopback) or link-local, and cloud metadata services.
 fn is_local(ip: std::net::IpAddr) -> bool {
-    match reached(ip) {
-        std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.is_unspecified() || v4.is_link_local(),
-        std::net::IpAddr::V6(v6) => v6.is_loopback() || v6.is_unspecified() || (v6.segments()[0] & 0xffc0) == 0xfe80,
-    }
+    let to = reached(ip);
+    METADATA.contains(&to)
+        || match to {
+            std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.is_unspecified() || v4.is_link_local(),
+            std::net::IpAddr::V6(v6) => {
+                v6.is_loopback() || v6.is_unspecified() || (v6.segments()[0] & 0xffc0) == 0xfe80
+            }
+        }
 }
 
 impl NetworkPolicy {
@@ -202,7 +213,16 @@ mod tests {
         for reachable in ["10.0.0.5", "192.0.2.10", "93.184.216.34"] {
             assert!(p.permits("registry.internal", ip(reachable)), "{reachable}");
         }
-        for closed in ["127.0.0.1", "0.0.0.0", "169.254.169.254", "::1", "fe80::1", "::ffff:127.0.0.1"] {
+        for closed in [
+            "127.0.0.1",
+            "0.0.0.0",
+            "169.254.169.254",
+            "100.100.100.200",
+            "fd00:ec2::254",
+            "::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
             assert!(!p.permits("registry.internal", ip(closed)), "{closed}");
         }
         assert!(!p.permits("example.com", ip("93.184.216.34")), "a host not named");

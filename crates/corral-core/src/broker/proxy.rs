@@ -107,13 +107,19 @@ impl Gate {
         self.policy.read().unwrap_or_else(|p| p.into_inner()).permits(host, ip)
     }
 
-    /// Records an open tunnel; its token is cancelled when a new policy refuses it.
-    fn track(&self, host: &str, ip: std::net::IpAddr, parent: &CancellationToken) -> CancellationToken {
-        let stop = parent.child_token();
+    /// Records an open tunnel; its token is cancelled when a new policy refuses it. `None` when
+    /// the policy changed since the connection was checked and refuses it now (checked under
+    /// the same lock `set` takes, so no change falls between).
+    fn track(&self, host: &str, ip: std::net::IpAddr, parent: &CancellationToken) -> Option<CancellationToken> {
         let mut tunnels = self.tunnels.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.permits(host, ip) {
+            return None;
+        }
+        let stop = parent.child_token();
+        // Tunnels that ended cancel their own token (`tunnel`).
         tunnels.retain(|t| !t.stop.is_cancelled());
         tunnels.push(OpenTunnel { host: host.to_string(), ip, stop: stop.clone() });
-        stop
+        Some(stop)
     }
 }
 
@@ -455,10 +461,14 @@ async fn tunnel(listener: &Arc<Listener>, mut req: Request<Incoming>) -> Respons
         Err(r) => return refuse(r.status(), r.reason(&host, port)),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
-    let token = match (&listener.gate, upstream.peer_addr()) {
-        (Some(gate), Ok(peer)) => gate.track(&host, peer.ip(), &listener.shared.token),
+    // A tunnel a session's policy let open has a token of its own, cancelled when it ends.
+    let (token, own) = match (&listener.gate, upstream.peer_addr()) {
+        (Some(gate), Ok(peer)) => match gate.track(&host, peer.ip(), &listener.shared.token) {
+            Some(t) => (t, true),
+            None => return refuse(StatusCode::FORBIDDEN, format!("the network policy does not allow {host} now")),
+        },
         (Some(_), Err(_)) => return refuse(StatusCode::BAD_GATEWAY, format!("{host}:{port} closed at once")),
-        (None, _) => listener.shared.token.clone(),
+        (None, _) => (listener.shared.token.clone(), false),
     };
     listener.shared.tracker.spawn(async move {
         let pipe = async move {
@@ -470,6 +480,9 @@ async fn tunnel(listener: &Arc<Listener>, mut req: Request<Incoming>) -> Respons
         tokio::select! {
             _ = pipe => {}
             _ = token.cancelled() => {}
+        }
+        if own {
+            token.cancel();
         }
     });
     Response::new(Empty::new().map_err(|never| match never {}).boxed())

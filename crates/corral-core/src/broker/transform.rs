@@ -130,6 +130,15 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether `path` holds `.` or `..` segments, or a percent-encoded dot or slash.
+fn ambiguous(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    lower.contains("%2e")
+        || lower.contains("%2f")
+        || lower.contains("%5c")
+        || path.split('/').any(|seg| seg == "." || seg == "..")
+}
+
 impl Transformation {
     /// `{ match: { host, path?, method?, queryString?, headers? }, transform: { headers } }`;
     /// header values as in rules.
@@ -199,6 +208,11 @@ impl Transformation {
             Some((p, q)) => (p, Some(q)),
             None => (r.path, None),
         };
+        // A path with dot segments (plain or percent-encoded) or an encoded slash could name
+        // another path upstream than the one matched: no path matcher matches it.
+        if self.path.is_some() && ambiguous(path) {
+            return false;
+        }
         if self.path.as_ref().is_some_and(|m| !m.matches(path)) {
             return false;
         }

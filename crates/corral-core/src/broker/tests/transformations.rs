@@ -80,6 +80,14 @@ async fn paths_methods_and_query_parameters_match_as_given() {
     assert!(!set(&through(&broker, &up, "POST", "/v1/messagesX?beta=yes%20please", &[]).await), "path");
     assert!(!set(&through(&broker, &up, "POST", "/v1/messages?beta=no", &[]).await), "query value");
     assert!(!set(&through(&broker, &up, "POST", "/v1/messages", &[]).await), "no query");
+    // A path that could name another one upstream matches no path matcher.
+    for path in [
+        "/v1/../v1/messages?beta=yes%20please",
+        "/v1/%2E%2E/v1/messages?beta=yes%20please",
+        "/v1/x%2fy?beta=yes%20please",
+    ] {
+        assert!(!set(&through(&broker, &up, "POST", path, &[]).await), "{path}");
+    }
     broker.close().await;
 }
 

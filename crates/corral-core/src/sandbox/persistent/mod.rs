@@ -127,7 +127,16 @@ impl SessionSandbox {
         let dir = std::fs::canonicalize(&dir).map_err(io("the session directory"))?;
         let binds: Vec<(PathBuf, PathBuf)> =
             DIRS.iter().map(|(name, inside)| (dir.join(name), PathBuf::from(inside))).collect();
-        let keeper = Keeper::start_session(&binds)
+        // What the root shows of the host must not show the user's home, the hidden paths, nor
+        // the directory of all sessions (another session's files).
+        let mut cover: Vec<PathBuf> = match &options.sandbox.hide {
+            Some(list) => list.iter().map(PathBuf::from).collect(),
+            None => std::env::var_os("HOME").map(PathBuf::from).into_iter().collect(),
+        };
+        cover.extend(dir.parent().map(Path::to_path_buf));
+        let cover: Vec<PathBuf> =
+            cover.into_iter().filter(|p| p.is_absolute()).map(|p| std::fs::canonicalize(&p).unwrap_or(p)).collect();
+        let keeper = Keeper::start_session(&binds, &cover)
             .await
             .map_err(|e| Error::new(Code::Io, format!("The session's sandbox could not start: {e}")))?;
         let sandbox = LinuxSandbox::new(options.sandbox)?.in_session(keeper.clone(), binds);
@@ -178,8 +187,15 @@ impl SessionSandbox {
 
     /// The host directory behind an absolute path inside (`/workspace/a` → `<dir>/workspace/a`),
     /// or `None` for a path outside the session's directories.
+    /// An absolute path with `.` or `..` in it is `None` too: it is never resolved on the host.
     pub fn host_path(&self, inside: &str) -> Option<PathBuf> {
         let p = Path::new(inside);
+        let plain = p.is_absolute()
+            && p.components().skip(1).all(|c| matches!(c, std::path::Component::Normal(_)))
+            && !inside.split('/').any(|c| c == "." || c == "..");
+        if !plain {
+            return None;
+        }
         DIRS.iter().find_map(|(name, at)| p.strip_prefix(at).ok().map(|rest| self.dir.join(name).join(rest)))
     }
 
@@ -211,7 +227,12 @@ impl SessionSandbox {
         on_output: Option<crate::shell::Sink>,
     ) -> Result<ExecResult> {
         let cwd = cwd.unwrap_or(WORKSPACE);
-        if self.host_path(cwd).is_none_or(|p| !p.is_dir()) {
+        // A directory of the session's, reached without a link a command planted.
+        let inside_dir = self
+            .host_path(cwd)
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .is_some_and(|p| p.is_dir() && DIRS.iter().any(|(name, _)| p.starts_with(self.dir.join(name))));
+        if !inside_dir {
             return Err(Error::new(
                 Code::NotFound,
                 format!("The working directory {cwd} is not a directory of the session."),

@@ -207,18 +207,24 @@ impl Keeper {
     /// (loopback only), where `connect` and `listen` make sockets. With `binds` (host directory,
     /// path inside: `/workspace`, `/tmp`, `/home/agent`), the keeper makes the session's root
     /// (`corral_keeper::root`) and every command sees it.
-    pub async fn start_session(binds: &[(std::path::PathBuf, std::path::PathBuf)]) -> io::Result<Keeper> {
+    /// `cover`: host paths that look empty inside though a directory the root shows holds them.
+    pub async fn start_session(
+        binds: &[(std::path::PathBuf, std::path::PathBuf)],
+        cover: &[std::path::PathBuf],
+    ) -> io::Result<Keeper> {
         use std::os::unix::ffi::OsStrExt;
         let c = |p: &std::path::Path| {
             CString::new(p.as_os_str().as_bytes())
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))
         };
         let binds = binds.iter().map(|(h, i)| Ok((c(h)?, c(i)?))).collect::<io::Result<Vec<_>>>()?;
+        let cover = cover.iter().map(|p| c(p)).collect::<io::Result<Vec<_>>>()?;
         let keeper = Keeper::start(false)?;
         // SAFETY: raw calls.
         let (root, uid, gid) = unsafe { (libc::geteuid() == 0, libc::getuid(), libc::getgid()) };
         let (uid_map, gid_map) = (format!("{uid} {uid} 1"), format!("{gid} {gid} 1"));
-        let made = keeper.call(|id| wire::session(id, !root, uid_map.as_bytes(), gid_map.as_bytes(), &binds)).await;
+        let made =
+            keeper.call(|id| wire::session(id, !root, uid_map.as_bytes(), gid_map.as_bytes(), &binds, &cover)).await;
         if let Err(e) = made {
             keeper.close();
             return Err(e);
@@ -226,10 +232,25 @@ impl Keeper {
         Ok(keeper)
     }
 
-    /// A socket connected to `127.0.0.1:port` inside the session.
+    /// A socket connected to `127.0.0.1:port` inside the session (non-blocking). The keeper
+    /// starts the connect; it is finished here, within 10 seconds.
     pub async fn connect(&self, port: u16) -> io::Result<OwnedFd> {
         let (fd, _) = self.call(|id| wire::socket(wire::CONNECT, id, port)).await?;
-        fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the keeper sent no socket"))
+        let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the keeper sent no socket"))?;
+        let stream = std::net::TcpStream::from(fd);
+        stream.set_nonblocking(true)?;
+        let stream = tokio::net::TcpStream::from_std(stream)?;
+        match tokio::time::timeout(std::time::Duration::from_secs(10), stream.writable()).await {
+            Err(_) => {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "the port inside the session did not answer"))
+            }
+            Ok(r) => r?,
+        }
+        if let Some(e) = stream.take_error()? {
+            return Err(e);
+        }
+        stream.peer_addr()?;
+        Ok(OwnedFd::from(stream.into_std()?))
     }
 
     /// A non-blocking listener on `127.0.0.1:port` (0: any) inside the session, and its port.

@@ -197,7 +197,7 @@ fn req(cwd: &std::path::Path, command: &str) -> SandboxRequest {
 
 async fn session() -> (tempfile::TempDir, Arc<LinuxSandbox>, std::path::PathBuf, Keeper) {
     let (d, _, cwd) = fixture();
-    let keeper = Keeper::start_session(&[]).await.expect("a session keeper");
+    let keeper = Keeper::start_session(&[], &[]).await.expect("a session keeper");
     let sb = LinuxSandbox::new(LinuxSandboxOptions::default()).unwrap().in_session(keeper.clone(), Vec::new());
     (d, Arc::new(sb), cwd, keeper)
 }
@@ -425,6 +425,7 @@ async fn a_policy_change_closes_the_open_tunnels_it_refuses() {
     let inner = keeper.connect(proxy).await.unwrap();
     let text = tokio::task::spawn_blocking(move || {
         let mut c = std::net::TcpStream::from(inner);
+        c.set_nonblocking(false).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         write!(c, "CONNECT 127.0.0.1:{echo_port} HTTP/1.1\r\nHost: 127.0.0.1:{echo_port}\r\n\r\n").unwrap();
         let mut head = [0u8; 19];
@@ -486,7 +487,7 @@ async fn rooted() -> Rooted {
     std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::create_dir_all(base.join("workspace/.git")).unwrap();
     std::fs::write(base.join("workspace/.git/config"), "[core]\n").unwrap();
-    let keeper = Keeper::start_session(&binds).await.expect("a session keeper with its root");
+    let keeper = Keeper::start_session(&binds, &[]).await.expect("a session keeper with its root");
     let sb = LinuxSandbox::new(LinuxSandboxOptions::default()).unwrap().in_session(keeper.clone(), binds);
     Rooted { dir, sb: Arc::new(sb), keeper }
 }

@@ -234,9 +234,11 @@ async fn spawn_launched(
     };
     let stdout = Box::new(pipe::Receiver::from_owned_fd(l.stdout).map_err(io)?) as Reader;
     let stderr = Box::new(pipe::Receiver::from_owned_fd(l.stderr).map_err(io)?) as Reader;
+    // No pid: the launcher reaps the process, so a group signalled by its number after that
+    // could be another's; its own kill signals only what it has not reaped.
     Ok(Started {
         proc: Proc::Launched { exit: l.exit, status: None, kill: l.kill.clone() },
-        pid: Some(l.pid),
+        pid: None,
         stdin,
         stdout: Some(stdout),
         stderr: Some(stderr),
