@@ -265,3 +265,19 @@ async fn saving_an_identity_while_a_command_swaps_files_for_links_copies_no_host
     s.stop().await;
     let _ = run.await;
 }
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_sessions_pids_limit_stops_a_fork_bomb_and_says_so() {
+    if crate::shell::exec::cgroup::Cgroup::create().is_none() {
+        eprintln!("skipped: no writable control group here (an unprivileged user)");
+        return;
+    }
+    let r = root();
+    let mut opts = options(serde_json::json!({ "mode": "deny-all" }), vec![]);
+    opts.sandbox.limits = crate::sandbox::limits::Limits { pids: Some(16), ..Default::default() };
+    let s = SessionSandbox::create(r.path(), "limited", opts).await.unwrap();
+    let out = sh(&s, "i=0; while [ $i -lt 60 ]; do sleep 3 & i=$((i+1)); done; echo spawned").await;
+    assert!(out.note.as_deref().is_some_and(|n| n.contains("pids")), "{out:?}");
+    s.destroy().await.unwrap();
+}
