@@ -452,7 +452,8 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
 
 /// Installs one seccomp program (`SECCOMP_SET_MODE_FILTER`, as `seccompiler::apply_filter`).
 fn install_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
-    if prog.is_empty() {
+    // BPF_MAXINSNS: the kernel's limit, and what fits the 16-bit length below.
+    if prog.is_empty() || prog.len() > 4096 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
     let fprog = libc::sock_fprog { len: prog.len() as libc::c_ushort, filter: prog.as_ptr() as *mut libc::sock_filter };

@@ -43,6 +43,8 @@ pub fn run(ctl: RawFd) -> i32 {
     }
     // SAFETY: raw calls on this process's own signal state and descriptors.
     let signals = unsafe {
+        // Nothing Node left open without close-on-exec stays in the keeper.
+        libc::syscall(libc::SYS_close_range, (ctl + 1) as libc::c_uint, libc::c_uint::MAX, 0 as libc::c_uint);
         libc::fcntl(ctl, libc::F_SETFD, libc::FD_CLOEXEC);
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
