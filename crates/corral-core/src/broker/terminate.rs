@@ -69,12 +69,15 @@ fn tls_err(e: impl std::fmt::Display) -> Error {
 /// A directory for the bundle that sandboxed commands can read: `/var/tmp` where it is writable
 /// (LinuxSandbox gives commands a private `/tmp`), else the temporary directory.
 fn bundle_dir() -> Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
     let bases = [PathBuf::from("/var/tmp"), std::env::temp_dir()];
     let mut last = None;
     for base in bases.iter().filter(|b| b.is_dir()) {
         let dir = base.join(format!("corral-broker-ca-{:016x}", rand::random::<u64>()));
-        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
+        #[cfg_attr(not(unix), allow(unused_mut))]
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o755);
+        match builder.create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) => last = Some(e),
         }
