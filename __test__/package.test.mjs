@@ -178,7 +178,7 @@ describe('installed from the tarball into a fresh project', { timeout: 180_000 }
       console.log(JSON.stringify(subpaths.map((p) => Object.keys(require(p)).sort())));
     `;
     const { stdout } = await run(process.execPath, ['-e', script], { cwd: project });
-    expect(JSON.parse(stdout)).toEqual([['toAiSdkSandbox', 'toAiSdkTools'], ['corralSandboxClient', 'createEditor', 'toOpenAIAgentsTools'], ['ConformanceError', 'runConformance'], ['ToolRegistry', 'executeTool'], ['MemoryWorkspace']]);
+    expect(JSON.parse(stdout)).toEqual([['createCorralHarnessSandbox', 'toAiSdkSandbox', 'toAiSdkTools'], ['corralSandboxClient', 'createEditor', 'toOpenAIAgentsTools'], ['ConformanceError', 'runConformance'], ['ToolRegistry', 'executeTool'], ['MemoryWorkspace']]);
   });
 
   it('npx corral mcp --help prints its usage on stderr from the installed bin', async () => {

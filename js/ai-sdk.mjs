@@ -1,3 +1,3 @@
 import m from './ai-sdk.js';
-export const { toAiSdkTools, toAiSdkSandbox } = m;
+export const { toAiSdkTools, toAiSdkSandbox, createCorralHarnessSandbox } = m;
 export default m;

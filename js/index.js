@@ -686,6 +686,17 @@ function processRunner(shell, options) {
   return keep(new native.NativeShellTool(handle, optionData({ ...options, background: true }, fns), functionsCallback(fns), undefined), handle, fns);
 }
 
+/** A shell the core provides (a NativeShell) as a ShellProvider object the other functions take. */
+function shellOfNative(handle) {
+  class CoreShell {
+    get shell() { return handle.shell; }
+  }
+  execMethod(CoreShell);
+  const shell = new CoreShell();
+  shellOf.set(shell, handle);
+  return shell;
+}
+
 Object.defineProperty(module.exports, Symbol.for('corral.internal'), {
-  value: Object.freeze({ checkOptions, processRunner, fileOps, mcpPolicy: (shell, allow, deny, clientApproves) => new native.NativeMcpPolicy(nativeShell(shell), allow, deny, clientApproves), applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, sandboxRoot: native.sandboxRoot, imageMediaType: native.imageMediaType, FS_METHODS, withSignal, asBuffer }),
+  value: Object.freeze({ native, optionData, functionsCallback, keep, shellOfNative, checkOptions, processRunner, fileOps, mcpPolicy: (shell, allow, deny, clientApproves) => new native.NativeMcpPolicy(nativeShell(shell), allow, deny, clientApproves), applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, sandboxRoot: native.sandboxRoot, imageMediaType: native.imageMediaType, FS_METHODS, withSignal, asBuffer }),
 });

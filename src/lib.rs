@@ -18,6 +18,8 @@ mod errors;
 mod fs;
 mod ops;
 mod sandbox;
+#[cfg(target_os = "linux")]
+mod session;
 mod shell;
 mod tools;
 mod workspace_tools;

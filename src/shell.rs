@@ -23,6 +23,14 @@ pub struct NativeShell {
     remote: Option<Arc<RemoteShell>>,
 }
 
+impl NativeShell {
+    /// A shell the core provides (a harness session's commands).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn of(inner: Arc<dyn ShellProvider>) -> NativeShell {
+        NativeShell { inner, stub: None, remote: None }
+    }
+}
+
 #[napi]
 impl NativeShell {
     #[napi(factory, catch_unwind)]

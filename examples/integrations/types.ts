@@ -4,7 +4,8 @@ import { generateText, type ToolSet, type Experimental_SandboxSession } from 'ai
 import { Agent, applyPatchTool, type FunctionTool, type Editor } from '@openai/agents';
 import type { SandboxClient } from '@openai/agents/sandbox';
 import { NodeWorkspace, createFsTools } from 'corral';
-import { toAiSdkTools, toAiSdkSandbox } from 'corral/ai-sdk';
+import { toAiSdkTools, toAiSdkSandbox, createCorralHarnessSandbox } from 'corral/ai-sdk';
+import type { HarnessV1SandboxProvider, HarnessV1NetworkSandboxSession } from '@ai-sdk/harness';
 import { toOpenAIAgentsTools, corralSandboxClient, createEditor } from 'corral/openai-agents';
 import { runConformance } from 'corral/conformance';
 import { ToolRegistry } from 'corral/executor';
@@ -21,3 +22,11 @@ export const agent = new Agent({ name: 'a', tools: [...forAgents, applyPatchTool
 export const run = (model: Parameters<typeof generateText>[0]['model']) => generateText({ model, tools: forAi, experimental_sandbox: sandbox, prompt: 'hi' });
 export const registry = new ToolRegistry().registerMany(tools);
 runConformance({ makeProvider: () => new MemoryWorkspace(), test: (_name: string, _fn: () => Promise<void>) => undefined });
+export const harnessSandbox: HarnessV1SandboxProvider = createCorralHarnessSandbox({
+  root: '/var/tmp/sessions',
+  sandbox: { kind: 'linux', limits: { memoryBytes: 2 ** 31 } },
+  ports: [4000],
+  network: { mode: 'custom', allowedHosts: ['registry.npmjs.org'], deniedCIDRs: ['169.254.0.0/16'] },
+  requestTransformations: [{ match: { host: 'api.anthropic.com' }, transform: { headers: { 'x-api-key': 'real' } } }],
+});
+export const harnessSession = (): PromiseLike<HarnessV1NetworkSandboxSession> => harnessSandbox.createSession({ identity: 'claude-code' });

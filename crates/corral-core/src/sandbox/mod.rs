@@ -265,42 +265,50 @@ impl ShellProvider for SandboxShell {
             capture_bytes: options.capture_bytes,
             input: options.input,
         };
-        let cancel = options.cancel;
-        if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
-            return Ok(ExecResult { aborted: true, ..Default::default() });
-        }
-        // Its own task: an adapter that ignores the cancel keeps running (and cleaning up) after
-        // it is no longer waited on. Dropping this future aborts the task (a container is then
-        // removed, a host process group killed).
-        let adapter = self.adapter.clone();
-        let c = cancel.clone();
-        let mut run = AbortOnDrop(Some(tokio::spawn(async move { adapter.run(req, c).await })));
-        let cancelled = async {
-            match &cancel {
-                Some(c) => c.cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
-        let backstop = async {
-            match timeout_ms {
-                0 => std::future::pending().await,
-                ms => tokio::time::sleep(Duration::from_millis(ms) + GRACE_AFTER_TIMEOUT).await,
-            }
-        };
-        let stalled = tokio::select! {
-            r = run.join() => return r,
-            _ = cancelled => {
-                match tokio::time::timeout(GRACE_AFTER_CANCEL, run.join()).await {
-                    Ok(r) => return r,
-                    Err(_) => ExecResult { aborted: true, ..Default::default() },
-                }
-            }
-            _ = backstop => ExecResult { timed_out: true, ..Default::default() },
-        };
-        // No longer waited on, but not stopped either: its own timeout ends it.
-        run.detach();
-        Ok(stalled)
+        run_guarded(self.adapter.clone(), req, options.cancel).await
     }
+}
+
+/// Runs `req` on `adapter` in its own task: an adapter that ignores the cancel keeps running (and
+/// cleaning up) after it is no longer waited on, and a stalled one is given up on after its
+/// timeout and a grace. Dropping the future aborts the task (a container is then removed, a host
+/// process group killed).
+pub(crate) async fn run_guarded(
+    adapter: Arc<dyn SandboxAdapter>,
+    req: SandboxRequest,
+    cancel: Option<Cancel>,
+) -> Result<ExecResult> {
+    let timeout_ms = req.timeout_ms;
+    if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+        return Ok(ExecResult { aborted: true, ..Default::default() });
+    }
+    let c = cancel.clone();
+    let mut run = AbortOnDrop(Some(tokio::spawn(async move { adapter.run(req, c).await })));
+    let cancelled = async {
+        match &cancel {
+            Some(c) => c.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let backstop = async {
+        match timeout_ms {
+            0 => std::future::pending().await,
+            ms => tokio::time::sleep(Duration::from_millis(ms) + GRACE_AFTER_TIMEOUT).await,
+        }
+    };
+    let stalled = tokio::select! {
+        r = run.join() => return r,
+        _ = cancelled => {
+            match tokio::time::timeout(GRACE_AFTER_CANCEL, run.join()).await {
+                Ok(r) => return r,
+                Err(_) => ExecResult { aborted: true, ..Default::default() },
+            }
+        }
+        _ = backstop => ExecResult { timed_out: true, ..Default::default() },
+    };
+    // No longer waited on, but not stopped either: its own timeout ends it.
+    run.detach();
+    Ok(stalled)
 }
 
 /// A spawned run, aborted when dropped unless detached.

@@ -14,7 +14,7 @@ use super::session::Keeper;
 use crate::broker::{Broker, BrokerConfig, Gate, NetworkPolicy};
 use crate::error::{Code, Error, Result};
 use crate::sandbox::linux::{LinuxSandbox, LinuxSandboxOptions};
-use crate::sandbox::{SandboxAdapter, SandboxRequest};
+use crate::sandbox::SandboxRequest;
 use crate::shell::{Cancel, ExecResult};
 
 /// Where the session's directories are inside.
@@ -30,6 +30,11 @@ pub fn check_id(id: &str) -> Result<()> {
     } else {
         Err(Error::config(format!("A session id is 1 to 128 of A-Z, a-z, 0-9, '-' and '_', not {id:?}.")))
     }
+}
+
+/// A new random session id (when `createSession` is given none).
+pub fn new_id() -> String {
+    format!("session-{:016x}", rand::random::<u64>())
 }
 
 pub struct SessionOptions {
@@ -226,34 +231,69 @@ impl SessionSandbox {
         cancel: Option<Cancel>,
         on_output: Option<crate::shell::Sink>,
     ) -> Result<ExecResult> {
-        let cwd = cwd.unwrap_or(WORKSPACE);
-        // A directory of the session's, reached without a link a command planted.
-        let inside_dir = self
-            .host_path(cwd)
-            .and_then(|p| std::fs::canonicalize(p).ok())
-            .is_some_and(|p| p.is_dir() && DIRS.iter().any(|(name, _)| p.starts_with(self.dir.join(name))));
-        if !inside_dir {
-            return Err(Error::new(
-                Code::NotFound,
-                format!("The working directory {cwd} is not a directory of the session."),
-            ));
-        }
+        use crate::shell::{ExecOptions, ShellProvider};
+        let options = ExecOptions {
+            cwd: cwd.map(str::to_string),
+            timeout_ms: Some(timeout_ms),
+            env: env.clone(),
+            stdin,
+            cancel,
+            on_output,
+            ..Default::default()
+        };
+        self.exec(command, options).await
+    }
+
+    /// What the sandbox is asked to run: `command` in `cwd` (inside) with the session's
+    /// environment plus `env`. `cwd` must be a directory of the session, reached without a link
+    /// a command planted.
+    fn request(&self, command: &str, cwd: &str, env: &BTreeMap<String, String>) -> Result<SandboxRequest> {
+        self.check_dir(cwd)?;
         // The session directory that holds it (the others are writable too).
         let mount = DIRS.iter().map(|(_, at)| *at).find(|at| Path::new(cwd).starts_with(at)).unwrap_or(WORKSPACE);
         let mut all = self.env.clone();
         all.extend(env.clone());
-        let req = SandboxRequest {
+        Ok(SandboxRequest {
             command: command.to_string(),
             cwd: cwd.to_string(),
             env: all,
-            timeout_ms,
-            stdin,
+            timeout_ms: 0,
+            stdin: None,
             mount: Some(mount.to_string()),
-            on_output,
+            on_output: None,
             capture_bytes: None,
             input: None,
-        };
-        self.sandbox.run(req, cancel).await
+        })
+    }
+
+    /// Whether `cwd` (inside, absolute) is a directory of the session, reached without a link
+    /// out of it.
+    pub fn check_dir(&self, cwd: &str) -> Result<()> {
+        let inside_dir = self
+            .host_path(cwd)
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .is_some_and(|p| p.is_dir() && DIRS.iter().any(|(name, _)| p.starts_with(self.dir.join(name))));
+        if inside_dir {
+            Ok(())
+        } else {
+            Err(Error::new(Code::NotFound, format!("The working directory {cwd} is not a directory of the session.")))
+        }
+    }
+
+    /// An absolute path inside as the path of the file under `<root>/<id>` (`/workspace/a` →
+    /// `workspace/a`, `/home/agent/.x` → `home/.x`), resolved lexically first; a relative path
+    /// is under `/workspace`. Any other path is `OutsideWorkspace`.
+    pub fn file_path(&self, inside: &str) -> Result<String> {
+        let abs = if inside.starts_with('/') { lexical(inside) } else { lexical(&format!("{WORKSPACE}/{inside}")) };
+        for (name, at) in DIRS {
+            if let Ok(rel) = crate::path::from_sandbox(at, &abs) {
+                return Ok(if rel == "." { name.to_string() } else { format!("{name}/{rel}") });
+            }
+        }
+        Err(Error::new(
+            Code::OutsideWorkspace,
+            format!("{inside} is outside the session: its files are under {WORKSPACE}, /tmp and {HOME}."),
+        ))
     }
 
     /// Replaces the forwarded ports: each from `127.0.0.1:<ephemeral>` on the host.
@@ -322,6 +362,25 @@ impl SessionSandbox {
     }
 }
 
+/// `path` (absolute) with `.`, `..` and repeated slashes resolved as the kernel would without
+/// links; `..` at the root stays at the root.
+pub(crate) fn lexical(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
 mod identity;
+mod options;
+mod shell;
+pub use options::{from_options, ports, HarnessOptions};
 #[cfg(test)]
 mod tests;
