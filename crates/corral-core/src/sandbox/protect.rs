@@ -180,7 +180,23 @@ fn read_one(root: &Path, dir: &Path, names: &[&str], skip: &[PathBuf]) -> Result
             ),
         )
     };
+    // The listing read before, while the directory is as it was then.
+    #[cfg(unix)]
+    let stamp = cache::stamp_at(dir);
+    #[cfg(unix)]
+    let key = cache::walk_key(names, false, skip);
+    #[cfg(unix)]
+    if let Some(listing) = stamp.and_then(|s| cache::get(key, dir, s)) {
+        return Ok((
+            listing.dirs.iter().map(|n| dir.join(n)).collect(),
+            listing.named.iter().map(|(n, _)| dir.join(n)).collect(),
+        ));
+    }
+    #[cfg(unix)]
+    let read_at = cache::clock();
     let (mut dirs, mut found) = (Vec::new(), Vec::new());
+    #[cfg(unix)]
+    let mut listing = cache::Listing::default();
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         // Removed while the walk ran (a build cleaning up): nothing left to protect.
@@ -204,11 +220,22 @@ fn read_one(root: &Path, dir: &Path, names: &[&str], skip: &[PathBuf]) -> Result
         if skip.iter().any(|s| path.starts_with(s)) {
             continue;
         }
+        #[cfg(unix)]
+        if named {
+            listing.named.push((name, kind.is_symlink()));
+        } else {
+            listing.dirs.push(name);
+        }
         if named {
             found.push(path);
         } else {
             dirs.push(path);
         }
+    }
+    #[cfg(unix)]
+    if let Some(before) = stamp {
+        // Read by path: kept only if the path names the same directory, unchanged, after the read.
+        cache::put(key, dir, read_at, before, cache::stamp_at(dir), std::sync::Arc::new(listing));
     }
     Ok((dirs, found))
 }
@@ -345,6 +372,10 @@ pub fn add_notes(r: &mut crate::shell::ExecResult, notes: Vec<String>) {
 
 #[path = "protect_remove.rs"]
 mod remove;
+
+#[cfg(unix)]
+#[path = "protect_cache.rs"]
+mod cache;
 
 /// The directories between `root` and each of `paths` (below `root`, above the path), outer ones
 /// first: mounted onto themselves they cannot be renamed, so a command cannot carry a protected

@@ -143,8 +143,10 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
     use std::collections::HashMap;
     use std::ffi::CString;
     use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
     use std::sync::Arc;
+
+    use super::cache;
 
     enum Item {
         Dir { parent: Arc<OwnedFd>, name: CString, rel: PathBuf },
@@ -153,6 +155,7 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
     let mut notes = Vec::new();
     let before: HashMap<&Path, bool> = before.iter().map(|(p, l)| (p.as_path(), *l)).collect();
     let matches = |n: &[u8]| names.iter().any(|x| x.as_bytes().eq_ignore_ascii_case(n));
+    let key = cache::walk_key(&names.iter().map(String::as_str).collect::<Vec<_>>(), true, skip);
     let Ok(c) = fd::cstr(root.as_os_str().as_bytes()) else { return notes };
     // SAFETY: a NUL-terminated path.
     let root_fd =
@@ -219,41 +222,63 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
                 }
             },
         };
-        let entries: Vec<CString> =
-            match dir.try_clone().and_then(|d| nix::dir::Dir::from_fd(d).map_err(std::io::Error::from)) {
-                Ok(mut stream) => stream
-                    .iter()
-                    .filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_owned())
-                    .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
-                    .collect(),
-                Err(e) => {
-                    notes.push(unreadable(&rel, &e));
-                    continue;
+        let path = root.join(&rel);
+        let stamp = cache::stamp(dir.as_fd());
+        let listing = match stamp.and_then(|s| cache::get(key, &path, s)) {
+            Some(listing) => listing,
+            None => {
+                let read_at = cache::clock();
+                let entries: Vec<CString> =
+                    match dir.try_clone().and_then(|d| nix::dir::Dir::from_fd(d).map_err(std::io::Error::from)) {
+                        Ok(mut stream) => stream
+                            .iter()
+                            .filter_map(|e| e.ok())
+                            .map(|e| e.file_name().to_owned())
+                            .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+                            .collect(),
+                        Err(e) => {
+                            notes.push(unreadable(&rel, &e));
+                            continue;
+                        }
+                    };
+                let mut listing = cache::Listing::default();
+                for name in entries {
+                    let full = path.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
+                    if skip.iter().any(|s| full.starts_with(s)) {
+                        continue;
+                    }
+                    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                    // SAFETY: a valid descriptor, a NUL-terminated name and a stat buffer.
+                    if unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0
+                    {
+                        continue;
+                    }
+                    let kind = st.st_mode & libc::S_IFMT;
+                    let name = std::ffi::OsString::from_vec(name.into_bytes());
+                    if matches(name.as_bytes()) {
+                        listing.named.push((name, kind == libc::S_IFLNK));
+                    } else if kind == libc::S_IFDIR {
+                        listing.dirs.push(name);
+                    }
                 }
-            };
-        for name in entries {
-            let child_rel = rel.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
-            let full = root.join(&child_rel);
-            if skip.iter().any(|s| full.starts_with(s)) {
-                continue;
-            }
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: a valid descriptor, a NUL-terminated name and a stat buffer.
-            if unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
-                continue;
-            }
-            let kind = st.st_mode & libc::S_IFMT;
-            if matches(name.as_bytes()) {
-                let is_link = kind == libc::S_IFLNK;
-                if before.get(full.as_path()) != Some(&is_link) {
-                    notes.push(remove_at(dir.as_fd(), &name, &child_rel));
+                let listing = Arc::new(listing);
+                if let Some(before) = stamp {
+                    let after = cache::stamp(dir.as_fd());
+                    cache::put(key, &path, read_at, before, after, listing.clone());
                 }
-                continue;
+                listing
             }
-            if kind == libc::S_IFDIR {
-                stack.push(Item::Dir { parent: dir.clone(), name, rel: child_rel });
+        };
+        for (name, is_link) in &listing.named {
+            let child_rel = rel.join(name);
+            if before.get(root.join(&child_rel).as_path()) != Some(is_link) {
+                let Ok(c) = fd::cstr(name.as_bytes()) else { continue };
+                notes.push(remove_at(dir.as_fd(), &c, &child_rel));
             }
+        }
+        for name in &listing.dirs {
+            let Ok(c) = fd::cstr(name.as_bytes()) else { continue };
+            stack.push(Item::Dir { parent: dir.clone(), name: c, rel: rel.join(name) });
         }
     }
     notes

@@ -385,6 +385,41 @@ async fn a_git_repository_a_command_makes_is_removed_before_the_host_git_can_run
     again_without_landlock("a_git_repository_a_command_makes_is_removed_before_the_host_git_can_run_it");
 }
 
+/// The walks keep each directory's listing between commands while its ctime stands: a command
+/// that makes a `.git` and then puts its directory's modification time back exactly as it was
+/// (`touch -r`) still has it removed, and one the host made that way is still kept read-only.
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_git_made_in_a_directory_whose_times_were_set_back_is_still_found() {
+    let (_d, cwd, s) = shell(LinuxSandboxOptions::default());
+    std::fs::create_dir_all(cwd.join("src/deep/er")).unwrap();
+    std::fs::create_dir_all(cwd.join("lib/x")).unwrap();
+    // Old enough for the walks to keep their listings, then two commands to read them.
+    std::thread::sleep(std::time::Duration::from_millis(2_300));
+    for _ in 0..2 {
+        let r = sh(&s, "true").await;
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+    }
+    let r = sh(
+        &s,
+        "touch -r src/deep /tmp/ref && mkdir src/deep/.git && echo '[core]' > src/deep/.git/config \
+         && touch -m -r /tmp/ref src/deep && echo made",
+    )
+    .await;
+    assert!(r.stdout.contains("made"), "{r:?}");
+    assert!(!cwd.join("src/deep/.git").exists(), "a .git made behind a restored mtime survived: {r:?}");
+    assert!(r.note.unwrap_or_default().contains("src/deep/.git"));
+    // The host makes one, and sets the times back the same way: the next command finds it.
+    let before = std::fs::metadata(cwd.join("lib/x")).unwrap().modified().unwrap();
+    std::fs::create_dir(cwd.join("lib/x/.git")).unwrap();
+    std::fs::File::open(cwd.join("lib/x")).unwrap().set_modified(before).unwrap();
+    let r = sh(&s, "echo x > lib/x/.git/config; mkdir lib/x/.git/hooks; echo done").await;
+    assert!(r.stdout.contains("done"), "{r:?}");
+    assert!(!cwd.join("lib/x/.git/config").exists() && !cwd.join("lib/x/.git/hooks").exists(), "{r:?}");
+    assert!(cwd.join("lib/x/.git").is_dir(), "what was there when the command started stays");
+    again_without_landlock("a_git_made_in_a_directory_whose_times_were_set_back_is_still_found");
+}
+
 #[tokio::test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
 async fn a_git_directory_there_when_the_command_started_is_kept() {
