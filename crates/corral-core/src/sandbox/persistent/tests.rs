@@ -53,7 +53,14 @@ async fn a_session_keeps_its_files_tmp_and_home_across_stop_and_resume() {
     let cwd = again.run("pwd", Some("/tmp"), &BTreeMap::new(), None, 20_000, None, None).await.unwrap();
     assert_eq!(cwd.stdout, "/tmp\n");
     sh(&again, "ln -s /etc /workspace/etc-link && mkdir /workspace/d").await;
-    for outside in ["/etc", "/workspace/../etc", "/workspace/./d", "/workspace/etc-link", "workspace"] {
+    // A working directory is resolved lexically, a relative one under /workspace.
+    for (given, inside) in
+        [("/workspace/./d", "/workspace/d\n"), ("d", "/workspace/d\n"), ("/workspace/d/..", "/workspace\n")]
+    {
+        let r = again.run("pwd", Some(given), &BTreeMap::new(), None, 20_000, None, None).await.unwrap();
+        assert_eq!(r.stdout, inside, "{given}");
+    }
+    for outside in ["/etc", "/workspace/../etc", "/workspace/etc-link", "workspace", "/workspace/missing"] {
         let r = again.run("pwd", Some(outside), &BTreeMap::new(), None, 20_000, None, None).await;
         assert_eq!(r.unwrap_err().code, Code::NotFound, "{outside}");
     }
