@@ -284,7 +284,7 @@ impl SessionSandbox {
     /// `workspace/a`, `/home/agent/.x` → `home/.x`), resolved lexically first; a relative path
     /// is under `/workspace`. Any other path is `OutsideWorkspace`.
     pub fn file_path(&self, inside: &str) -> Result<String> {
-        let abs = if inside.starts_with('/') { lexical(inside) } else { lexical(&format!("{WORKSPACE}/{inside}")) };
+        let abs = self.inside_dir(Some(inside))?;
         for (name, at) in DIRS {
             if let Ok(rel) = crate::path::from_sandbox(at, &abs) {
                 return Ok(if rel == "." { name.to_string() } else { format!("{name}/{rel}") });
