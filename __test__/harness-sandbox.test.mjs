@@ -1,7 +1,8 @@
-// createCorralHarnessSandbox (corral/ai-sdk) over LinuxSandbox, held to the bar the harness's own
-// sandbox providers set for themselves: commands, files, spawn, ports (WebSocket too), network
-// policies and request transformations by real connections, lifecycle and identities.
-import { describe, it, expect, afterEach } from 'vitest';
+// createCorralHarnessSandbox (corral/ai-sdk) over LinuxSandbox and over SubprocessSandbox (a kept
+// container in the real Docker Engine the tests start, as root), held to the bar the harness's
+// own sandbox providers set for themselves: commands, files, spawn, ports (WebSocket too),
+// network policies and request transformations by real connections, lifecycle and identities.
+import { describe, it, expect, afterEach, beforeAll } from 'vitest';
 import http from 'node:http';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -10,6 +11,12 @@ import WebSocket from 'ws';
 import { HarnessCapabilityUnsupportedError } from '@ai-sdk/harness';
 import { createCorralHarnessSandbox } from 'corral/ai-sdk';
 import { linuxSandboxUsable as usable, tempTree } from './helpers.mjs';
+import { DOCKER_HOST, containersFor, containersGone, engineGet } from './docker-engine.mjs';
+
+// The sandbox every session of the suite being run is made with.
+let kind;
+const DOCKER = { kind: 'docker', image: 'corral-node:latest', dockerHost: DOCKER_HOST };
+const asRoot = process.getuid?.() === 0;
 
 const cleanups = [];
 afterEach(async () => { while (cleanups.length) await cleanups.pop()(); });
@@ -17,7 +24,7 @@ afterEach(async () => { while (cleanups.length) await cleanups.pop()(); });
 function provider(options = {}) {
   const t = tempTree();
   cleanups.push(t.cleanup);
-  return { root: t.root, p: createCorralHarnessSandbox({ root: t.root, ...options }) };
+  return { root: t.root, p: createCorralHarnessSandbox({ root: t.root, ...(kind && { sandbox: kind }), ...options }) };
 }
 
 async function session(options = {}, create = {}) {
@@ -134,7 +141,12 @@ describe('createCorralHarnessSandbox options', () => {
   });
 });
 
-describe.skipIf(!usable)('a corral harness session over LinuxSandbox', () => {
+for (const [name, sandbox, runs] of [
+  ['LinuxSandbox', undefined, usable],
+  ['SubprocessSandbox (a kept container in the real Docker Engine)', DOCKER, Boolean(DOCKER_HOST) && asRoot],
+]) describe.skipIf(!runs)(`a corral harness session over ${name}`, () => {
+  beforeAll(() => { kind = sandbox; });
+
   it('runs commands in /workspace with stdout, stderr, the exit code and per-command env that does not leak', async () => {
     const { s } = await session({ env: { BASE: 'base' } });
     expect(s.defaultWorkingDirectory).toBe('/workspace');
@@ -358,7 +370,7 @@ describe.skipIf(!usable)('a corral harness session over LinuxSandbox', () => {
     expect(a.id).not.toBe(b.id);
     expect((await b.run({ command: 'cat ~/.tool/version /tmp/cache; ls /workspace' })).stdout).toBe('v1\nc\n');
     await a.destroy();
-    const again = createCorralHarnessSandbox({ root });
+    const again = createCorralHarnessSandbox({ root, ...(kind && { sandbox: kind }) });
     const c = await again.createSession({ identity: 'claude-code@1', onFirstCreate });
     cleanups.push(() => c.destroy());
     expect(calls).toBe(1);
@@ -376,5 +388,87 @@ describe.skipIf(!usable)('a corral harness session over LinuxSandbox', () => {
     }
     await r.writeTextFile({ path: '/workspace/r', content: 'same' });
     expect(await s.readTextFile({ path: '/workspace/r' })).toBe('same');
+  });
+});
+
+describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: docker', () => {
+  beforeAll(() => { kind = DOCKER; });
+
+  it('is one kept container with NetworkMode none that mounts the session\'s directories, makes no Docker network, and goes with stop()', async () => {
+    const networks = (await engineGet('/networks')).length;
+    const { root, s } = await session({ ports: [4000] });
+    const dir = `${root}/${s.id}`;
+    const [c] = await containersFor(dir);
+    expect(c).toBeDefined();
+    const info = await engineGet(`/containers/${c.Id}/json`);
+    expect(info.HostConfig.NetworkMode).toBe('none');
+    const mounts = Object.fromEntries(info.Mounts.filter((m) => m.Source.startsWith(dir)).map((m) => [m.Destination, m.Source]));
+    expect(mounts).toEqual({ '/workspace': `${dir}/workspace`, '/tmp': `${dir}/tmp`, '/home/agent': `${dir}/home` });
+    // Every command runs in that container: the same hostname each time, the container's.
+    const r = await s.run({ command: 'hostname; hostname' });
+    expect(r.stdout).toBe(`${info.Config.Hostname}\n${info.Config.Hostname}\n`);
+    // Its only interface is loopback; the proxy endpoint and the forwarder listen there.
+    expect((await s.run({ command: 'ls /sys/class/net' })).stdout).toBe('lo\n');
+    expect((await engineGet('/networks')).length).toBe(networks);
+    await s.stop();
+    expect(await containersGone(dir)).toEqual([]);
+  });
+
+  it('without the right to enter the container\'s network namespace, a policy other than deny-all or any port is a ConfigurationError, and deny-all with no ports runs', async () => {
+    // Root without CAP_SYS_ADMIN (as a user who is not root) cannot enter it.
+    const t = tempTree();
+    cleanups.push(t.cleanup);
+    const script = `
+      import { createCorralHarnessSandbox } from 'corral/ai-sdk';
+      const sandbox = ${JSON.stringify(DOCKER)};
+      const out = [];
+      for (const o of [{}, { ports: [], network: { mode: 'allow-all' } }, { ports: [] }]) {
+        const p = createCorralHarnessSandbox({ root: ${JSON.stringify(t.root)}, sandbox, ...o });
+        try {
+          const s = await p.createSession();
+          const r = await s.run({ command: 'echo "[$HTTP_PROXY]"' });
+          const e = await s.setNetworkPolicy({ mode: 'allow-all' }).then(() => 'set', (e) => e.name);
+          const ports = await s.setPorts([4000]).then(() => 'set', (e) => e.name);
+          out.push(['ran', r.stdout.trim(), e, ports]);
+          await s.destroy();
+        } catch (e) { out.push([e.name, /root/.test(e.message)]); }
+      }
+      console.log(JSON.stringify(out));`;
+    const r = spawnSync('setpriv', ['--bounding-set', '-sys_admin', '--inh-caps', '-sys_admin', process.execPath, '--input-type=module', '-e', script], { encoding: 'utf8', cwd: process.cwd(), timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual([
+      ['ConfigurationError', true],
+      ['ConfigurationError', true],
+      ['ran', '[]', 'ConfigurationError', 'ConfigurationError'],
+    ]);
+    expect(await containersGone(t.root)).toEqual([]);
+  });
+
+  it('an abort ends the command\'s process group and leaves what an earlier command left running', async () => {
+    const { s } = await session({ ports: [] });
+    await s.run({ command: 'sleep 305 >/dev/null 2>&1 &' });
+    const controller = new AbortController();
+    const run = s.run({ command: 'sleep 306', abortSignal: controller.signal });
+    for (let i = 0; i < 50 && sleeping(306) === 0; i++) await sleep(100);
+    controller.abort(new Error('stop it'));
+    await expect(run).rejects.toThrow('stop it');
+    for (let i = 0; i < 50 && sleeping(306) > 0; i++) await sleep(100);
+    expect(sleeping(306)).toBe(0);
+    expect(sleeping(305)).toBe(1);
+    await s.stop();
+    for (let i = 0; i < 50 && sleeping(305) > 0; i++) await sleep(100);
+    expect(sleeping(305)).toBe(0);
+  });
+
+  it('checks its docker options at construction', () => {
+    for (const [o, re] of [
+      [{ kind: 'docker' }, /image/],
+      [{ kind: 'docker', image: 'x', networkName: 'n' }, /sandbox\.networkName/],
+      [{ kind: 'docker', image: 'x', network: 'none' }, /sandbox\.network/],
+      [{ kind: 'docker', image: 'x', reuse: 'command' }, /reuse/],
+      [{ kind: 'docker', image: 'x', dockerHost: 'tcp://127.0.0.1:2375', protect: [] }, /this machine/],
+    ]) {
+      expect(() => createCorralHarnessSandbox({ root: '/x', sandbox: o }), JSON.stringify(o)).toThrow(expect.objectContaining({ name: 'ConfigurationError', message: expect.stringMatching(re) }));
+    }
   });
 });

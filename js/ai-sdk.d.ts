@@ -53,7 +53,7 @@ export type CorralHarnessSandboxProvider = harness.HarnessV1SandboxProvider;
 // @ts-ignore
 export type CorralHarnessSession = harness.HarnessV1NetworkSandboxSession;
 
-/** What a session runs in: LinuxSandbox (its own network and broker are the session's). */
+/** What a session runs in: LinuxSandbox, or one kept Docker container (its own network and broker are the session's). */
 export type CorralHarnessSandboxKind =
   | ({ kind: 'linux' } & Omit<LinuxSandboxOptions, 'network' | 'broker'>)
   | ({ kind: 'docker' } & Omit<SubprocessSandboxOptions, 'network' | 'broker' | 'networkName'>);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # A private Docker Engine for the sandbox tests, on loopback only: no bridge, no iptables, no
-# forwarding, no registry.
+# forwarding, no registry. Two images: corral-busybox, and corral-node (busybox and this machine's
+# node).
 #
 #   scripts/dockerd-test.sh start <dir>   # installs docker.io + busybox-static if missing, starts
 #                                         # dockerd on <dir>/docker.sock, imports corral-busybox:latest
@@ -82,8 +83,22 @@ start() {
     curl -fsS --unix-socket "$SOCK" -X POST -H 'Content-Type: application/x-tar' \
         --data-binary "@$D/busybox.tar" \
         "http://docker/images/create?fromSrc=-&repo=corral-busybox&tag=latest&changes=ENV%20PATH%3D%2Fbin" >/dev/null
-    rm -rf "$rootfs"
+    # A second image with this machine's node in it (and the libraries it loads), for the tests
+    # that run Node programs in a container (the harness sessions' providers' bar).
+    node_bin=$(command -v node)
+    mkdir -p "$rootfs/usr/local/bin"
+    cp "$node_bin" "$rootfs/usr/local/bin/node"
+    for lib in $(ldd "$node_bin" | grep -o '/[^ ]*'); do
+        mkdir -p "$rootfs$(dirname "$lib")"
+        cp -L "$lib" "$rootfs$lib"
+    done
+    tar -C "$rootfs" -cf "$D/node.tar" .
+    curl -fsS --unix-socket "$SOCK" -X POST -H 'Content-Type: application/x-tar' \
+        --data-binary "@$D/node.tar" \
+        "http://docker/images/create?fromSrc=-&repo=corral-node&tag=latest&changes=ENV%20PATH%3D%2Fusr%2Flocal%2Fbin%3A%2Fbin" >/dev/null
+    rm -rf "$rootfs" "$D/node.tar"
     curl -fsS --unix-socket "$SOCK" "http://docker/images/$IMAGE/json" >/dev/null
+    curl -fsS --unix-socket "$SOCK" "http://docker/images/corral-node:latest/json" >/dev/null
     echo "dockerd ready (pid $(cat "$D/dockerd.pid")): export CORRAL_DOCKER_HOST=unix://$SOCK CORRAL_DOCKER_TLS_HOST=$(cat "$D/tls/host") CORRAL_DOCKER_CERT_PATH=$D/tls"
 }
 

@@ -142,8 +142,7 @@ impl NativeSession {
 
     #[napi(catch_unwind)]
     pub fn set_network_policy(&self, policy: Value) -> Result<()> {
-        self.inner.set_policy(NetworkPolicy::from_value(&policy, "setNetworkPolicy").napi()?);
-        Ok(())
+        self.inner.set_policy(NetworkPolicy::from_value(&policy, "setNetworkPolicy").napi()?).napi()
     }
 
     #[napi(catch_unwind)]

@@ -11,6 +11,8 @@ use ipnet::IpNet;
 use serde_json::{json, Value};
 
 pub(crate) mod engine;
+#[cfg(target_os = "linux")]
+pub mod netns;
 mod options;
 pub use options::check_broker;
 mod session;
@@ -98,6 +100,11 @@ pub struct SubprocessSandbox {
     /// The kept containers (`reuse: 'session'`).
     pub(super) sessions: session::Sessions,
     protect: Vec<String>,
+    /// A harness session's container (`in_session`): host directory and path inside of each
+    /// directory it mounts, the first being where commands start.
+    fixed: Option<Vec<(std::path::PathBuf, std::path::PathBuf)>>,
+    /// Host files a session's container shows at the same path, read-only.
+    read_only: Vec<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for SubprocessSandbox {
@@ -186,7 +193,78 @@ impl SubprocessSandbox {
             reuse,
             sessions: Default::default(),
             protect,
+            fixed: None,
+            read_only: Vec::new(),
         })
+    }
+
+    /// One kept container for a harness session: it mounts `binds` (host directory, path inside;
+    /// the first is where commands start and what `protect` looks at), runs with `NetworkMode:
+    /// none`, and every command runs in it whatever its directory. A container that is gone is
+    /// not replaced (what the session made inside its network namespace went with it).
+    /// `read_only`: host files shown at the same path, read-only (the CA bundle commands trust).
+    /// A daemon on TCP mounts directories of its own machine, so it is refused.
+    pub fn in_session(
+        mut self,
+        binds: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+        read_only: Vec<std::path::PathBuf>,
+    ) -> Result<Self> {
+        if !matches!(self.host, DockerHost::Unix(_) | DockerHost::Pipe(_)) || binds.is_empty() {
+            return Err(Error::config(format!(
+                "A harness session's directories are bind-mounted into its container, so the Docker Engine must run on this machine (a unix socket or named pipe), not at {}.",
+                self.host
+            )));
+        }
+        self.reuse = Reuse::Session;
+        self.network = Network::None;
+        self.broker = None;
+        self.fixed = Some(binds);
+        self.read_only = read_only;
+        Ok(self)
+    }
+
+    /// Starts the session's container (`in_session`) if it is not running: its id and the pid
+    /// of its first process as the engine reports it.
+    pub async fn start_session_container(&self) -> Result<(String, i64)> {
+        let Some(binds) = &self.fixed else {
+            return Err(Error::new(Code::InvalidArguments, "SubprocessSandbox: not a session's sandbox."));
+        };
+        let req = SandboxRequest { cwd: binds[0].1.to_string_lossy().into_owned(), ..Default::default() };
+        let p = self.prepare(&req).await?;
+        let kept = self.sessions.get_or_start(self, &p).await?;
+        let id = kept.id.clone();
+        let v = p.client.json(Method::GET, &format!("/containers/{id}/json"), None).await?;
+        let pid = v.get("State").and_then(|s| s.get("Pid")).and_then(Value::as_i64).unwrap_or(0);
+        Ok((id, pid))
+    }
+
+    /// Whether a container that is gone is replaced (not for a session's: see `in_session`).
+    pub(super) fn replaces_gone(&self) -> bool {
+        self.fixed.is_none()
+    }
+
+    /// The user a session's container runs as: this process's uid and gid, so what commands
+    /// write in the session's directories is this user's own; left to the image as root, and
+    /// with a rootless engine (whose root is this user).
+    pub(super) async fn session_user(&self, client: &DockerClient) -> Result<Option<String>> {
+        #[cfg(unix)]
+        {
+            // SAFETY: plain calls without arguments.
+            let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+            if self.fixed.is_none() || uid == 0 {
+                return Ok(None);
+            }
+            let info = client.json(Method::GET, "/info", None).await?;
+            let rootless = info.get("SecurityOptions").and_then(Value::as_array).is_some_and(|opts| {
+                opts.iter().filter_map(Value::as_str).any(|o| o.split(',').any(|p| p == "name=rootless"))
+            });
+            Ok((!rootless).then(|| format!("{uid}:{gid}")))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = client;
+            Ok(None)
+        }
     }
 
     /// The network policy, with `Allow` hosts validated and normalised (`sandbox.network`).
@@ -381,6 +459,13 @@ impl SubprocessSandbox {
         let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         // The container sees SandboxShell's cwd, bind-mounted at the same path, and starts in
         // the request's cwd (the same directory, or one below it).
+        if let Some(binds) = &self.fixed {
+            if !binds.iter().all(|(host, _)| host.is_dir()) {
+                return Err(Error::new(Code::NotFound, "The session's directories are gone."));
+            }
+            let mount = binds[0].1.to_string_lossy().into_owned();
+            return Ok(Prepared { client, network_mode, env, mount });
+        }
         let mount = req.mount.as_deref().unwrap_or(&req.cwd).to_string();
         // A daemon on TCP mounts a directory of its own machine: it says if there is none.
         let local = !matches!(self.host, DockerHost::Tcp { .. });
@@ -402,7 +487,10 @@ impl SubprocessSandbox {
         if self.protect.is_empty() || matches!(self.host, DockerHost::Tcp { .. }) {
             return Ok(Default::default());
         }
-        let root = std::path::Path::new(&p.mount);
+        let root = match &self.fixed {
+            Some(binds) => binds[0].0.as_path(),
+            None => std::path::Path::new(&p.mount),
+        };
         let found = super::protect::protected(root, &self.protect, &[])?;
         let watch = super::protect::Watch::new(root, &self.protect, Vec::new(), found.names.clone());
         Ok((found, Some(watch)))
@@ -413,13 +501,28 @@ impl SubprocessSandbox {
     /// be renamed), no setuid escalation, and the limits. Looked for only when a container is
     /// made: a kept one serves its later commands without another walk of the tree.
     pub(super) fn host_config(&self, p: &Prepared, found: &super::protect::Protected) -> Result<Value> {
-        let mount = &p.mount;
-        let root = std::path::Path::new(mount);
+        // Each mount as (host directory, path inside); a session's from its binds, else the
+        // working directory at the same path.
+        let same = std::path::PathBuf::from(&p.mount);
+        let binds = match &self.fixed {
+            Some(binds) => binds.clone(),
+            None => vec![(same.clone(), same)],
+        };
+        let (root, at) = (&binds[0].0, &binds[0].1);
         let protected = &found.paths;
         let bind = |d: &std::path::PathBuf, read_only: bool| {
-            d.to_str().map(|d| json!({ "Type": "bind", "Source": d, "Target": d, "ReadOnly": read_only }))
+            let target = at.join(d.strip_prefix(root).ok()?);
+            Some(json!({ "Type": "bind", "Source": d.to_str()?, "Target": target.to_str()?, "ReadOnly": read_only }))
         };
-        let mut mounts = vec![json!({ "Type": "bind", "Source": mount, "Target": mount })];
+        let mut mounts: Vec<Value> = binds
+            .iter()
+            .map(|(host, inside)| {
+                json!({ "Type": "bind", "Source": host.to_string_lossy(), "Target": inside.to_string_lossy() })
+            })
+            .collect();
+        mounts.extend(self.read_only.iter().map(|f| {
+            json!({ "Type": "bind", "Source": f.to_string_lossy(), "Target": f.to_string_lossy(), "ReadOnly": true })
+        }));
         mounts.extend(super::protect::pins(root, protected).iter().filter_map(|d| bind(d, false)));
         mounts.extend(protected.iter().filter_map(|d| bind(d, true)));
         let mut host = json!({

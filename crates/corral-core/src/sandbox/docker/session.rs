@@ -30,8 +30,8 @@ const KEEPALIVE: &str = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done
 const WRAPPER: &str = r#"echo $$ $(cut -d' ' -f22 /proc/$$/stat 2>/dev/null); exec sh -c "$1""#;
 
 /// One kept container.
-struct Kept {
-    id: String,
+pub(super) struct Kept {
+    pub(super) id: String,
     /// Commands running in it now.
     running: AtomicUsize,
     /// The OOM kills its memory cgroup had counted when last looked at.
@@ -50,13 +50,13 @@ pub(crate) struct Sessions {
 impl Sessions {
     /// The container for `mount`, started on first use (one at a time: two first commands
     /// share one container).
-    async fn get_or_start(&self, sb: &SubprocessSandbox, p: &Prepared) -> Result<Arc<Kept>> {
+    pub(super) async fn get_or_start(&self, sb: &SubprocessSandbox, p: &Prepared) -> Result<Arc<Kept>> {
         let mut kept = self.kept.lock().await;
         if let Some(k) = kept.get(&p.mount) {
             return Ok(k.clone());
         }
         let (found, baseline) = sb.protected_now(p)?;
-        let body = json!({
+        let mut body = json!({
             "Image": sb.image(),
             "Entrypoint": ["sh", "-c"],
             "Cmd": [KEEPALIVE],
@@ -65,6 +65,9 @@ impl Sessions {
             "Labels": labels(SESSION_LABEL),
             "HostConfig": sb.host_config(p, &found)?,
         });
+        if let Some(user) = sb.session_user(&p.client).await? {
+            body["User"] = json!(user);
+        }
         let created = p.client.json(Method::POST, "/containers/create", Some(&body)).await?;
         let id = created
             .get("Id")
@@ -197,12 +200,18 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         let running = Running::start(&kept);
         match create_exec(&client, &kept.id, &body).await? {
             Some(exec) => break (kept, exec, running),
-            None if attempt == 0 => {
+            None if attempt == 0 && sb.replaces_gone() => {
                 attempt += 1;
                 drop(running);
                 sb.sessions.forget(&client, &p.mount, &kept.id).await;
             }
-            None => return Err(Error::new(Code::Io, "Docker Engine: the session container stopped as it started")),
+            None if sb.replaces_gone() => {
+                return Err(Error::new(Code::Io, "Docker Engine: the session container stopped as it started"))
+            }
+            None => return Err(Error::new(
+                Code::Io,
+                "The session's container is gone (removed or stopped outside corral); stop the session and resume it.",
+            )),
         }
     };
 
@@ -234,7 +243,8 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         // and its pid line may still be on its way: kill only once it is here, or once the
         // streams ended without it (then the wrapper never ran the command).
         let lead = streams.wait_lead_pid().await;
-        let alone = kept.running.load(Ordering::SeqCst) == 1;
+        // A harness session's container keeps what earlier commands left running: never "alone".
+        let alone = kept.running.load(Ordering::SeqCst) == 1 && sb.replaces_gone();
         result.every_process_killed = kill(&client, &kept.id, lead, alone).await;
         result.signal = Some("SIGKILL".to_string());
         let _ = tokio::time::timeout(DRAIN, done.cancelled()).await;

@@ -1,20 +1,23 @@
 //! One persistent sandbox (a harness session, API.md "Agents inside corral"): its directories
 //! under `<root>/<id>` (`workspace`, `tmp`, `home`) shown at `/workspace`, `/tmp` and
-//! `/home/agent`; a keeper holding its network namespace and root; a broker serving the proxy
-//! endpoint inside under the session's network policy, with its request transformations and TLS
-//! termination; and the ports forwarded from the host. `stop` ends its processes and forwarders
-//! (files stay); `resume` opens the same directories again.
+//! `/home/agent`; what holds its network namespace (a keeper for LinuxSandbox, a kept container
+//! with `NetworkMode: none` for Docker); a broker serving the proxy endpoint inside under the
+//! session's network policy, with its request transformations and TLS termination; and the ports
+//! forwarded from the host. `stop` ends its processes and forwarders (files stay); `resume` opens
+//! the same directories again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::session::ports::Forwarder;
+use super::docker::netns::NetNs;
+use super::docker::{SubprocessSandbox, SubprocessSandboxOptions};
+use super::session::ports::{Forwarder, Inside};
 use super::session::Keeper;
 use crate::broker::{Broker, BrokerConfig, Gate, NetworkPolicy};
 use crate::error::{Code, Error, Result};
 use crate::sandbox::linux::{LinuxSandbox, LinuxSandboxOptions};
-use crate::sandbox::SandboxRequest;
+use crate::sandbox::{SandboxAdapter, SandboxRequest};
 use crate::shell::{Cancel, ExecResult};
 
 /// Where the session's directories are inside.
@@ -37,8 +40,14 @@ pub fn new_id() -> String {
     format!("session-{:016x}", rand::random::<u64>())
 }
 
+/// What a session's commands run in.
+pub enum SessionKind {
+    Linux(LinuxSandboxOptions),
+    Docker(SubprocessSandboxOptions),
+}
+
 pub struct SessionOptions {
-    pub sandbox: LinuxSandboxOptions,
+    pub sandbox: SessionKind,
     pub policy: NetworkPolicy,
     pub ports: Vec<u16>,
     /// Trusted for upstream TLS besides the system roots (PEM).
@@ -50,11 +59,15 @@ pub struct SessionOptions {
 pub struct SessionSandbox {
     id: String,
     dir: PathBuf,
-    keeper: Keeper,
-    sandbox: Arc<LinuxSandbox>,
+    holder: Holder,
+    sandbox: Arc<dyn SandboxAdapter>,
+    /// Where sockets inside the session's network namespace are made; `None` for a container this
+    /// process cannot enter (then the session has loopback only and no port is exposed).
+    inside: Option<Arc<dyn Inside>>,
     broker: Arc<Broker>,
     gate: Arc<Gate>,
-    proxy: u16,
+    /// The proxy endpoint's port inside (none where `inside` is `None`).
+    proxy: Option<u16>,
     env: BTreeMap<String, String>,
     forwarders: Mutex<HashMap<u16, Forwarder>>,
 }
@@ -132,52 +145,71 @@ impl SessionSandbox {
         let dir = std::fs::canonicalize(&dir).map_err(io("the session directory"))?;
         let binds: Vec<(PathBuf, PathBuf)> =
             DIRS.iter().map(|(name, inside)| (dir.join(name), PathBuf::from(inside))).collect();
-        // What the root shows of the host must not show the user's home, the hidden paths, nor
-        // the directory of all sessions (another session's files).
-        let mut cover: Vec<PathBuf> = match &options.sandbox.hide {
-            Some(list) => list.iter().map(PathBuf::from).collect(),
-            None => std::env::var_os("HOME").map(PathBuf::from).into_iter().collect(),
-        };
-        cover.extend(dir.parent().map(Path::to_path_buf));
-        let cover: Vec<PathBuf> =
-            cover.into_iter().filter(|p| p.is_absolute()).map(|p| std::fs::canonicalize(&p).unwrap_or(p)).collect();
-        let keeper = Keeper::start_session(&binds, &cover)
-            .await
-            .map_err(|e| Error::new(Code::Io, format!("The session's sandbox could not start: {e}")))?;
-        let sandbox = LinuxSandbox::new(options.sandbox)?.in_session(keeper.clone(), binds);
         let broker = Broker::start(BrokerConfig {
             terminate_tls: true,
             extra_ca_pem: options.upstream_ca,
             ..Default::default()
         })
         .await?;
+        let bundle: Vec<PathBuf> = broker.env().get("SSL_CERT_FILE").map(PathBuf::from).into_iter().collect();
+        let (holder, sandbox, inside): (Holder, Arc<dyn SandboxAdapter>, Option<Arc<dyn Inside>>) =
+            match options.sandbox {
+                SessionKind::Linux(o) => {
+                    let keeper = start_keeper(&dir, &binds, &o).await?;
+                    let sandbox = LinuxSandbox::new(o)?.in_session(keeper.clone(), binds);
+                    (Holder::Keeper(keeper.clone()), Arc::new(sandbox), Some(Arc::new(keeper)))
+                }
+                SessionKind::Docker(o) => {
+                    // The CA bundle commands trust is shown at its host path, read-only.
+                    let sandbox = Arc::new(SubprocessSandbox::new(o)?.in_session(binds, bundle)?);
+                    let (container, pid) = sandbox.start_session_container().await?;
+                    let entered = NetNs::enter(pid, &container);
+                    let needs_network = !matches!(options.policy, NetworkPolicy::DenyAll) || !options.ports.is_empty();
+                    match entered {
+                        Ok(ns) => (Holder::Container(sandbox.clone()), sandbox, Some(Arc::new(ns))),
+                        Err(e) if needs_network => {
+                            let _ = sandbox.close().await;
+                            return Err(no_network(&e.to_string()));
+                        }
+                        Err(_) => (Holder::Container(sandbox.clone()), sandbox, None),
+                    }
+                }
+            };
         let gate = Gate::new(options.policy);
-        let (listener, proxy) = keeper.listen(0).await.map_err(io("the session's proxy endpoint"))?;
-        broker.serve_session(std::net::TcpListener::from(listener), gate.clone())?;
         let mut env = BTreeMap::new();
         for (k, v) in
             [("HOME", HOME), ("TMPDIR", "/tmp"), ("PATH", "/usr/local/bin:/usr/bin:/bin"), ("IS_SANDBOX", "1")]
         {
             env.insert(k.to_string(), v.to_string());
         }
-        // Through the proxy, loopback is the host's (as the policy allows); a direct connection
-        // reaches the session's own: so NO_PROXY names no loopback address.
-        env.extend(crate::sandbox::proxy_env(&format!("http://127.0.0.1:{proxy}"), ""));
+        let mut proxy = None;
+        if let Some(inside) = &inside {
+            let (listener, port) = inside.listen(0).await.map_err(io("the session's proxy endpoint"))?;
+            broker.serve_session(std::net::TcpListener::from(listener), gate.clone())?;
+            // Through the proxy, loopback is the host's (as the policy allows); a direct
+            // connection reaches the session's own: so NO_PROXY names no loopback address.
+            env.extend(crate::sandbox::proxy_env(&format!("http://127.0.0.1:{port}"), ""));
+            proxy = Some(port);
+        }
         let bundle = crate::broker::terminate::BUNDLE_VARS;
         env.extend(broker.env().into_iter().filter(|(k, _)| bundle.contains(&k.as_str())));
         env.extend(options.env);
         let session = SessionSandbox {
             id: id.to_string(),
             dir,
-            keeper,
-            sandbox: Arc::new(sandbox),
+            holder,
+            sandbox,
+            inside,
             broker,
             gate,
             proxy,
             env,
             forwarders: Mutex::new(HashMap::new()),
         };
-        session.set_ports(&options.ports).await?;
+        if let Err(e) = session.set_ports(&options.ports).await {
+            session.stop().await;
+            return Err(e);
+        }
         Ok(session)
     }
 
@@ -209,8 +241,8 @@ impl SessionSandbox {
         &self.env
     }
 
-    /// The proxy endpoint's port inside.
-    pub fn proxy_port(&self) -> u16 {
+    /// The proxy endpoint's port inside (`None`: the session has loopback only).
+    pub fn proxy_port(&self) -> Option<u16> {
         self.proxy
     }
 
@@ -301,6 +333,12 @@ impl SessionSandbox {
         if let Some(p) = ports.iter().find(|p| **p == 0) {
             return Err(Error::config(format!("Port {p} cannot be exposed.")));
         }
+        let Some(inside) = &self.inside else {
+            if ports.is_empty() {
+                return Ok(());
+            }
+            return Err(no_network("no port can be forwarded into it"));
+        };
         let mut made = Vec::new();
         {
             let current = self.forwarders.lock().unwrap_or_else(|p| p.into_inner());
@@ -310,7 +348,7 @@ impl SessionSandbox {
         }
         let mut new = Vec::new();
         for port in made {
-            new.push(Forwarder::start(self.keeper.clone(), port).await.map_err(io("a port forwarder"))?);
+            new.push(Forwarder::start(inside.clone(), port).await.map_err(io("a port forwarder"))?);
         }
         let mut current = self.forwarders.lock().unwrap_or_else(|p| p.into_inner());
         current.retain(|port, _| ports.contains(port));
@@ -336,8 +374,14 @@ impl SessionSandbox {
     }
 
     /// Applies `policy` at once: later connections follow it, open tunnels it refuses close.
-    pub fn set_policy(&self, policy: NetworkPolicy) {
+    /// A session without a proxy endpoint (a container this process cannot enter) takes only
+    /// `deny-all`.
+    pub fn set_policy(&self, policy: NetworkPolicy) -> Result<()> {
+        if self.inside.is_none() && !matches!(policy, NetworkPolicy::DenyAll) {
+            return Err(no_network("its network policy stays deny-all"));
+        }
         self.gate.set(policy);
+        Ok(())
     }
 
     pub fn policy(&self) -> NetworkPolicy {
@@ -347,7 +391,12 @@ impl SessionSandbox {
     /// Ends every process of the session and its forwarders and proxy (files stay). Idempotent.
     pub async fn stop(&self) {
         self.forwarders.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        self.keeper.close();
+        match &self.holder {
+            Holder::Keeper(k) => k.close(),
+            Holder::Container(sandbox) => {
+                let _ = sandbox.close().await;
+            }
+        }
         self.broker.close().await;
     }
 
@@ -360,6 +409,36 @@ impl SessionSandbox {
             Err(e) => Err(io("removing the session's directories")(e)),
         }
     }
+}
+
+/// What holds a session's processes and network namespace; closing it ends them.
+enum Holder {
+    Keeper(Keeper),
+    /// The kept container (`SubprocessSandbox::in_session`), removed on `stop`.
+    Container(Arc<SubprocessSandbox>),
+}
+
+/// The keeper of a LinuxSandbox session: its root shows the session's directories, and not the
+/// user's home, the hidden paths, nor the directory of all sessions (another session's files).
+async fn start_keeper(dir: &Path, binds: &[(PathBuf, PathBuf)], o: &LinuxSandboxOptions) -> Result<Keeper> {
+    let mut cover: Vec<PathBuf> = match &o.hide {
+        Some(list) => list.iter().map(PathBuf::from).collect(),
+        None => std::env::var_os("HOME").map(PathBuf::from).into_iter().collect(),
+    };
+    cover.extend(dir.parent().map(Path::to_path_buf));
+    let cover: Vec<PathBuf> =
+        cover.into_iter().filter(|p| p.is_absolute()).map(|p| std::fs::canonicalize(&p).unwrap_or(p)).collect();
+    Keeper::start_session(binds, &cover)
+        .await
+        .map_err(|e| Error::new(Code::Io, format!("The session's sandbox could not start: {e}")))
+}
+
+/// A Docker session's network reaches past its own loopback only through sockets this process
+/// makes in the container's network namespace.
+fn no_network(why: &str) -> Error {
+    Error::config(format!(
+        "This Docker session has loopback only: a network policy other than deny-all, and any port, need this process to be root with the Docker Engine on this machine, so it can enter the container's network namespace ({why}). Pass network: {{ mode: 'deny-all' }} and ports: [] to run here."
+    ))
 }
 
 /// `path` (absolute) with `.`, `..` and repeated slashes resolved as the kernel would without

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
-use super::SessionOptions;
+use super::{SessionKind, SessionOptions, WORKSPACE};
 use crate::broker::transform::{self, Transformation};
 use crate::broker::NetworkPolicy;
 use crate::error::{Error, Result};
 use crate::options::{Functions, Reader};
+use crate::sandbox::docker::{Reuse, SubprocessSandbox, SubprocessSandboxOptions};
 use crate::sandbox::linux::LinuxSandboxOptions;
 
 const WHAT: &str = "createCorralHarnessSandbox";
@@ -71,32 +72,39 @@ pub fn from_options(v: &Value, fns: Functions<'_>) -> Result<HarnessOptions> {
     })
 }
 
-/// `sandbox: { kind: 'linux', …LinuxSandboxOptions less network and broker }` (the session has
+/// `sandbox: { kind: 'linux', …LinuxSandboxOptions less network and broker } | { kind:
+/// 'docker', …SubprocessSandboxOptions less network, broker and networkName }` (the session has
 /// its own network and broker).
-fn sandbox_options(v: Option<&Value>) -> Result<LinuxSandboxOptions> {
-    let Some(v) = v else { return LinuxSandboxOptions::from_options(&Value::Null) };
+fn sandbox_options(v: Option<&Value>) -> Result<SessionKind> {
+    let Some(v) = v else { return Ok(SessionKind::Linux(LinuxSandboxOptions::from_options(&Value::Null)?)) };
     let Some(o) = v.as_object() else {
         return Err(Error::config(format!("{WHAT}: sandbox must be an object such as {{ kind: 'linux' }}.")));
     };
-    match o.get("kind").and_then(Value::as_str) {
-        Some("linux") => {}
-        Some("docker") => {
-            return Err(Error::config(format!(
-                "{WHAT}: sandbox kind 'docker' is not available in this version; use {{ kind: 'linux' }}."
-            )))
-        }
+    let docker = match o.get("kind").and_then(Value::as_str) {
+        Some("linux") => false,
+        Some("docker") => true,
         _ => return Err(Error::config(format!("{WHAT}: sandbox.kind must be 'linux' or 'docker'."))),
-    }
-    for key in ["network", "broker"] {
-        if o.contains_key(key) {
-            return Err(Error::config(format!(
-                "{WHAT}: sandbox.{key} is not an option here: a session's network is its network policy (network, setNetworkPolicy) and its broker is its own."
-            )));
-        }
+    };
+    let own: &[&str] = if docker { &["network", "broker", "networkName"] } else { &["network", "broker"] };
+    if let Some(key) = own.iter().find(|k| o.contains_key(**k)) {
+        return Err(Error::config(format!(
+            "{WHAT}: sandbox.{key} is not an option here: a session's network is its network policy (network, setNetworkPolicy) and its broker is its own."
+        )));
     }
     let rest: Map<String, Value> =
         o.iter().filter(|(k, _)| *k != "kind").map(|(k, v)| (k.clone(), v.clone())).collect();
-    LinuxSandboxOptions::from_options(&Value::Object(rest))
+    if !docker {
+        return Ok(SessionKind::Linux(LinuxSandboxOptions::from_options(&Value::Object(rest))?));
+    }
+    let o = SubprocessSandboxOptions::from_options(&Value::Object(rest))?;
+    if o.reuse != Reuse::Session && v.get("reuse").is_some() {
+        return Err(Error::config(format!(
+            "{WHAT}: sandbox.reuse: a session is one kept container, so reuse can only be 'session'."
+        )));
+    }
+    // Where the engine is (a daemon on TCP cannot mount the session's directories), checked now.
+    SubprocessSandbox::new(o.clone())?.in_session(vec![(WORKSPACE.into(), WORKSPACE.into())], Vec::new())?;
+    Ok(SessionKind::Docker(o))
 }
 
 /// A list of ports to expose: whole numbers 1 to 65535.

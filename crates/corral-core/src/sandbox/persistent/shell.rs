@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::{SessionSandbox, WORKSPACE};
 use crate::error::Result;
-use crate::sandbox::{run_guarded, SandboxAdapter};
+use crate::sandbox::run_guarded;
 use crate::shell::{ExecOptions, ExecResult, ShellProvider};
 
 #[async_trait]
@@ -37,7 +37,7 @@ impl ShellProvider for SessionSandbox {
         req.on_output = options.on_output;
         req.capture_bytes = options.capture_bytes;
         req.input = options.input;
-        run_guarded(self.sandbox.clone() as std::sync::Arc<dyn SandboxAdapter>, req, options.cancel).await
+        run_guarded(self.sandbox.clone(), req, options.cancel).await
     }
 }
 

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use super::{SessionOptions, SessionSandbox};
+use super::{SessionKind, SessionOptions, SessionSandbox};
 use crate::broker::NetworkPolicy;
 use crate::error::Code;
 use crate::sandbox::linux::LinuxSandboxOptions;
 
 fn options(policy: serde_json::Value, ports: Vec<u16>) -> SessionOptions {
     SessionOptions {
-        sandbox: LinuxSandboxOptions::default(),
+        sandbox: SessionKind::Linux(LinuxSandboxOptions::default()),
         policy: NetworkPolicy::from_value(&policy, "network").unwrap(),
         ports,
         upstream_ca: Vec::new(),
@@ -142,7 +142,7 @@ async fn the_proxy_inside_follows_the_sessions_policy() {
     .unwrap();
     let curl = format!("curl -s --max-time 10 -w ' %{{http_code}}' http://127.0.0.1:{port}/");
     assert_eq!(sh(&s, &curl).await.stdout, "host 200");
-    s.set_policy(NetworkPolicy::DenyAll);
+    s.set_policy(NetworkPolicy::DenyAll).unwrap();
     assert!(sh(&s, &curl).await.stdout.ends_with(" 403"));
     // Without the proxy, 127.0.0.1 is the session's own loopback.
     let direct = sh(
@@ -193,7 +193,7 @@ async fn a_session_sees_neither_another_sessions_files_nor_hidden_paths_where_th
     std::fs::write(secret_dir.path().join("key"), "host secret").unwrap();
     let hidden = std::fs::canonicalize(secret_dir.path()).unwrap();
     let mut opts = options(serde_json::json!({ "mode": "deny-all" }), vec![]);
-    opts.sandbox.hide = Some(vec![hidden.to_str().unwrap().to_string()]);
+    linux(&mut opts).hide = Some(vec![hidden.to_str().unwrap().to_string()]);
     let a = SessionSandbox::create(r.path(), "a", opts).await.unwrap();
     let b = SessionSandbox::create(r.path(), "b", options(serde_json::json!({ "mode": "deny-all" }), vec![]))
         .await
@@ -282,9 +282,16 @@ async fn a_sessions_pids_limit_stops_a_fork_bomb_and_says_so() {
     }
     let r = root();
     let mut opts = options(serde_json::json!({ "mode": "deny-all" }), vec![]);
-    opts.sandbox.limits = crate::sandbox::limits::Limits { pids: Some(16), ..Default::default() };
+    linux(&mut opts).limits = crate::sandbox::limits::Limits { pids: Some(16), ..Default::default() };
     let s = SessionSandbox::create(r.path(), "limited", opts).await.unwrap();
     let out = sh(&s, "i=0; while [ $i -lt 60 ]; do sleep 3 & i=$((i+1)); done; echo spawned").await;
     assert!(out.note.as_deref().is_some_and(|n| n.contains("pids")), "{out:?}");
     s.destroy().await.unwrap();
+}
+
+fn linux(o: &mut SessionOptions) -> &mut LinuxSandboxOptions {
+    match &mut o.sandbox {
+        SessionKind::Linux(l) => l,
+        SessionKind::Docker(_) => unreachable!("a LinuxSandbox session's options"),
+    }
 }

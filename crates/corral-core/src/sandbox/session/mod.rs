@@ -237,20 +237,7 @@ impl Keeper {
     pub async fn connect(&self, port: u16) -> io::Result<OwnedFd> {
         let (fd, _) = self.call(|id| wire::socket(wire::CONNECT, id, port)).await?;
         let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the keeper sent no socket"))?;
-        let stream = std::net::TcpStream::from(fd);
-        stream.set_nonblocking(true)?;
-        let stream = tokio::net::TcpStream::from_std(stream)?;
-        match tokio::time::timeout(std::time::Duration::from_secs(10), stream.writable()).await {
-            Err(_) => {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "the port inside the session did not answer"))
-            }
-            Ok(r) => r?,
-        }
-        if let Some(e) = stream.take_error()? {
-            return Err(e);
-        }
-        stream.peer_addr()?;
-        Ok(OwnedFd::from(stream.into_std()?))
+        ports::finish_connect(fd).await
     }
 
     /// A non-blocking listener on `127.0.0.1:port` (0: any) inside the session, and its port.

@@ -250,7 +250,7 @@ async fn a_session_port_is_reached_from_the_host_through_its_forwarder_and_only_
     let (_d, sb, cwd, keeper) = session().await;
     let serve = background(&sb, &cwd, server(4001, "hello host"));
     listening(&keeper, 4001).await;
-    let fwd = ports::Forwarder::start(keeper.clone(), 4001).await.unwrap();
+    let fwd = ports::Forwarder::start(std::sync::Arc::new(keeper.clone()), 4001).await.unwrap();
     assert!(fwd.local().ip().is_loopback());
     let text = tokio::task::spawn_blocking(move || {
         let mut c = std::net::TcpStream::connect(fwd.local()).unwrap();
