@@ -9,6 +9,7 @@ pub mod fs;
 pub mod options;
 pub mod path;
 pub mod prompt;
+pub mod redact;
 pub mod registry;
 pub mod remote;
 pub mod sandbox;

@@ -1,0 +1,342 @@
+//! Redaction at the boundary (API.md "Secrets stay out of the model"): every secret in text a
+//! tool gives the model becomes a marker `[secret:<rule>#<n>]`, and a marker the model writes back
+//! in an edit becomes its value again where the file holds it.
+//!
+//! The secrets: values given to the redactor, the values of this process's environment variables
+//! with a secret-like name (read when the redactor is made), the values other parts of corral
+//! register while they live (the broker's injected headers, `register`), their encoded forms
+//! (base64, percent-encoding), and, with the default rules, text matching `rules::RULES`.
+//! Text without a secret is returned as it was (borrowed: byte for byte). A multi-line secret
+//! becomes one marker per line, so line numbers stay true.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use base64::Engine;
+
+pub mod rules;
+pub mod stream;
+
+/// Where a secret value came from: rules' and given values are restored into a file that holds
+/// them; the broker's and the environment's never are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Rule,
+    Given,
+    Env,
+    Broker,
+}
+
+impl Source {
+    fn restorable(self) -> bool {
+        matches!(self, Source::Rule | Source::Given)
+    }
+}
+
+/// A secret found: start, end, where its value came from, and the rule named in its marker.
+type Found = (usize, usize, Source, &'static str);
+
+/// The markers one session was given: each value's marker and back.
+#[derive(Default)]
+struct Markers {
+    by_value: HashMap<String, String>,
+    by_marker: HashMap<String, (String, Source)>,
+    next: usize,
+}
+
+/// What `createRedactor({ values, rules, allow })` makes.
+pub struct Redactor {
+    /// Literal values (and their encoded forms) with their source and rule name.
+    literals: Vec<(String, Source, &'static str)>,
+    /// The matcher over `literals`, rebuilt when registered values change.
+    matcher: RwLock<Option<(u64, Option<AhoCorasick>)>>,
+    rules: bool,
+    allow: Vec<String>,
+    sessions: Mutex<HashMap<String, Markers>>,
+}
+
+/// Values registered by parts of corral while they live (the broker's injected values).
+struct Registered {
+    generation: u64,
+    sets: Vec<Weak<Vec<String>>>,
+}
+
+fn registry() -> &'static Mutex<Registered> {
+    static R: OnceLock<Mutex<Registered>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(Registered { generation: 1, sets: Vec::new() }))
+}
+
+/// Registers values every redactor in this process treats as secrets (never restored into a
+/// file) for as long as the returned handle lives.
+pub fn register(values: Vec<String>) -> Arc<Vec<String>> {
+    let set = Arc::new(values);
+    let mut r = registry().lock().unwrap_or_else(|p| p.into_inner());
+    r.sets.retain(|w| w.strong_count() > 0);
+    r.sets.push(Arc::downgrade(&set));
+    r.generation += 1;
+    set
+}
+
+/// The registered values alive now, and the registry's generation.
+fn registered() -> (u64, Vec<String>) {
+    let mut r = registry().lock().unwrap_or_else(|p| p.into_inner());
+    let before = r.sets.len();
+    r.sets.retain(|w| w.strong_count() > 0);
+    if r.sets.len() != before {
+        r.generation += 1;
+    }
+    let values = r.sets.iter().filter_map(Weak::upgrade).flat_map(|s| s.as_ref().clone()).collect();
+    (r.generation, values)
+}
+
+/// Whether an environment variable's name says it holds a secret: its last `_`-separated word.
+pub fn secret_name(name: &str) -> bool {
+    let last = name.rsplit('_').next().unwrap_or("").to_ascii_uppercase();
+    matches!(last.as_str(), "KEY" | "TOKEN" | "SECRET" | "PASSWORD" | "PASSWD" | "CREDENTIAL" | "CREDENTIALS")
+}
+
+/// Whether an environment variable's value is taken as a secret: 8 characters or more, and not
+/// an absolute path, a URL without credentials, a number, `true` or `false`.
+pub fn secret_value(v: &str) -> bool {
+    let v = v.trim();
+    if v.chars().count() < 8 || v.starts_with('/') || v.parse::<f64>().is_ok() {
+        return false;
+    }
+    if v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false") {
+        return false;
+    }
+    if let Some((scheme, rest)) = v.split_once("://") {
+        let plain_scheme =
+            !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b));
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if plain_scheme && !authority.contains('@') {
+            return false;
+        }
+    }
+    true
+}
+
+/// A value and the forms it may show up in: as it is, base64 (standard and URL-safe, padded or
+/// not) and percent-encoded.
+fn forms(v: &str) -> Vec<String> {
+    let mut out = vec![v.to_string()];
+    for e in [
+        base64::engine::general_purpose::STANDARD.encode(v),
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(v),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v),
+        percent(v),
+    ] {
+        if e.len() >= 8 && !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// What a redactor is made with.
+#[derive(Debug, Clone, Default)]
+pub struct RedactorOptions {
+    pub values: Vec<String>,
+    /// The default rule set (`rules: 'default'`); `false` turns it off.
+    pub rules: bool,
+    pub allow: Vec<String>,
+}
+
+impl Redactor {
+    /// A redactor with `options`, the secret-named environment variables of this process as they
+    /// are now, and the values registered while it runs.
+    pub fn new(options: RedactorOptions) -> Redactor {
+        let env: Vec<(String, String)> = std::env::vars().filter(|(k, v)| secret_name(k) && secret_value(v)).collect();
+        Self::with_env(options, env)
+    }
+
+    pub(crate) fn with_env(options: RedactorOptions, env: Vec<(String, String)>) -> Redactor {
+        let mut literals = Vec::new();
+        for v in options.values.iter().filter(|v| !v.is_empty()) {
+            for f in forms(v) {
+                literals.push((f, Source::Given, "value"));
+            }
+        }
+        for (_, v) in &env {
+            for f in forms(v.trim()) {
+                literals.push((f, Source::Env, "env"));
+            }
+        }
+        Redactor {
+            literals,
+            matcher: RwLock::new(None),
+            rules: options.rules,
+            allow: options.allow,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The literal values now (the redactor's own and those registered), and a matcher for them.
+    fn literals(&self) -> (Vec<(String, Source, &'static str)>, Option<AhoCorasick>) {
+        let (generation, extra) = registered();
+        let mut all = self.literals.clone();
+        for v in extra.iter().filter(|v| v.len() >= 4) {
+            for f in forms(v) {
+                all.push((f, Source::Broker, "broker"));
+            }
+        }
+        all.retain(|(v, _, _)| !self.allow.iter().any(|a| a == v));
+        if let Some((g, m)) = self.matcher.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            if *g == generation {
+                return (all, m.clone());
+            }
+        }
+        let m = (!all.is_empty())
+            .then(|| {
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(all.iter().map(|(v, _, _)| v.as_bytes()))
+                    .ok()
+            })
+            .flatten();
+        *self.matcher.write().unwrap_or_else(|p| p.into_inner()) = Some((generation, m.clone()));
+        (all, m)
+    }
+
+    /// Every secret in `text`: (start, end, source, rule), in order, none overlapping (at one
+    /// place the longer wins).
+    fn find(&self, text: &str) -> Vec<Found> {
+        let mut found: Vec<Found> = Vec::new();
+        let (lits, matcher) = self.literals();
+        if let Some(m) = matcher {
+            for hit in m.find_iter(text.as_bytes()) {
+                let (_, source, rule) = &lits[hit.pattern().as_usize()];
+                found.push((hit.start(), hit.end(), *source, rule));
+            }
+        }
+        if self.rules {
+            for hit in rules::compiled().any.find_iter(text.as_bytes()) {
+                if self.allow.iter().any(|a| a.as_bytes() == hit.as_bytes()) {
+                    continue;
+                }
+                found.push((hit.start(), hit.end(), Source::Rule, rules::name_of(hit.as_bytes())));
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut out: Vec<Found> = Vec::with_capacity(found.len());
+        for f in found {
+            if out.last().is_some_and(|l| f.0 < l.1) {
+                continue;
+            }
+            // Spans are on character boundaries: values and tokens are whole strings.
+            if text.is_char_boundary(f.0) && text.is_char_boundary(f.1) {
+                out.push(f);
+            }
+        }
+        out
+    }
+
+    /// `text` with each secret replaced by its marker in `session`; borrowed when there is none.
+    pub fn redact<'a>(&self, text: &'a str, session: &str) -> Cow<'a, str> {
+        let found = self.find(text);
+        if found.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        Cow::Owned(self.replace(text, &found, 0, text.len(), session))
+    }
+
+    /// `text[from..to]` with the secrets `found` in `text` (none crossing `from` or `to`)
+    /// replaced by their markers.
+    fn replace(&self, text: &str, found: &[Found], from: usize, to: usize, session: &str) -> String {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let markers = sessions.entry(session.to_string()).or_default();
+        let mut out = String::with_capacity(to - from);
+        let mut at = from;
+        for &(start, end, source, rule) in found.iter().filter(|f| f.0 >= from && f.1 <= to) {
+            out.push_str(&text[at..start]);
+            // Each line of a multi-line secret is its own marker.
+            let mut first = true;
+            for line in text[start..end].split('\n') {
+                if !first {
+                    out.push('\n');
+                }
+                first = false;
+                let (line, cr) = match line.strip_suffix('\r') {
+                    Some(l) => (l, "\r"),
+                    None => (line, ""),
+                };
+                if !line.is_empty() {
+                    out.push_str(&marker(markers, line, source, rule));
+                }
+                out.push_str(cr);
+            }
+            at = end;
+        }
+        out.push_str(&text[at..to]);
+        out
+    }
+
+    /// `text` (what the model wrote) with each marker this redactor gave `session` replaced by its
+    /// value, where `current` (the file's content now) holds that value and the value may be
+    /// written (not the broker's nor the environment's). Any other marker stays text.
+    pub fn restore<'a>(&self, text: &'a str, session: &str, current: &str) -> Cow<'a, str> {
+        if !text.contains("[secret:") {
+            return Cow::Borrowed(text);
+        }
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(markers) = sessions.get(session) else { return Cow::Borrowed(text) };
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        let mut changed = false;
+        while let Some(i) = rest.find("[secret:") {
+            let Some(len) = rest[i..].find(']').map(|j| j + 1) else { break };
+            let m = &rest[i..i + len];
+            out.push_str(&rest[..i]);
+            match markers.by_marker.get(m) {
+                Some((value, source)) if source.restorable() && current.contains(value.as_str()) => {
+                    out.push_str(value);
+                    changed = true;
+                }
+                _ => out.push_str(m),
+            }
+            rest = &rest[i + len..];
+        }
+        out.push_str(rest);
+        if changed {
+            Cow::Owned(out)
+        } else {
+            Cow::Borrowed(text)
+        }
+    }
+
+    /// The longest text a secret may span, for streams: what they hold back at their end.
+    pub fn window(&self) -> usize {
+        let lits = self.literals().0.iter().map(|(v, _, _)| v.len()).max().unwrap_or(0);
+        let rules = if self.rules { 16 * 1024 + 256 } else { 0 };
+        lits.max(rules)
+    }
+}
+
+/// The marker of `value` in one session, made on first sight.
+fn marker(m: &mut Markers, value: &str, source: Source, rule: &str) -> String {
+    if let Some(k) = m.by_value.get(value) {
+        return k.clone();
+    }
+    m.next += 1;
+    let k = format!("[secret:{rule}#{}]", m.next);
+    m.by_value.insert(value.to_string(), k.clone());
+    m.by_marker.insert(k.clone(), (value.to_string(), source));
+    k
+}
+
+#[cfg(test)]
+mod tests;
