@@ -4,8 +4,8 @@
 // network policies and request transformations by real connections, lifecycle and identities.
 import { describe, it, expect, afterEach, beforeAll } from 'vitest';
 import http from 'node:http';
-import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
 import { HarnessCapabilityUnsupportedError } from '@ai-sdk/harness';
@@ -458,6 +458,51 @@ describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: d
     await s.stop();
     for (let i = 0; i < 50 && sleeping(305) > 0; i++) await sleep(100);
     expect(sleeping(305)).toBe(0);
+  });
+
+  it('leaves no device file, file capability or setuid program another user could reach', async () => {
+    const { root, p, s } = await session({ ports: [] });
+    const dir = `${root}/${s.id}`;
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    const r = await s.run({ command: 'mknod /workspace/dev c 1 3; echo "mknod $?"; cp /bin/busybox /tmp/su; chmod 4755 /tmp/su; echo "chmod $?"; id -u' });
+    expect(r.stdout).toMatch(/^mknod [1-9]\d*\nchmod 0\n0\n$/);
+    expect(existsSync(`${dir}/workspace/dev`)).toBe(false);
+    // A later session of an identity never gets the setuid bit.
+    const first = async (restricted) => { await restricted.run({ command: 'cp /bin/busybox ~/tool && chmod 4755 ~/tool' }); };
+    const a = await p.createSession({ identity: 'suid', onFirstCreate: first });
+    cleanups.push(() => a.destroy());
+    const b = await p.createSession({ identity: 'suid', onFirstCreate: first });
+    cleanups.push(() => b.destroy());
+    expect(statSync(`${root}/${b.id}/home/tool`).mode & 0o7000).toBe(0);
+  });
+
+  it('a container a crashed process left over the session is removed before the session resumes', async () => {
+    const t = tempTree();
+    cleanups.push(t.cleanup);
+    const script = `
+      import { createCorralHarnessSandbox } from 'corral/ai-sdk';
+      const p = createCorralHarnessSandbox({ root: ${JSON.stringify(t.root)}, sandbox: ${JSON.stringify(DOCKER)}, ports: [] });
+      const s = await p.createSession({ sessionId: 'crashed' });
+      await s.spawn({ command: 'i=0; while :; do i=$((i+1)); echo $i > /workspace/still-here; sleep 0.1; done' });
+      while (!(await s.readTextFile({ path: '/workspace/still-here' }))) await new Promise((r) => setTimeout(r, 50));
+      console.log('ready');
+      setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise((resolve) => child.stdout.on('data', (d) => String(d).includes('ready') && resolve()));
+    child.kill('SIGKILL');
+    await new Promise((r) => child.on('exit', r));
+    const dir = `${t.root}/crashed`;
+    const [left] = await containersFor(dir);
+    expect(left).toBeDefined();
+    const p = createCorralHarnessSandbox({ root: t.root, sandbox: DOCKER, ports: [] });
+    const s = await p.resumeSession({ sessionId: 'crashed' });
+    cleanups.push(() => s.destroy());
+    const now = await containersFor(dir);
+    expect(now.map((c) => c.Id)).not.toContain(left.Id);
+    expect(now.length).toBe(1);
+    const before = readFileSync(`${dir}/workspace/still-here`, 'utf8');
+    await sleep(400);
+    expect(readFileSync(`${dir}/workspace/still-here`, 'utf8')).toBe(before);
   });
 
   it('checks its docker options at construction', () => {

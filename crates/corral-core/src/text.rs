@@ -65,3 +65,16 @@ pub fn plural(n: usize, noun: &str) -> String {
 pub fn fmt_count(n: usize) -> String {
     fmt_num(n as u64)
 }
+
+/// `s` percent-encoded: every byte but ASCII letters, digits and `-_.~` as `%XX`.
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

@@ -126,25 +126,13 @@ fn forms(v: &str) -> Vec<String> {
         base64::engine::general_purpose::STANDARD.encode(v),
         base64::engine::general_purpose::STANDARD_NO_PAD.encode(v),
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v),
-        percent(v),
+        crate::text::percent_encode(v),
     ] {
         if e.len() >= 8 && !out.contains(&e) {
             out.push(e);
         }
     }
     out
-}
-
-fn percent(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// What a redactor is made with.

@@ -35,6 +35,8 @@ pub(crate) const EGRESS_LABEL: (&str, &str) = ("com.lousho.sandbox", "egress");
 pub(crate) const RUN_LABEL: (&str, &str) = ("com.lousho.sandbox", "run");
 /// The label a session container carries instead.
 pub(crate) const SESSION_LABEL: &str = "session";
+/// The workspace directory a harness session's container mounts.
+pub(crate) const SESSION_DIR_LABEL: &str = "com.lousho.sandbox.session-dir";
 /// Which process made a container (`owner.rs`).
 pub(crate) const OWNER_LABEL: &str = "com.lousho.sandbox.owner";
 /// How long the output is still read after the container stopped or was killed.
@@ -214,11 +216,45 @@ impl SubprocessSandbox {
         };
         let req = SandboxRequest { cwd: binds[0].1.to_string_lossy().into_owned(), ..Default::default() };
         let p = self.prepare(&req).await?;
+        // A container an earlier process left over these directories (it crashed before `stop`)
+        // could still be writing in them while this one is set up: it is removed first.
+        let filters = format!(r#"{{"label":["{SESSION_DIR_LABEL}={}"]}}"#, binds[0].0.to_string_lossy());
+        let path = format!("/containers/json?all=1&filters={}", crate::text::percent_encode(&filters));
+        let left = p.client.json(Method::GET, &path, None).await?;
+        for c in left.as_array().map(Vec::as_slice).unwrap_or_default() {
+            if let Some(id) = c.get("Id").and_then(Value::as_str) {
+                let gone = p.client.call(Method::DELETE, &format!("/containers/{id}?force=1&v=1"), None).await?;
+                if !gone.status.is_success() && gone.status != http::StatusCode::NOT_FOUND {
+                    return Err(Error::new(
+                        Code::Io,
+                        format!(
+                            "Docker Engine: a container left over this session could not be removed: {}",
+                            gone.message()
+                        ),
+                    ));
+                }
+            }
+        }
         let kept = self.sessions.get_or_start(self, &p).await?;
         let id = kept.id.clone();
-        let v = p.client.json(Method::GET, &format!("/containers/{id}/json"), None).await?;
+        let v = match p.client.json(Method::GET, &format!("/containers/{id}/json"), None).await {
+            Ok(v) => v,
+            Err(e) => {
+                self.sessions.remove_all(&p.client).await;
+                return Err(e);
+            }
+        };
         let pid = v.get("State").and_then(|s| s.get("Pid")).and_then(Value::as_i64).unwrap_or(0);
         Ok((id, pid))
+    }
+
+    /// The labels of a kept container: a session's also names the directory it mounts.
+    pub(super) fn session_labels(&self) -> Value {
+        let mut l = labels(SESSION_LABEL);
+        if let Some(binds) = &self.fixed {
+            l[SESSION_DIR_LABEL] = json!(binds[0].0.to_string_lossy());
+        }
+        l
     }
 
     /// Whether a container that is gone is replaced (not for a session's: see `in_session`).
@@ -386,6 +422,11 @@ impl SubprocessSandbox {
             "SecurityOpt": ["no-new-privileges"],
             "PidsLimit": self.limits.pids.map_or(PIDS_LIMIT, |p| p as i64),
         });
+        if self.fixed.is_some() {
+            // A harness session's commands may run as root (the image's user): no device files
+            // and no file capabilities left in the session's directories.
+            host["CapDrop"] = json!(["MKNOD", "SETFCAP"]);
+        }
         if let Some(m) = self.limits.memory_bytes {
             host["Memory"] = json!(m);
             host["MemorySwap"] = json!(m);

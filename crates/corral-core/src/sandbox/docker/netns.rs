@@ -7,11 +7,10 @@
 
 use std::fs::File;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
@@ -86,8 +85,8 @@ impl NetNs {
 }
 
 /// A socket made in this thread's network namespace: a listener on `127.0.0.1:port`, or a
-/// connection to it (loopback answers at once; the bound only keeps a full backlog from holding
-/// the thread).
+/// non-blocking connection to it, started here and finished by the caller (a port whose backlog
+/// is full never holds this thread).
 fn socket(op: Op, port: u16) -> io::Result<(OwnedFd, u16)> {
     let at = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     match op {
@@ -98,7 +97,13 @@ fn socket(op: Op, port: u16) -> io::Result<(OwnedFd, u16)> {
             Ok((OwnedFd::from(l), port))
         }
         Op::Connect => {
-            let s = TcpStream::connect_timeout(&at, Duration::from_secs(2))?;
+            use socket2::{Domain, Socket, Type};
+            let s = Socket::new(Domain::IPV4, Type::STREAM.nonblocking().cloexec(), None)?;
+            match s.connect(&at.into()) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+                Err(e) => return Err(e),
+            }
             Ok((OwnedFd::from(s), port))
         }
     }

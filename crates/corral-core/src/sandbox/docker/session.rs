@@ -13,9 +13,7 @@ use serde_json::{json, Value};
 
 use super::super::SandboxRequest;
 use super::engine::DockerClient;
-use super::{
-    labels, remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL, SESSION_LABEL,
-};
+use super::{remove_container, Prepared, Streams, SubprocessSandbox, DRAIN, OWNER_LABEL, RUN_LABEL};
 use crate::error::{Code, Error, Result};
 use crate::shell::{Cancel, ExecResult};
 
@@ -45,6 +43,8 @@ pub(super) struct Kept {
 #[derive(Default)]
 pub(crate) struct Sessions {
     kept: tokio::sync::Mutex<HashMap<String, Arc<Kept>>>,
+    /// `close()` ran: a session's container (never replaced) is not started again.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Sessions {
@@ -55,6 +55,9 @@ impl Sessions {
         if let Some(k) = kept.get(&p.mount) {
             return Ok(k.clone());
         }
+        if !sb.replaces_gone() && self.closed.load(Ordering::SeqCst) {
+            return Err(Error::new(Code::Io, "The session was stopped; resume it to run commands again."));
+        }
         let (found, baseline) = sb.protected_now(p)?;
         let mut body = json!({
             "Image": sb.image(),
@@ -62,7 +65,7 @@ impl Sessions {
             "Cmd": [KEEPALIVE],
             "WorkingDir": p.mount,
             "Tty": false,
-            "Labels": labels(SESSION_LABEL),
+            "Labels": sb.session_labels(),
             "HostConfig": sb.host_config(p, &found)?,
         });
         if let Some(user) = sb.session_user(&p.client).await? {
@@ -96,6 +99,7 @@ impl Sessions {
 
     /// Removes every kept container (`close()`).
     pub(crate) async fn remove_all(&self, client: &DockerClient) {
+        self.closed.store(true, Ordering::SeqCst);
         let all: Vec<Arc<Kept>> = self.kept.lock().await.drain().map(|(_, k)| k).collect();
         for k in all {
             remove_container(client, &k.id).await;
@@ -296,7 +300,7 @@ fn killed_for_memory(k: &Kept) -> bool {
 /// Removes the labelled containers whose owner, a process of this machine, no longer runs.
 pub(super) async fn prune(client: &DockerClient) -> Result<usize> {
     let filters = format!(r#"{{"label":["{}"]}}"#, RUN_LABEL.0);
-    let path = format!("/containers/json?all=1&filters={}", percent_encode(&filters));
+    let path = format!("/containers/json?all=1&filters={}", crate::text::percent_encode(&filters));
     let list = client.json(Method::GET, &path, None).await?;
     let mut removed = 0;
     for c in list.as_array().map(Vec::as_slice).unwrap_or_default() {
@@ -308,17 +312,4 @@ pub(super) async fn prune(client: &DockerClient) -> Result<usize> {
         }
     }
     Ok(removed)
-}
-
-/// Percent-encodes a query value.
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }

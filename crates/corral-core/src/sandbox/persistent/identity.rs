@@ -60,7 +60,7 @@ pub(super) fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
                 libc::S_IFDIR => {
                     let Ok(sub) = open_at(dir.as_raw_fd(), &name, libc::O_RDONLY | libc::O_DIRECTORY) else { continue };
                     std::fs::create_dir(&target)?;
-                    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(st.st_mode & 0o7777 | 0o700))?;
+                    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(st.st_mode & 0o1777 | 0o700))?;
                     stack.push((sub, target));
                 }
                 libc::S_IFREG => {
@@ -73,7 +73,8 @@ pub(super) fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
                     let mut out = std::fs::OpenOptions::new()
                         .write(true)
                         .create_new(true)
-                        .mode(meta.permissions().mode() & 0o7777)
+                        // Never a setuid or setgid program from one session into the next.
+                        .mode(meta.permissions().mode() & 0o777)
                         .open(&target)?;
                     io::copy(&mut src, &mut out)?;
                 }

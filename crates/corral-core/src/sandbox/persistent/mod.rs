@@ -63,7 +63,7 @@ pub struct SessionSandbox {
     sandbox: Arc<dyn SandboxAdapter>,
     /// Where sockets inside the session's network namespace are made; `None` for a container this
     /// process cannot enter (then the session has loopback only and no port is exposed).
-    inside: Option<Arc<dyn Inside>>,
+    inside: Mutex<Option<Arc<dyn Inside>>>,
     broker: Arc<Broker>,
     gate: Arc<Gate>,
     /// The proxy endpoint's port inside (none where `inside` is `None`).
@@ -82,7 +82,7 @@ impl SessionSandbox {
         check_id(id)?;
         let dir = root.join(id);
         std::fs::create_dir_all(root).map_err(io("the session root"))?;
-        match std::fs::create_dir(&dir) {
+        match private_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 return Err(Error::config(format!("A session {id} already exists under this root; resume it.")))
@@ -109,7 +109,7 @@ impl SessionSandbox {
         let dir = root.join(id);
         if found {
             std::fs::create_dir_all(root).map_err(io("the session root"))?;
-            std::fs::create_dir(&dir).map_err(|e| match e.kind() {
+            private_dir(&dir).map_err(|e| match e.kind() {
                 std::io::ErrorKind::AlreadyExists => {
                     Error::config(format!("A session {id} already exists under this root; resume it."))
                 }
@@ -184,8 +184,19 @@ impl SessionSandbox {
         }
         let mut proxy = None;
         if let Some(inside) = &inside {
-            let (listener, port) = inside.listen(0).await.map_err(io("the session's proxy endpoint"))?;
-            broker.serve_session(std::net::TcpListener::from(listener), gate.clone())?;
+            let served = async {
+                let (listener, port) = inside.listen(0).await.map_err(io("the session's proxy endpoint"))?;
+                broker.serve_session(std::net::TcpListener::from(listener), gate.clone())?;
+                Ok::<u16, Error>(port)
+            };
+            let port = match served.await {
+                Ok(port) => port,
+                Err(e) => {
+                    holder.close().await;
+                    broker.close().await;
+                    return Err(e);
+                }
+            };
             // Through the proxy, loopback is the host's (as the policy allows); a direct
             // connection reaches the session's own: so NO_PROXY names no loopback address.
             env.extend(crate::sandbox::proxy_env(&format!("http://127.0.0.1:{port}"), ""));
@@ -199,7 +210,7 @@ impl SessionSandbox {
             dir,
             holder,
             sandbox,
-            inside,
+            inside: Mutex::new(inside),
             broker,
             gate,
             proxy,
@@ -333,7 +344,8 @@ impl SessionSandbox {
         if let Some(p) = ports.iter().find(|p| **p == 0) {
             return Err(Error::config(format!("Port {p} cannot be exposed.")));
         }
-        let Some(inside) = &self.inside else {
+        let inside = self.inside.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(inside) = inside else {
             if ports.is_empty() {
                 return Ok(());
             }
@@ -377,7 +389,8 @@ impl SessionSandbox {
     /// A session without a proxy endpoint (a container this process cannot enter) takes only
     /// `deny-all`.
     pub fn set_policy(&self, policy: NetworkPolicy) -> Result<()> {
-        if self.inside.is_none() && !matches!(policy, NetworkPolicy::DenyAll) {
+        let entered = self.inside.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        if !entered && !matches!(policy, NetworkPolicy::DenyAll) {
             return Err(no_network("its network policy stays deny-all"));
         }
         self.gate.set(policy);
@@ -391,13 +404,10 @@ impl SessionSandbox {
     /// Ends every process of the session and its forwarders and proxy (files stay). Idempotent.
     pub async fn stop(&self) {
         self.forwarders.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        match &self.holder {
-            Holder::Keeper(k) => k.close(),
-            Holder::Container(sandbox) => {
-                let _ = sandbox.close().await;
-            }
-        }
+        self.holder.close().await;
         self.broker.close().await;
+        // What made sockets in the session's network namespace (a thread in a container's) ends.
+        *self.inside.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// `stop`, then removes the session's directories.
@@ -409,6 +419,24 @@ impl SessionSandbox {
             Err(e) => Err(io("removing the session's directories")(e)),
         }
     }
+}
+
+impl Holder {
+    async fn close(&self) {
+        match self {
+            Holder::Keeper(k) => k.close(),
+            Holder::Container(sandbox) => {
+                let _ = sandbox.close().await;
+            }
+        }
+    }
+}
+
+/// A session's directory: this user's only (0700), so what its commands leave in it (a program
+/// with the setuid bit, made by root in a container) is reached by no other user of the host.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
 /// What holds a session's processes and network namespace; closing it ends them.
