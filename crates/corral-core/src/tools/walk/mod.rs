@@ -192,6 +192,38 @@ pub(super) fn walk_threads() -> usize {
     crate::worker_threads()
 }
 
+/// A tree whose last walk saw at most this many entries is walked again on the calling thread:
+/// no thread is started and no entry handed between threads (most workspaces are this small).
+const SMALL_TREE: usize = 4096;
+/// How many roots' sizes are remembered.
+const ROOTS_KEPT: usize = 256;
+
+fn sizes() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, usize>> {
+    static S: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, usize>>> =
+        std::sync::OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+/// Whether the tree at `host` was small when last walked (a tree never walked is not).
+fn small(host: &std::path::Path) -> bool {
+    sizes().lock().unwrap_or_else(|p| p.into_inner()).get(host).is_some_and(|n| *n <= SMALL_TREE)
+}
+
+/// Remembers how many entries a whole walk of `host` saw (a walk stopped early says little).
+fn remember(host: &std::path::Path, entries: usize, whole: bool) {
+    let mut s = sizes().lock().unwrap_or_else(|p| p.into_inner());
+    if !whole {
+        if entries > SMALL_TREE {
+            s.insert(host.to_path_buf(), entries);
+        }
+        return;
+    }
+    if s.len() >= ROOTS_KEPT && !s.contains_key(host) {
+        s.clear();
+    }
+    s.insert(host.to_path_buf(), entries);
+}
+
 /// Walks the files below `base` (a normalized workspace directory).
 pub(super) async fn walk(
     fs: &dyn FsProvider,
@@ -352,75 +384,84 @@ struct Disk<'a> {
 }
 
 /// A directory on disk, in parallel: each thread visits (and, for grep, reads and matches) the
-/// files it finds.
+/// files it finds; a tree that was small when last walked, on the calling thread alone.
 fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visit) {
     let Disk { local, host, base, real_base } = *disk;
     use ignore::{WalkBuilder, WalkState};
     let o = limits.o.clone();
+    let seen = AtomicUsize::new(0);
+    let quit = AtomicBool::new(false);
     // `ignore` entries with a `/` are paths from the root: the walk knows paths below the base.
     let real_prefix = if real_base == "." { String::new() } else { format!("{real_base}/") };
     let by_path = o.ignore.iter().any(|i| i.contains('/'));
-    let walker = WalkBuilder::new(host)
-        .standard_filters(false)
-        .hidden(false)
-        .follow_links(false)
-        .threads(walk_threads())
-        .filter_entry(move |e| {
-            if e.depth() == 0 {
-                return true;
-            }
-            let name = e.file_name().to_string_lossy();
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            // The path below the root is built only when an `ignore` entry names one.
-            let path = if by_path && is_dir {
-                let rel =
-                    e.path().strip_prefix(e.path().ancestors().nth(e.depth()).unwrap_or(e.path())).unwrap_or(e.path());
-                format!("{real_prefix}{}", rel.to_string_lossy())
-            } else {
-                String::new()
-            };
-            !skipped(&name, &path, is_dir, &o)
-        })
-        .build_parallel();
+    let mut walker = WalkBuilder::new(host);
+    walker.standard_filters(false).hidden(false).follow_links(false).filter_entry(move |e| {
+        if e.depth() == 0 {
+            return true;
+        }
+        let name = e.file_name().to_string_lossy();
+        let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+        // The path below the root is built only when an `ignore` entry names one.
+        let path = if by_path && is_dir {
+            let rel =
+                e.path().strip_prefix(e.path().ancestors().nth(e.depth()).unwrap_or(e.path())).unwrap_or(e.path());
+            format!("{real_prefix}{}", rel.to_string_lossy())
+        } else {
+            String::new()
+        };
+        !skipped(&name, &path, is_dir, &o)
+    });
     // The walker joins each name to its directory's path: a file's path below the base is the
     // bytes after the base and its separator.
     let host_len = host.as_os_str().len();
-    walker.run(|| {
-        Box::new(move |entry| {
-            if limits.stopped() {
-                return WalkState::Quit;
-            }
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(_) => {
-                    limits.stats.unreadable.fetch_add(1, Ordering::Relaxed);
-                    return WalkState::Continue;
-                }
-            };
-            let Some(kind) = entry.file_type() else { return WalkState::Continue };
-            if kind.is_dir() {
+    let on_entry = |entry: std::result::Result<ignore::DirEntry, ignore::Error>| {
+        seen.fetch_add(1, Ordering::Relaxed);
+        if limits.stopped() {
+            quit.store(true, Ordering::Relaxed);
+            return WalkState::Quit;
+        }
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(_) => {
+                limits.stats.unreadable.fetch_add(1, Ordering::Relaxed);
                 return WalkState::Continue;
             }
-            if !kind.is_file() {
-                return WalkState::Continue;
+        };
+        let Some(kind) = entry.file_type() else { return WalkState::Continue };
+        if kind.is_dir() {
+            return WalkState::Continue;
+        }
+        if !kind.is_file() {
+            return WalkState::Continue;
+        }
+        let Some(rel) = below(entry.path(), host, host_len) else { return WalkState::Continue };
+        let rel = if cfg!(windows) { std::borrow::Cow::Owned(rel.replace('\\', "/")) } else { rel };
+        if !filter(&rel) {
+            return WalkState::Continue;
+        }
+        if !limits.count(false) {
+            quit.store(true, Ordering::Relaxed);
+            return WalkState::Quit;
+        }
+        // No copies when the walk starts at the root (the common case): both are `rel`.
+        let real = joined(real_base, &rel);
+        if visit(&joined(base, &rel), &rel, Entry::Disk { local, real: &real }, None) {
+            WalkState::Continue
+        } else {
+            quit.store(true, Ordering::Relaxed);
+            WalkState::Quit
+        }
+    };
+    if small(host) {
+        for entry in walker.build() {
+            if matches!(on_entry(entry), WalkState::Quit) {
+                break;
             }
-            let Some(rel) = below(entry.path(), host, host_len) else { return WalkState::Continue };
-            let rel = if cfg!(windows) { std::borrow::Cow::Owned(rel.replace('\\', "/")) } else { rel };
-            if !filter(&rel) {
-                return WalkState::Continue;
-            }
-            if !limits.count(false) {
-                return WalkState::Quit;
-            }
-            // No copies when the walk starts at the root (the common case): both are `rel`.
-            let real = joined(real_base, &rel);
-            if visit(&joined(base, &rel), &rel, Entry::Disk { local, real: &real }, None) {
-                WalkState::Continue
-            } else {
-                WalkState::Quit
-            }
-        })
-    });
+        }
+    } else {
+        walker.threads(walk_threads()).build_parallel().run(|| Box::new(&on_entry));
+    }
+    remember(host, seen.load(Ordering::Relaxed), !quit.load(Ordering::Relaxed));
 }
 
 /// `path` below `host` (`host_len` bytes long), as text.

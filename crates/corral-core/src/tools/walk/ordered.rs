@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{join, skipped, walk_threads, Disk, Entry, Filter, Limits, Visit};
+use super::{join, remember, skipped, small, walk_threads, Disk, Entry, Filter, Limits, Visit};
 
 /// The files below a directory on disk in path order, listed lazily: a depth-first walk whose
 /// siblings are sorted so that a directory `d` sorts as `d/` — then the files come out in the byte
@@ -19,12 +19,14 @@ struct PathOrder<'a> {
     /// last first.
     stack: Vec<Vec<(String, bool)>>,
     next_place: usize,
+    /// Entries listed so far.
+    listed: usize,
 }
 
 impl PathOrder<'_> {
     /// The entries of the directory `rel` (below the base; "" for the base) that the walk keeps,
     /// in reverse path order; None when it cannot be read.
-    fn list(&self, rel: &str) -> Option<Vec<(String, bool)>> {
+    fn list(&mut self, rel: &str) -> Option<Vec<(String, bool)>> {
         let dir = if rel.is_empty() { self.host.to_path_buf() } else { self.host.join(rel) };
         let mut entries = Vec::new();
         for e in std::fs::read_dir(dir).ok()? {
@@ -47,6 +49,7 @@ impl PathOrder<'_> {
             }
             entries.push((child, is_dir));
         }
+        self.listed += entries.len();
         // Reverse path order (a directory sorts as its name and a `/`), so `pop` gives the first.
         entries.sort_unstable_by(|(p, d), (q, e)| {
             let a = p.bytes().chain(d.then_some(b'/'));
@@ -98,7 +101,8 @@ impl PathOrder<'_> {
 /// A directory on disk in path order: one thread lists directories ahead (lazily, in order,
 /// never more than `LOOK_AHEAD` files in front of the visits), the others visit the files in the
 /// order they come; each visit gets the file's place, so the caller can settle a prefix while
-/// later files are still being read.
+/// later files are still being read. A tree that was small when last walked is listed and
+/// visited on the calling thread alone.
 pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visit) {
     let Disk { local, host, base, real_base } = *disk;
     /// Files are handed out in batches of `BATCH` (one lock and one wake-up each), at most
@@ -113,6 +117,7 @@ pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &F
         filter,
         stack: Vec::new(),
         next_place: 0,
+        listed: 0,
     };
     match order.list("") {
         Some(entries) => order.stack.push(entries),
@@ -120,6 +125,23 @@ pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &F
             limits.stats.unreadable.fetch_add(1, Ordering::Relaxed);
             return;
         }
+    }
+    if small(host) {
+        let mut whole = true;
+        while let Some((place, rel)) = order.next() {
+            let real = join(real_base, &rel);
+            let cancelled = limits.ctx.cancel.as_ref().is_some_and(|c| c.is_cancelled());
+            if cancelled || !visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real }, Some(place)) {
+                limits.stop.store(true, Ordering::Relaxed);
+                whole = false;
+                if !cancelled && order.next_kept().is_some() {
+                    limits.stats.more.store(true, Ordering::Relaxed);
+                }
+                break;
+            }
+        }
+        remember(host, order.listed, whole && !limits.stopped());
+        return;
     }
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(usize, String)>>(LOOK_AHEAD);
     // Taken away (and so dropped) when a visit stops the walk: the lister's send then fails
@@ -154,10 +176,11 @@ pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &F
                 let full = (end && !batch.is_empty()) || batch.len() == BATCH;
                 if full && tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).is_err() {
                     // The files it could not hand out are more.
-                    return true;
+                    return (true, order.listed, false);
                 }
                 if end {
-                    return order.next_kept().is_some();
+                    let whole = !order.limits.stopped();
+                    return (order.next_kept().is_some(), order.listed, whole);
                 }
             }
         });
@@ -165,8 +188,10 @@ pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &F
             s.spawn(work);
         }
         work();
-        lister.join().unwrap_or(false)
+        lister.join().unwrap_or((false, 0, false))
     });
+    let (more, listed, whole) = more;
+    remember(host, listed, whole);
     if more && stopped_by_visit.load(Ordering::Relaxed) {
         limits.stats.more.store(true, Ordering::Relaxed);
     }

@@ -197,3 +197,46 @@ async fn a_provider_that_invents_directories_forever_is_stopped() {
     assert!(stats.limit_hit.load(Ordering::Relaxed));
     assert_eq!(stats.dirs.load(Ordering::Relaxed), 300);
 }
+
+/// The files a walk visits, sorted, and how many threads visited them.
+async fn files_and_threads(fs: &dyn FsProvider, order: Order) -> (Vec<String>, usize) {
+    let found = Arc::new(Mutex::new(Vec::new()));
+    let f2 = found.clone();
+    let visit: Visit = Arc::new(move |p, _, _, _| {
+        // Each visit takes a while, so more than one thread would take part if any could.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        f2.lock().unwrap().push((p.to_string(), std::thread::current().id()));
+        true
+    });
+    let o = FsToolOptions::default();
+    walk(fs, &o, ".", &Ctx::default(), Arc::new(|_| true), visit, Want { sizes: false, order }).await.unwrap();
+    let v = std::mem::take(&mut *found.lock().unwrap());
+    let threads: std::collections::HashSet<_> = v.iter().map(|(_, t)| *t).collect();
+    let mut files: Vec<String> = v.into_iter().map(|(p, _)| p).collect();
+    files.sort();
+    (files, threads.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_that_was_small_is_walked_again_on_one_thread_with_the_same_files() {
+    if walk_threads() < 2 {
+        eprintln!("skipped: one walk thread on this machine, so every walk is on one thread");
+        return;
+    }
+    for order in [Order::Any, Order::Path] {
+        let d = tempfile::tempdir().unwrap();
+        for i in 0..100 {
+            let f = d.path().join(format!("d{}/f{i}.txt", i % 6));
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, "x\n").unwrap();
+        }
+        let fs = LocalFs::new(d.path().to_str().unwrap()).unwrap();
+        // Never walked: every thread takes part.
+        let (first, threads) = files_and_threads(&fs, order).await;
+        assert_eq!(first.len(), 100);
+        assert!(threads > 1, "{order:?}: the first walk of a tree runs on {threads} thread(s)");
+        let (again, threads) = files_and_threads(&fs, order).await;
+        assert_eq!(again, first, "{order:?}");
+        assert_eq!(threads, 1, "{order:?}: a small tree walked again runs on one thread");
+    }
+}
