@@ -213,10 +213,15 @@ impl Redactor {
         }
         if self.rules {
             for hit in rules::compiled().any.find_iter(text.as_bytes()) {
-                if self.allow.iter().any(|a| a.as_bytes() == hit.as_bytes()) {
+                // A JSON escape taken as the boundary before a token is not part of it.
+                let escaped =
+                    hit.as_bytes().starts_with(b"\\") && matches!(hit.as_bytes().get(1), Some(b'n' | b'r' | b't'));
+                let start = if escaped { hit.start() + 2 } else { hit.start() };
+                let token = &text.as_bytes()[start..hit.end()];
+                if self.allow.iter().any(|a| a.as_bytes() == token) {
                     continue;
                 }
-                found.push((hit.start(), hit.end(), Source::Rule, rules::name_of(hit.as_bytes())));
+                found.push((start, hit.end(), Source::Rule, rules::name_of(token)));
             }
         }
         found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));

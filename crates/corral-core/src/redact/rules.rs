@@ -15,17 +15,21 @@ pub struct Rule {
     pub pattern: &'static str,
 }
 
-/// Word boundary on ASCII (the tokens are ASCII; the lazy DFA runs on any text).
+/// Word boundary on ASCII (the tokens are ASCII; the lazy DFA runs on any text). Before a
+/// token, a JSON escape (`\n`, `\r`, `\t` written as two characters) counts as a boundary too:
+/// the match then starts at the backslash, and `find` leaves the escape out.
 macro_rules! b {
     ($p:literal) => {
-        concat!(r"(?-u:\b)", $p, r"(?-u:\b)")
+        concat!(r"(?:(?-u:\b)|\\[nrt])", $p, r"(?-u:\b)")
     };
 }
 
 pub const RULES: &[Rule] = &[
     Rule {
         name: "private-key",
-        pattern: r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
+        // The body is PEM characters only (base64, whitespace, header and escape characters,
+        // comment leaders and quotes), so a header in code never runs on to a footer elsewhere.
+        pattern: r#"(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\t\n\r \\:,.#*!'"-]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"#,
     },
     Rule { name: "aws-access-key-id", pattern: b!(r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}") },
     Rule { name: "github-pat", pattern: b!(r"ghp_[0-9a-zA-Z]{36}") },
@@ -45,8 +49,8 @@ pub const RULES: &[Rule] = &[
         pattern: r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}",
     },
     Rule { name: "stripe-live-key", pattern: b!(r"(?:sk|rk)_live_[a-zA-Z0-9]{10,99}") },
-    Rule { name: "anthropic-api-key", pattern: r"(?-u:\b)sk-ant-api03-[a-zA-Z0-9_-]{93}AA(?-u:\b)" },
-    Rule { name: "anthropic-admin-key", pattern: r"(?-u:\b)sk-ant-admin01-[a-zA-Z0-9_-]{93}AA(?-u:\b)" },
+    Rule { name: "anthropic-api-key", pattern: b!(r"sk-ant-api03-[a-zA-Z0-9_-]{93}AA") },
+    Rule { name: "anthropic-admin-key", pattern: b!(r"sk-ant-admin01-[a-zA-Z0-9_-]{93}AA") },
     Rule {
         name: "openai-api-key",
         pattern: b!(

@@ -256,3 +256,24 @@ fn a_secret_split_between_chunks_is_never_given_out_in_pieces() {
         assert_eq!(out, whole, "chunk size {size}");
     }
 }
+
+#[test]
+fn a_token_after_a_json_escape_is_found_and_the_escape_is_kept() {
+    let r = rules_only();
+    let token = format!("ghp_{}", fill(ALNUM, 36, 1));
+    let text = format!(r#"{{"log":"line\n{token}\tdone"}}"#);
+    assert_eq!(r.redact(&text, "s"), r#"{"log":"line\n[secret:github-pat#1]\tdone"}"#);
+}
+
+#[test]
+fn a_private_key_header_in_code_never_runs_on_to_a_footer_elsewhere() {
+    let r = rules_only();
+    let (_, pem) = tokens().remove(0);
+    let code =
+        "fn parse(s: &str) -> bool { s.starts_with(\"-----BEGIN RSA PRIVATE KEY-----\") && check(s, |x| x > 0) }\n";
+    let text = format!("{code}{}\n{pem}\n", "let y = vec![1, 2, 3];\n".repeat(5));
+    let out = r.redact(&text, "s");
+    assert!(out.starts_with(code), "the code is left as it was: {out}");
+    assert!(!out.contains("PRIVATE KEY-----\n"), "the key itself is redacted: {out}");
+    assert_eq!(out.lines().count(), text.lines().count());
+}
