@@ -18,13 +18,18 @@
 //   harness       a harness session's `true` against plain exec (empty, and with 2,000 directories
 //                 in /tmp), and a request through a forwarded port against the same server on the host
 //   docker        SubprocessSandbox reuse: 'session' `true` against a bare Engine exec
+//   small         trees that look like a repository (nested source, a node_modules, a .git) of
+//                 200, 2,000 and 20,000 files: glob against tinyglobby (results checked equal),
+//                 grep against the reference's algorithm and an `rg` process, and read_file,
+//                 list_dir and edit_file per call against plain JS doing the same work
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, writeFileSync, rmSync, mkdtempSync, realpathSync } from 'node:fs';
-import { readFile, readdir, rename, open } from 'node:fs/promises';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync, rmSync, mkdtempSync, realpathSync } from 'node:fs';
+import { readFile, readdir, realpath, rename, open } from 'node:fs/promises';
 import http from 'node:http';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { here, linuxTree, median, peakRss, time as timeRuns, which } from './common.mjs';
+import { glob as tinyglobby } from 'tinyglobby';
 
 const argv = process.argv.slice(2);
 const RUNS = Number(argv[argv.indexOf('--runs') + 1]) || 5;
@@ -138,6 +143,93 @@ async function benchRead(dir) {
   const c = await time(async () => { for (let i = 0; i < N; i++) await read.execute({ path: 'one.txt' }); }, 3);
   const js = await time(async () => { for (let i = 0; i < N; i++) await readFile(join(root, 'one.txt'), 'utf8'); }, 3);
   row({ name: 'read_file of 1 KB ×10,000', corral: ms(c.ms), peer: `fs.promises.readFile ${ms(js.ms)}`, ratio: `${(c.ms / js.ms).toFixed(2)}×`, goal: 'report', met: undefined });
+}
+
+// ---- small and medium trees -------------------------------------------------------------------
+/** A tree of `n` files that looks like a repository: 60% source under nested `src/`, 30% in
+ * `node_modules`, 10% under `.git`; every 50th source file holds `needle`. */
+function repoTree(dir, n) {
+  const root = join(dir, `repo-${n}`);
+  const put = (rel, text) => {
+    const p = join(root, rel);
+    mkdirSync(join(p, '..'), { recursive: true });
+    writeFileSync(p, text);
+  };
+  const body = (i, needle) => Array.from({ length: 30 }, (_, l) => `export const v${l} = compute(${i}, ${l});${needle && l === 12 ? ' // needle' : ''}\n`).join('');
+  for (let i = 0; i < n; i++) {
+    const k = i % 10;
+    if (k < 6) put(`src/m${i % 17}/s${i % 5}/f${i}.${i % 3 ? 'ts' : 'js'}`, body(i, i % 50 === 0));
+    else if (k < 9) put(`node_modules/p${i % 23}/lib/f${i}.${i % 4 ? 'js' : 'ts'}`, body(i, true));
+    else put(`.git/objects/${String(i % 97).padStart(2, '0')}/o${i}`, 'blob\n');
+  }
+  return root;
+}
+
+async function benchSmall(dir) {
+  const rg = which('rg');
+  for (const n of [200, 2000, 20000]) {
+    const root = repoTree(dir, n);
+    const tools = Object.fromEntries(createFsTools(new NodeWorkspace({ root })).map((t) => [t.name, t]));
+    // glob lists every match, as tinyglobby does (its default shows the first 200).
+    const globAll = createFsTools(new NodeWorkspace({ root }), { maxResults: 1_000_000 }).find((t) => t.name === 'glob');
+    const runs = n >= 20000 ? RUNS : RUNS * 4;
+    // glob, with the same files left out on both sides.
+    const g = await time(() => globAll.execute({ pattern: '**/*.ts' }), runs);
+    const t = await time(() => tinyglobby(['**/*.ts'], { cwd: root, ignore: ['**/node_modules/**', '**/.git/**'] }), runs);
+    const mine = g.out.split('\n').filter((l) => l.endsWith('.ts')).sort();
+    const theirs = [...t.out].sort();
+    const same = mine.length === theirs.length && mine.every((p, i) => p === theirs[i]);
+    row({ name: `glob '**/*.ts', ${n.toLocaleString('en')} files`, corral: ms(g.ms), peer: `tinyglobby ${ms(t.ms)}${same ? '' : ' (RESULTS DIFFER)'}`, ratio: `${(g.ms / t.ms).toFixed(2)}×`, goal: '≤ 0.5×', met: same && g.ms / t.ms <= 0.5 });
+    // grep with default limits.
+    const c = await time(() => tools.grep.execute({ pattern: 'needle' }), runs);
+    const r = await time(() => referenceGrep(root, 'needle'), runs);
+    row({ name: `  grep 'needle', ${n.toLocaleString('en')} files`, corral: ms(c.ms), peer: `reference's algorithm ${ms(r.ms)}`, ratio: `${(c.ms / r.ms).toFixed(2)}×`, goal: '≤ 0.5×', met: c.ms / r.ms <= 0.5 });
+    if (rg) {
+      const p = await time(() => spawnSync(rg, ['-n', 'needle', root], { encoding: 'utf8' }), runs);
+      row({ name: `  grep against an rg process`, corral: ms(c.ms), peer: `rg -n ${ms(p.ms)}`, ratio: `${(c.ms / p.ms).toFixed(2)}×`, goal: '≤ 1.0×', met: c.ms / p.ms <= 1 });
+    } else row({ name: `  grep against an rg process`, corral: ms(c.ms), peer: 'rg not installed (bench/setup.sh)', goal: '≤ 1.0×' });
+    if (n !== 2000) continue;
+    // Per call, against plain JS doing the same work.
+    const file = 'src/m1/s1/f1.ts';
+    const N = 200;
+    const per = async (fn) => (await time(async () => { for (let i = 0; i < N; i++) await fn(i); }, RUNS)).ms / N;
+    const cr = await per(() => tools.read_file.execute({ path: file }));
+    const jr = await per(async () => {
+      const real = await realpath(join(root, file));
+      if (!real.startsWith(`${root}/`)) throw new Error('outside');
+      const text = await readFile(real, 'utf8');
+      return text.split('\n').map((l, i) => `${i + 1}\t${l}`).join('\n');
+    });
+    row({ name: '  read_file per call', corral: ms(cr), peer: `plain JS ${ms(jr)}`, ratio: `${(cr / jr).toFixed(2)}×`, goal: '≤ 1.0×', met: cr / jr <= 1 });
+    const cl = await per(() => tools.list_dir.execute({ path: 'src/m1' }));
+    const jl = await per(async () => (await readdir(join(root, 'src/m1'), { withFileTypes: true })).map((e) => e.name).sort());
+    row({ name: '  list_dir per call', corral: ms(cl), peer: `plain JS ${ms(jl)}`, ratio: `${(cl / jl).toFixed(2)}×`, goal: '≤ 1.0×', met: cl / jl <= 1 });
+    let k = 0;
+    // Toggles one line between two values, so every call really edits.
+    const swap = (i) => (i % 2 ? ['v3 = compute(1, 3);', 'v3 = compute(1, 33);'] : ['v3 = compute(1, 33);', 'v3 = compute(1, 3);']);
+    const ce = await per(async () => {
+      k++;
+      const [old_string, new_string] = swap(k);
+      await tools.edit_file.execute({ path: file, old_string, new_string });
+    });
+    let j = 0;
+    writeFileSync(join(root, 'plain.ts'), readFileSync(join(root, file)));
+    const je = await per(async () => {
+      j++;
+      const path = join(root, 'plain.ts');
+      const t = await readFile(path, 'utf8');
+      const [old, now] = swap(j);
+      const at = t.indexOf(old);
+      if (at < 0 || t.indexOf(old, at + 1) >= 0) throw new Error('no unique match');
+      const next = t.slice(0, at) + now + t.slice(at + old.length);
+      const h = await open(`${path}.tmp`, 'w');
+      await h.writeFile(next);
+      await h.sync();
+      await h.close();
+      await rename(`${path}.tmp`, path);
+    });
+    row({ name: '  edit_file per call (with fsync)', corral: ms(ce), peer: `plain JS ${ms(je)}`, ratio: `${(ce / je).toFixed(2)}×`, goal: '≤ 1.0×', met: ce / je <= 1 });
+  }
 }
 
 // ---- aborts -----------------------------------------------------------------------------------
@@ -393,6 +485,7 @@ try {
     if (wanted('grep-default')) await benchGrepDefault(linux);
     if (wanted('glob')) await benchGlob(linux);
   } else console.log('  (linux-source rows skipped: apt-get install linux-source-6.1)');
+  if (wanted('small')) await benchSmall(dir);
   if (wanted('edit')) await benchEdit(dir);
   if (wanted('read')) await benchRead(dir);
   if (wanted('abort')) await benchAbort(linux);
