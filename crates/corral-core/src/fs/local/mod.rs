@@ -204,6 +204,11 @@ fn is_read_only(meta: &std::fs::Metadata) -> bool {
 #[cfg(unix)]
 const INLINE_READ_BYTES: u64 = 64 * 1024;
 
+/// Directories whose size on disk is at most this (a few hundred entries on ext4, where a
+/// directory of a few entries takes 4 KiB) are listed without a hop to the blocking pool.
+#[cfg(unix)]
+const INLINE_LIST_BYTES: u64 = 16 * 1024;
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     match tokio::runtime::Handle::try_current() {
         Ok(_) => tokio::task::spawn_blocking(f)
@@ -237,8 +242,23 @@ impl FsProvider for LocalFs {
     }
 
     async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
-        let (this, path) = (self.clone(), path.to_string());
-        blocking(move || this.readdir_sync(&path)).await
+        #[cfg(unix)]
+        {
+            // Opening is resolution, done in place; a small directory (its size on disk, what the
+            // file system keeps its entries in) is listed in place too, a larger one on the
+            // blocking pool: as with reads, the hop costs more than a few entries.
+            let (dir, rel) = self.open_dir_sync(path)?;
+            let size = nix::sys::stat::fstat(&dir).map(|st| st.st_size as u64).unwrap_or(u64::MAX);
+            if size <= INLINE_LIST_BYTES {
+                return LocalFs::list_opened(dir, &rel);
+            }
+            blocking(move || LocalFs::list_opened(dir, &rel)).await
+        }
+        #[cfg(not(unix))]
+        {
+            let (this, path) = (self.clone(), path.to_string());
+            blocking(move || this.readdir_sync(&path)).await
+        }
     }
 
     async fn mkdir(&self, path: &str) -> Result<()> {

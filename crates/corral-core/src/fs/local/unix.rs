@@ -160,10 +160,15 @@ impl LocalFs {
         }
     }
 
-    pub(super) fn readdir_sync(&self, path: &str) -> Result<Vec<DirEntry>> {
+    /// The directory at `path`, opened beneath the root, with its normalized path.
+    pub(super) fn open_dir_sync(&self, path: &str) -> Result<(OwnedFd, String)> {
         let dir = self.attempt(path, Last::Follow, |_, f| open_dir(f))?;
-        let rel = normalize(path, self.flavor)?;
-        list_dir(dir).map_err(|e| Error::io(&rel, &e))
+        Ok((dir, normalize(path, self.flavor)?))
+    }
+
+    /// Lists a directory opened with `open_dir_sync`.
+    pub(super) fn list_opened(dir: OwnedFd, rel: &str) -> Result<Vec<DirEntry>> {
+        list_dir(dir).map_err(|e| Error::io(rel, &e))
     }
 
     pub(crate) fn mkdir_sync(&self, path: &str) -> Result<()> {

@@ -152,29 +152,14 @@ impl SessionSandbox {
         })
         .await?;
         let bundle: Vec<PathBuf> = broker.env().get("SSL_CERT_FILE").map(PathBuf::from).into_iter().collect();
-        let (holder, sandbox, inside): (Holder, Arc<dyn SandboxAdapter>, Option<Arc<dyn Inside>>) =
-            match options.sandbox {
-                SessionKind::Linux(o) => {
-                    let keeper = start_keeper(&dir, &binds, &o).await?;
-                    let sandbox = LinuxSandbox::new(o)?.in_session(keeper.clone(), binds);
-                    (Holder::Keeper(keeper.clone()), Arc::new(sandbox), Some(Arc::new(keeper)))
-                }
-                SessionKind::Docker(o) => {
-                    // The CA bundle commands trust is shown at its host path, read-only.
-                    let sandbox = Arc::new(SubprocessSandbox::new(o)?.in_session(binds, bundle)?);
-                    let (container, pid) = sandbox.start_session_container().await?;
-                    let entered = NetNs::enter(pid, &container);
-                    let needs_network = !matches!(options.policy, NetworkPolicy::DenyAll) || !options.ports.is_empty();
-                    match entered {
-                        Ok(ns) => (Holder::Container(sandbox.clone()), sandbox, Some(Arc::new(ns))),
-                        Err(e) if needs_network => {
-                            let _ = sandbox.close().await;
-                            return Err(no_network(&e.to_string()));
-                        }
-                        Err(_) => (Holder::Container(sandbox.clone()), sandbox, None),
-                    }
-                }
-            };
+        let started = Self::start_holder(&dir, binds, bundle, options.sandbox, &options.policy, &options.ports).await;
+        let (holder, sandbox, inside) = match started {
+            Ok(h) => h,
+            Err(e) => {
+                broker.close().await;
+                return Err(e);
+            }
+        };
         let gate = Gate::new(options.policy);
         let mut env = BTreeMap::new();
         for (k, v) in
@@ -222,6 +207,47 @@ impl SessionSandbox {
             return Err(e);
         }
         Ok(session)
+    }
+
+    /// What holds the session's processes and network namespace, the sandbox its commands run in,
+    /// and where sockets inside are made (`None`: a container this process cannot enter, which
+    /// only a session with `deny-all` and no port may have).
+    async fn start_holder(
+        dir: &Path,
+        binds: Vec<(PathBuf, PathBuf)>,
+        bundle: Vec<PathBuf>,
+        kind: SessionKind,
+        policy: &NetworkPolicy,
+        ports: &[u16],
+    ) -> Result<(Holder, Arc<dyn SandboxAdapter>, Option<Arc<dyn Inside>>)> {
+        Ok(match kind {
+            SessionKind::Linux(o) => {
+                let keeper = start_keeper(dir, &binds, &o).await?;
+                let sandbox = match LinuxSandbox::new(o) {
+                    Ok(s) => s.in_session(keeper.clone(), binds),
+                    Err(e) => {
+                        keeper.close();
+                        return Err(e);
+                    }
+                };
+                (Holder::Keeper(keeper.clone()), Arc::new(sandbox), Some(Arc::new(keeper)))
+            }
+            SessionKind::Docker(o) => {
+                // The CA bundle commands trust is shown at its host path, read-only.
+                let sandbox = Arc::new(SubprocessSandbox::new(o)?.in_session(binds, bundle)?);
+                let (container, pid) = sandbox.start_session_container().await?;
+                let entered = NetNs::enter(pid, &container);
+                let needs_network = !matches!(policy, NetworkPolicy::DenyAll) || !ports.is_empty();
+                match entered {
+                    Ok(ns) => (Holder::Container(sandbox.clone()), sandbox, Some(Arc::new(ns))),
+                    Err(e) if needs_network => {
+                        let _ = sandbox.close().await;
+                        return Err(no_network(&e.to_string()));
+                    }
+                    Err(_) => (Holder::Container(sandbox.clone()), sandbox, None),
+                }
+            }
+        })
     }
 
     pub fn id(&self) -> &str {
