@@ -229,12 +229,27 @@ pub fn name_is_denied(name: &str, deny: &[String]) -> bool {
     if deny.is_empty() {
         return false;
     }
-    let folded = fold(name);
-    let upper = name.to_uppercase();
+    // Asked of every entry a walk meets: ASCII names (nearly all) are compared without a copy,
+    // and only a name with a `~` can be a short name.
+    let trimmed = name.trim_end_matches(['.', ' ']);
+    let ascii = trimmed.is_ascii();
+    let tilde = name.contains('~');
+    let mut folded: Option<String> = None;
+    let mut upper: Option<String> = None;
     deny.iter().any(|d| {
-        if fold(d) == folded {
+        let d_trimmed = d.trim_end_matches(['.', ' ']);
+        let same = if ascii && d_trimmed.is_ascii() {
+            trimmed.eq_ignore_ascii_case(d_trimmed)
+        } else {
+            *folded.get_or_insert_with(|| fold(name)) == fold(d)
+        };
+        if same {
             return true;
         }
+        if !tilde {
+            return false;
+        }
+        let upper = upper.get_or_insert_with(|| name.to_uppercase());
         // An 8.3 short name: STEM~N, optionally with an extension.
         let stem = short_stem(d);
         if stem.is_empty() || stem.len() == fold(d).len() && !d.starts_with('.') {
@@ -370,6 +385,10 @@ mod tests {
         for name in [".gitignore", ".github", "git", ".gitattributes", "GIT~", "GIT~X", "legit"] {
             assert!(!name_is_denied(name, &deny), "{name}");
         }
+        // Folding is Unicode's: a Kelvin sign lowercases to an ASCII k, either way round.
+        assert!(name_is_denied("KEY", &["\u{212A}ey".to_string()]));
+        assert!(name_is_denied("\u{212A}EY", &["key".to_string()]));
+        assert!(name_is_denied("Ünï", &["üNÏ".to_string()]));
         assert!(check_denied("sub/.git/config", &deny).is_err());
         assert!(check_denied(&ok(".git\\config", Flavor::Posix), &deny).is_err());
         assert!(check_denied(&ok("a/../.git/", Flavor::Posix), &deny).is_err());
