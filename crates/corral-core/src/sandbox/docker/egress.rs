@@ -59,10 +59,7 @@ impl SubprocessSandbox {
                 "Docker Desktop runs containers in a VM, so the host has no address on an internal network",
             ));
         }
-        let rootless = info.get("SecurityOptions").and_then(Value::as_array).is_some_and(|opts| {
-            opts.iter().filter_map(Value::as_str).any(|o| o.split(',').any(|p| p == "name=rootless"))
-        });
-        if rootless {
+        if super::engine::rootless(&info) {
             return Err(unsupported("rootless Docker keeps its bridge in its own network namespace"));
         }
         let version = client.json(Method::GET, "/version", None).await?;

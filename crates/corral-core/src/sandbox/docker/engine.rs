@@ -406,6 +406,13 @@ impl Demux {
     }
 }
 
+/// Whether `GET /info` says the engine is rootless (its root is the user who runs it).
+pub(crate) fn rootless(info: &serde_json::Value) -> bool {
+    info.get("SecurityOptions").and_then(serde_json::Value::as_array).is_some_and(|opts| {
+        opts.iter().filter_map(serde_json::Value::as_str).any(|o| o.split(',').any(|p| p == "name=rootless"))
+    })
+}
+
 /// The leading numbers of an engine version (`20.10.24+dfsg1` → `[20, 10, 24]`).
 pub(crate) fn engine_version(s: &str) -> Option<(u32, u32, u32)> {
     let mut parts = s.trim().trim_start_matches('v').split('.').map(|p| {

@@ -218,10 +218,8 @@ impl SubprocessSandbox {
         let p = self.prepare(&req).await?;
         // A container an earlier process left over these directories (it crashed before `stop`)
         // could still be writing in them while this one is set up: it is removed first.
-        let filters = format!(r#"{{"label":["{SESSION_DIR_LABEL}={}"]}}"#, binds[0].0.to_string_lossy());
-        let path = format!("/containers/json?all=1&filters={}", crate::text::percent_encode(&filters));
-        let left = p.client.json(Method::GET, &path, None).await?;
-        for c in left.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let label = format!("{SESSION_DIR_LABEL}={}", binds[0].0.to_string_lossy());
+        for c in session::labelled(&p.client, &label).await? {
             if let Some(id) = c.get("Id").and_then(Value::as_str) {
                 let gone = p.client.call(Method::DELETE, &format!("/containers/{id}?force=1&v=1"), None).await?;
                 if !gone.status.is_success() && gone.status != http::StatusCode::NOT_FOUND {
@@ -274,10 +272,7 @@ impl SubprocessSandbox {
                 return Ok(None);
             }
             let info = client.json(Method::GET, "/info", None).await?;
-            let rootless = info.get("SecurityOptions").and_then(Value::as_array).is_some_and(|opts| {
-                opts.iter().filter_map(Value::as_str).any(|o| o.split(',').any(|p| p == "name=rootless"))
-            });
-            Ok((!rootless).then(|| format!("{uid}:{gid}")))
+            Ok((!engine::rootless(&info)).then(|| format!("{uid}:{gid}")))
         }
         #[cfg(not(unix))]
         {

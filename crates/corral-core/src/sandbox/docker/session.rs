@@ -297,13 +297,18 @@ fn killed_for_memory(k: &Kept) -> bool {
     }
 }
 
-/// Removes the labelled containers whose owner, a process of this machine, no longer runs.
-pub(super) async fn prune(client: &DockerClient) -> Result<usize> {
-    let filters = format!(r#"{{"label":["{}"]}}"#, RUN_LABEL.0);
+/// Every container, running or not, with `label` (a key, or `key=value`).
+pub(super) async fn labelled(client: &DockerClient, label: &str) -> Result<Vec<Value>> {
+    let filters = json!({ "label": [label] }).to_string();
     let path = format!("/containers/json?all=1&filters={}", crate::text::percent_encode(&filters));
     let list = client.json(Method::GET, &path, None).await?;
+    Ok(list.as_array().cloned().unwrap_or_default())
+}
+
+/// Removes the labelled containers whose owner, a process of this machine, no longer runs.
+pub(super) async fn prune(client: &DockerClient) -> Result<usize> {
     let mut removed = 0;
-    for c in list.as_array().map(Vec::as_slice).unwrap_or_default() {
+    for c in labelled(client, RUN_LABEL.0).await? {
         let Some(id) = c.get("Id").and_then(Value::as_str) else { continue };
         let owner = c.get("Labels").and_then(|l| l.get(OWNER_LABEL)).and_then(Value::as_str).unwrap_or("");
         if super::super::owner::provably_dead(owner) {
