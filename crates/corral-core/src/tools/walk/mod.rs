@@ -390,7 +390,6 @@ fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visi
     use ignore::{WalkBuilder, WalkState};
     let o = limits.o.clone();
     let seen = AtomicUsize::new(0);
-    let quit = AtomicBool::new(false);
     // `ignore` entries with a `/` are paths from the root: the walk knows paths below the base.
     let real_prefix = if real_base == "." { String::new() } else { format!("{real_base}/") };
     let by_path = o.ignore.iter().any(|i| i.contains('/'));
@@ -417,7 +416,6 @@ fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visi
     let on_entry = |entry: std::result::Result<ignore::DirEntry, ignore::Error>| {
         seen.fetch_add(1, Ordering::Relaxed);
         if limits.stopped() {
-            quit.store(true, Ordering::Relaxed);
             return WalkState::Quit;
         }
         let entry = match entry {
@@ -440,7 +438,6 @@ fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visi
             return WalkState::Continue;
         }
         if !limits.count(false) {
-            quit.store(true, Ordering::Relaxed);
             return WalkState::Quit;
         }
         // No copies when the walk starts at the root (the common case): both are `rel`.
@@ -448,7 +445,7 @@ fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visi
         if visit(&joined(base, &rel), &rel, Entry::Disk { local, real: &real }, None) {
             WalkState::Continue
         } else {
-            quit.store(true, Ordering::Relaxed);
+            limits.stop.store(true, Ordering::Relaxed);
             WalkState::Quit
         }
     };
@@ -461,7 +458,8 @@ fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visi
     } else {
         walker.threads(walk_threads()).build_parallel().run(|| Box::new(&on_entry));
     }
-    remember(host, seen.load(Ordering::Relaxed), !quit.load(Ordering::Relaxed));
+    // A walk stopped anywhere (by the limits, a visit or a cancel) is not whole.
+    remember(host, seen.load(Ordering::Relaxed), !limits.stopped());
 }
 
 /// `path` below `host` (`host_len` bytes long), as text.

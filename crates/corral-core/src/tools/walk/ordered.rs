@@ -126,21 +126,27 @@ pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &F
             return;
         }
     }
+    // Visits one file; when the call was cancelled or the visit stops the walk, the walk stops
+    // and the error says whether it was the visit.
+    let visit_one = |place: usize, rel: &str| -> std::result::Result<(), bool> {
+        let real = join(real_base, rel);
+        let cancelled = limits.ctx.cancel.as_ref().is_some_and(|c| c.is_cancelled());
+        if cancelled || !visit(&join(base, rel), rel, Entry::Disk { local, real: &real }, Some(place)) {
+            limits.stop.store(true, Ordering::Relaxed);
+            return Err(!cancelled);
+        }
+        Ok(())
+    };
     if small(host) {
-        let mut whole = true;
         while let Some((place, rel)) = order.next() {
-            let real = join(real_base, &rel);
-            let cancelled = limits.ctx.cancel.as_ref().is_some_and(|c| c.is_cancelled());
-            if cancelled || !visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real }, Some(place)) {
-                limits.stop.store(true, Ordering::Relaxed);
-                whole = false;
-                if !cancelled && order.next_kept().is_some() {
+            if let Err(by_visit) = visit_one(place, &rel) {
+                if by_visit && order.next_kept().is_some() {
                     limits.stats.more.store(true, Ordering::Relaxed);
                 }
                 break;
             }
         }
-        remember(host, order.listed, whole && !limits.stopped());
+        remember(host, order.listed, !limits.stopped());
         return;
     }
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(usize, String)>>(LOOK_AHEAD);
@@ -154,13 +160,10 @@ pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &F
             None => None,
         };
         let Some(batch) = next else { return };
+        // Files listed before `maxFilesScanned` stopped the lister are still visited.
         for (place, rel) in batch {
-            let real = join(real_base, &rel);
-            // Files listed before `maxFilesScanned` stopped the lister are still visited.
-            let cancelled = limits.ctx.cancel.as_ref().is_some_and(|c| c.is_cancelled());
-            if cancelled || !visit(&join(base, &rel), &rel, Entry::Disk { local, real: &real }, Some(place)) {
-                stopped_by_visit.store(!cancelled, Ordering::Relaxed);
-                limits.stop.store(true, Ordering::Relaxed);
+            if let Err(by_visit) = visit_one(place, &rel) {
+                stopped_by_visit.store(by_visit, Ordering::Relaxed);
                 rx.lock().unwrap().take();
                 return;
             }
@@ -176,11 +179,10 @@ pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &F
                 let full = (end && !batch.is_empty()) || batch.len() == BATCH;
                 if full && tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).is_err() {
                     // The files it could not hand out are more.
-                    return (true, order.listed, false);
+                    return (true, order.listed);
                 }
                 if end {
-                    let whole = !order.limits.stopped();
-                    return (order.next_kept().is_some(), order.listed, whole);
+                    return (order.next_kept().is_some(), order.listed);
                 }
             }
         });
@@ -188,10 +190,11 @@ pub(super) fn walk_disk_ordered(disk: &Disk<'_>, limits: &Limits<'_>, filter: &F
             s.spawn(work);
         }
         work();
-        lister.join().unwrap_or((false, 0, false))
+        lister.join().unwrap_or((false, 0))
     });
-    let (more, listed, whole) = more;
-    remember(host, listed, whole);
+    let (more, listed) = more;
+    // A walk stopped anywhere (by the limits, a visit or a cancel) is not whole.
+    remember(host, listed, !limits.stopped());
     if more && stopped_by_visit.load(Ordering::Relaxed) {
         limits.stats.more.store(true, Ordering::Relaxed);
     }
