@@ -46,12 +46,24 @@ struct Markers {
     next: usize,
 }
 
+/// A literal secret (a value or one of its encoded forms), its source and the rule it is named by.
+type Literal = (String, Source, &'static str);
+
+/// Every literal secret of a redactor at one generation of the registry, and their matcher.
+struct Literals {
+    generation: u64,
+    list: Vec<Literal>,
+    matcher: Option<AhoCorasick>,
+    /// The longest, in bytes.
+    longest: usize,
+}
+
 /// What `createRedactor({ values, rules, allow })` makes.
 pub struct Redactor {
-    /// Literal values (and their encoded forms) with their source and rule name.
-    literals: Vec<(String, Source, &'static str)>,
-    /// The matcher over `literals`, rebuilt when registered values change.
-    matcher: RwLock<Option<(u64, Option<AhoCorasick>)>>,
+    /// Its own literal secrets: given values and the environment's, with their encoded forms.
+    own: Vec<Literal>,
+    /// Those and the registered values', built again only when the registry changes.
+    current: RwLock<Option<Arc<Literals>>>,
     rules: bool,
     allow: Vec<String>,
     sessions: Mutex<HashMap<String, Markers>>,
@@ -79,16 +91,21 @@ pub fn register(values: Vec<String>) -> Arc<Vec<String>> {
     set
 }
 
-/// The registered values alive now, and the registry's generation.
-fn registered() -> (u64, Vec<String>) {
+/// The registry's generation: it changes whenever a set of values is registered or ends.
+fn generation() -> u64 {
     let mut r = registry().lock().unwrap_or_else(|p| p.into_inner());
     let before = r.sets.len();
     r.sets.retain(|w| w.strong_count() > 0);
     if r.sets.len() != before {
         r.generation += 1;
     }
-    let values = r.sets.iter().filter_map(Weak::upgrade).flat_map(|s| s.as_ref().clone()).collect();
-    (r.generation, values)
+    r.generation
+}
+
+/// The registered values alive now.
+fn registered() -> Vec<String> {
+    let r = registry().lock().unwrap_or_else(|p| p.into_inner());
+    r.sets.iter().filter_map(Weak::upgrade).flat_map(|s| s.as_ref().clone()).collect()
 }
 
 /// Whether an environment variable's name says it holds a secret: its last `_`-separated word.
@@ -153,61 +170,64 @@ impl Redactor {
     }
 
     pub(crate) fn with_env(options: RedactorOptions, env: Vec<(String, String)>) -> Redactor {
-        let mut literals = Vec::new();
+        let mut own = Vec::new();
         for v in options.values.iter().filter(|v| !v.is_empty()) {
             for f in forms(v) {
-                literals.push((f, Source::Given, "value"));
+                own.push((f, Source::Given, "value"));
             }
         }
         for (_, v) in &env {
             for f in forms(v.trim()) {
-                literals.push((f, Source::Env, "env"));
+                own.push((f, Source::Env, "env"));
             }
         }
         Redactor {
-            literals,
-            matcher: RwLock::new(None),
+            own,
+            current: RwLock::new(None),
             rules: options.rules,
             allow: options.allow,
             sessions: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The literal values now (the redactor's own and those registered), and a matcher for them.
-    fn literals(&self) -> (Vec<(String, Source, &'static str)>, Option<AhoCorasick>) {
-        let (generation, extra) = registered();
-        let mut all = self.literals.clone();
-        for v in extra.iter().filter(|v| v.len() >= 4) {
+    /// The literal secrets now (the redactor's own and the registered values'), with their
+    /// matcher: kept, and built again only when the registry has changed.
+    fn literals(&self) -> Arc<Literals> {
+        let generation = generation();
+        if let Some(l) = self.current.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            if l.generation == generation {
+                return l.clone();
+            }
+        }
+        let mut list = self.own.clone();
+        for v in registered().iter().filter(|v| v.len() >= 4) {
             for f in forms(v) {
-                all.push((f, Source::Broker, "broker"));
+                list.push((f, Source::Broker, "broker"));
             }
         }
-        all.retain(|(v, _, _)| !self.allow.iter().any(|a| a == v));
-        if let Some((g, m)) = self.matcher.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            if *g == generation {
-                return (all, m.clone());
-            }
-        }
-        let m = (!all.is_empty())
+        list.retain(|(v, _, _)| !self.allow.iter().any(|a| a == v));
+        let matcher = (!list.is_empty())
             .then(|| {
                 AhoCorasick::builder()
                     .match_kind(MatchKind::LeftmostLongest)
-                    .build(all.iter().map(|(v, _, _)| v.as_bytes()))
+                    .build(list.iter().map(|(v, _, _)| v.as_bytes()))
                     .ok()
             })
             .flatten();
-        *self.matcher.write().unwrap_or_else(|p| p.into_inner()) = Some((generation, m.clone()));
-        (all, m)
+        let longest = list.iter().map(|(v, _, _)| v.len()).max().unwrap_or(0);
+        let l = Arc::new(Literals { generation, list, matcher, longest });
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(l.clone());
+        l
     }
 
     /// Every secret in `text`: (start, end, source, rule), in order, none overlapping (at one
     /// place the longer wins).
     fn find(&self, text: &str) -> Vec<Found> {
         let mut found: Vec<Found> = Vec::new();
-        let (lits, matcher) = self.literals();
-        if let Some(m) = matcher {
+        let lits = self.literals();
+        if let Some(m) = &lits.matcher {
             for hit in m.find_iter(text.as_bytes()) {
-                let (_, source, rule) = &lits[hit.pattern().as_usize()];
+                let (_, source, rule) = &lits.list[hit.pattern().as_usize()];
                 found.push((hit.start(), hit.end(), *source, rule));
             }
         }
@@ -313,9 +333,8 @@ impl Redactor {
 
     /// The longest text a secret may span, for streams: what they hold back at their end.
     pub fn window(&self) -> usize {
-        let lits = self.literals().0.iter().map(|(v, _, _)| v.len()).max().unwrap_or(0);
         let rules = if self.rules { 16 * 1024 + 256 } else { 0 };
-        lits.max(rules)
+        self.literals().longest.max(rules)
     }
 }
 

@@ -30,7 +30,7 @@ impl Stream {
         self.held.push_str(chunk);
         let len = self.held.len();
         let from = self.context;
-        let short = SHORT.max(self.redactor.literals().0.iter().map(|(v, _, _)| v.len()).max().unwrap_or(0));
+        let short = SHORT.max(self.redactor.literals().longest);
         let mut cut = len.saturating_sub(short).max(from);
         let found: Vec<_> = self.redactor.find(&self.held).into_iter().filter(|f| f.0 >= from).collect();
         // A private key block not yet ended is held from its start.
