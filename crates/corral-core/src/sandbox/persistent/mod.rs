@@ -66,7 +66,7 @@ pub struct SessionSandbox {
     inside: Mutex<Option<Arc<dyn Inside>>>,
     broker: Arc<Broker>,
     gate: Arc<Gate>,
-    /// The proxy endpoint's port inside (none where `inside` is `None`).
+    /// The proxy endpoint's port inside (none for a container this process cannot enter).
     proxy: Option<u16>,
     env: BTreeMap<String, String>,
     forwarders: Mutex<HashMap<u16, Forwarder>>,
@@ -375,6 +375,10 @@ impl SessionSandbox {
             if ports.is_empty() {
                 return Ok(());
             }
+            // A session with a proxy endpoint had a way in, until `stop`.
+            if self.proxy.is_some() {
+                return Err(Error::new(Code::Io, "The session was stopped; resume it to expose ports."));
+            }
             return Err(no_network("no port can be forwarded into it"));
         };
         let mut made = Vec::new();
@@ -415,8 +419,7 @@ impl SessionSandbox {
     /// A session without a proxy endpoint (a container this process cannot enter) takes only
     /// `deny-all`.
     pub fn set_policy(&self, policy: NetworkPolicy) -> Result<()> {
-        let entered = self.inside.lock().unwrap_or_else(|p| p.into_inner()).is_some();
-        if !entered && !matches!(policy, NetworkPolicy::DenyAll) {
+        if self.proxy.is_none() && !matches!(policy, NetworkPolicy::DenyAll) {
             return Err(no_network("its network policy stays deny-all"));
         }
         self.gate.set(policy);
