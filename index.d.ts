@@ -232,7 +232,32 @@ export interface FsToolsOptions {
   requireRead?: boolean;
   /** Tools to add after the six, in this order. Default []. */
   include?: Array<'apply_patch' | 'move_file' | 'delete_file' | 'make_dir' | 'file_info' | 'read_files'>;
+  /** Secrets in what the tools give the model become markers (see docs/secrets.md). Default true. */
+  redact?: RedactOption;
 }
+
+/**
+ * `true` (default): the process's shared redactor; `false`: the reference's exact outputs;
+ * options: a redactor of the surface's own; a Redactor: that one (pass one to every surface of one agent).
+ */
+export type RedactOption = boolean | Redactor | RedactorOptions;
+
+export interface RedactorOptions {
+  /** Exact values to treat as secrets (restored into a file that holds them). */
+  values?: string[];
+  /** The named rule set ('default') or none. Default 'default'. */
+  rules?: 'default' | false;
+  /** Exact values never redacted. */
+  allow?: string[];
+}
+
+/** One set of secrets and one numbering of markers per session: `[secret:<rule>#<n>]`. */
+export interface Redactor {
+  /** `text` with each secret replaced by its marker in `sessionId` (default 'default'). */
+  redact(text: string, sessionId?: string): string;
+}
+
+export declare function createRedactor(options?: RedactorOptions): Redactor;
 
 export interface EditEvent {
   path: string;
@@ -320,6 +345,8 @@ export interface ShellToolOptions {
   background?: boolean;
   /** How long a background process may run. Default 1,800,000 (30 minutes). */
   backgroundTimeoutMs?: number;
+  /** Secrets in output, notes, progress and errors become markers (see docs/secrets.md). Default true. */
+  redact?: RedactOption;
 }
 
 export interface ProgressEvent {
@@ -442,6 +469,8 @@ export interface BrokerTransformation {
 export interface CredentialBrokerOptions {
   /** Host (exact, IP literal or *.suffix) to the headers added to its requests. */
   rules: Record<string, Record<string, HeaderValue>>;
+  /** An injected value that comes back in a response's headers or textual body becomes `[secret]` (docs/secrets.md). Default true. */
+  scrub?: boolean;
   /** More hosts reachable without injected headers. */
   allow?: string[];
   /** Hosts allowed to resolve to loopback, link-local or private addresses. */
@@ -663,6 +692,8 @@ export interface TemplateToolOptions {
   maxOutputChars?: number;
   /** Default false (true for a `substitution: 'raw'` spec): an operator registered the tool, and its arguments are quoted (Python: literals). */
   needsApproval?: boolean | ((args: any, ctx?: ToolContext) => boolean | Promise<boolean>);
+  /** As the shell tool's. Default true. */
+  redact?: RedactOption;
 }
 
 export declare function createTemplateTool(spec: WorkspaceToolSpec, options: TemplateToolOptions): Tool<Record<string, unknown>, ShellToolResult>;
@@ -725,7 +756,7 @@ export declare class WorkspaceToolRegistry {
   get(workspaceId: string, name: string): Promise<Required<WorkspaceToolSpec> | undefined>;
   list(workspaceId: string): Promise<Required<WorkspaceToolSpec>[]>;
   delete(workspaceId: string, name: string): Promise<boolean>;
-  toolsFor(workspaceId: string, options: { shell: ShellProvider; builtins?: Tool[]; timeoutMs?: number; maxOutputChars?: number }): Promise<Tool[]>;
+  toolsFor(workspaceId: string, options: { shell: ShellProvider; builtins?: Tool[]; timeoutMs?: number; maxOutputChars?: number; redact?: RedactOption }): Promise<Tool[]>;
 }
 
 export interface WorkspaceToolsHandlerOptions {

@@ -130,6 +130,23 @@ describe('corral mcp', () => {
     }
   });
 
+  it('redacts secrets in results and progress by default; --no-redact gives them as they are', async () => {
+    const key = `ghp_${'aB3dE6gH9kLmN2pQ5sT8vW1yZ4cF7jR0uX6w'.slice(0, 36)}`;
+    const own = tempTree({ '.npmrc': `token=${key}\n` });
+    trees.push(own);
+    const on = await connect(['--root', own.root, '--read-only']);
+    const off = await connect(['--root', own.root, '--read-only', '--no-redact']);
+    try {
+      const shown = await on.client.callTool({ name: 'read_file', arguments: { path: '.npmrc' } });
+      expect(shown.content[0].text).toMatch(/^ 1\ttoken=\[secret:github-pat#\d+\]$/);
+      const plain = await off.client.callTool({ name: 'read_file', arguments: { path: '.npmrc' } });
+      expect(plain.content[0].text).toBe(` 1\ttoken=${key}`);
+    } finally {
+      await on.close();
+      await off.close();
+    }
+  });
+
   it('--read-only offers only the read tools', async () => {
     const ro = await connect(['--root', t.root, '--read-only']);
     try {

@@ -110,6 +110,7 @@ const native = liftAll(binding);
 // provider without the native one's abilities).
 const handles = (binding[Symbol.for('corral.handles')] ??= { fs: new WeakMap(), shell: new WeakMap() });
 handles.checkpoints ??= new WeakMap();
+handles.redactor ??= new WeakMap();
 
 /** The native handle of a provider; JS objects are wrapped once. */
 const nativeOf = handles.fs;
@@ -374,7 +375,8 @@ function createFsTools(fs, options) {
   const fns = [];
   // onEdit is told, not awaited: what it throws or rejects with becomes a process warning.
   const data = optionData(typeof options?.onEdit === 'function' ? { ...options, onEdit: notifier(options.onEdit) } : options ?? null, fns);
-  const tools = keep(new native.NativeFsTools(handle, data, ckpt, functionsCallback(fns)), handle, ckpt, fns);
+  const red = nativeRedactor(options?.redact);
+  const tools = keep(new native.NativeFsTools(handle, data, ckpt, functionsCallback(fns), red), handle, ckpt, fns, red);
   const needsApproval = options?.needsApproval;
   return tools.specs().map(({ imageOutput, ...spec }) => {
     const tool = defineTool({
@@ -418,7 +420,8 @@ function createShellTool(shell, options) {
   // Whole outputs (spillDir) are written through the shell when it is a file provider too.
   const spillFs = options?.spillFs != null ? nativeFs(options.spillFs) : nativeOf.get(shell);
   const given = typeof options?.onProgress === 'function' ? { ...options, onProgress: notifier(options.onProgress) } : options ?? null;
-  const tool = keep(new native.NativeShellTool(handle, optionData(given, fns), functionsCallback(fns), spillFs), handle, fns, spillFs);
+  const red = nativeRedactor(options?.redact);
+  const tool = keep(new native.NativeShellTool(handle, optionData(given, fns), functionsCallback(fns), spillFs, red), handle, fns, spillFs, red);
   // The question a person is asked before a call runs (corral mcp), from the core.
   const withPrompt = (t) => Object.defineProperty(t, 'approvalPrompt', {
     value: (args, rootName) => tool.approvalPrompt(t.name, args ?? null, String(rootName)),
@@ -441,6 +444,29 @@ function createShellTool(shell, options) {
   Object.defineProperty(tools, 'close', { value: () => tool.close(), enumerable: false });
   return tools;
 }
+
+/** The handles of the Redactors createRedactor made. */
+const redactorOf = handles.redactor;
+
+/**
+ * `createRedactor({ values, rules, allow })`: one set of secrets and one numbering of markers per
+ * session, to pass as `redact` to every surface of one agent.
+ */
+function createRedactor(options) {
+  return new Redactor(native.NativeRedactor, optionData(options ?? null));
+}
+
+class Redactor {
+  constructor(make, options) {
+    if (make !== native.NativeRedactor) throw new ConfigurationError('Redactor: make one with createRedactor(options).');
+    redactorOf.set(this, new make(options));
+  }
+  /** `text` with each secret replaced by its marker in `sessionId` (default 'default'). */
+  redact(text, sessionId) { return redactorOf.get(this).redact(String(text), sessionId ?? undefined); }
+}
+
+/** The native handle of a Redactor given as a `redact` option (anything else: the core reads it). */
+const nativeRedactor = (r) => (r !== null && typeof r === 'object' ? redactorOf.get(r) : undefined);
 
 /**
  * A local HTTP proxy that adds auth headers for the hosts you name, so a command only ever sees
@@ -645,7 +671,7 @@ function normalizeWorkspacePath(path, flavor) {
 }
 
 const { createTemplateTool, MemoryToolStore, SqliteToolStore, PostgresToolStore, WorkspaceToolRegistry, createWorkspaceToolsHandler } = require('./workspace-tools.js')({
-  native, nativeShell, callback, weakCallback, keep, optionData, checkOptions, withSignal, ctxData, defineTool, ConfigurationError,
+  native, nativeShell, nativeRedactor, callback, weakCallback, keep, optionData, checkOptions, withSignal, ctxData, defineTool, ConfigurationError,
 });
 
 module.exports = {
@@ -656,6 +682,7 @@ module.exports = {
   createFsTools,
   createShellTool,
   createCredentialBroker,
+  createRedactor,
   SandboxShell,
   NoopSandbox,
   SubprocessSandbox,

@@ -13,7 +13,8 @@ const { parseFlags } = require('./flags.js');
 const { version } = require('../package.json');
 
 const usage = `usage: corral mcp --root DIR [--allow CMD]... [--deny CMD]... [--client-approves] [--read-only]
-                  [--tools default|all] [--sandbox none|linux|docker] [--image IMAGE] [--help] [--version]
+                  [--tools default|all] [--sandbox none|linux|docker] [--image IMAGE] [--no-redact]
+                  [--help] [--version]
 An MCP server on stdio with corral's file tools over DIR and a shell tool.
   --allow CMD         a command that runs without asking (a string pattern; repeatable)
   --deny CMD          a command that is refused without asking (repeatable)
@@ -30,12 +31,14 @@ An MCP server on stdio with corral's file tools over DIR and a shell tool.
                       namespaces, the host read-only but DIR, no network, no daemon) or docker (a
                       container per command, needs --image and a Docker Engine)
   --image IMAGE       the container image for --sandbox docker
+  --no-redact         results as they are: secrets in files and output are not replaced by
+                      [secret:<rule>#<n>] markers (default: they are)
   --help, -h          this text
   --version           corral's version`;
 
 const FLAGS = {
   '--root': 'value', '--allow': 'list', '--deny': 'list', '--client-approves': 'switch', '--read-only': 'switch',
-  '--tools': 'value', '--sandbox': 'value', '--image': 'value', '--help': 'switch', '-h': 'switch', '--version': 'switch',
+  '--tools': 'value', '--sandbox': 'value', '--image': 'value', '--no-redact': 'switch', '--help': 'switch', '-h': 'switch', '--version': 'switch',
 };
 
 function parse(argv) {
@@ -47,6 +50,7 @@ function parse(argv) {
     deny: f['--deny'] ?? [],
     clientApproves: f['--client-approves'] === true,
     readOnly: f['--read-only'] === true,
+    redact: f['--no-redact'] !== true,
     // Which tools the flags give is the core's (`mcpPlan`); a bad value is refused there.
     plan: addon.mcpPlan(f['--tools'] ?? null, f['--sandbox'] ?? null, f['--image'] ?? null, f['--read-only'] === true),
     image: f['--image'],
@@ -59,7 +63,7 @@ function parse(argv) {
 function toolsFor(o, onProgress) {
   const workspace = new corral.NodeWorkspace({ root: o.root });
   const { include, sandbox, background } = o.plan;
-  const fsTools = corral.createFsTools(workspace, { readOnly: o.readOnly, readImages: true, include });
+  const fsTools = corral.createFsTools(workspace, { readOnly: o.readOnly, readImages: true, include, redact: o.redact });
   if (sandbox === null) return fsTools;
   const shell = {
     none: () => workspace,
@@ -74,6 +78,7 @@ function toolsFor(o, onProgress) {
     deny: o.deny,
     needsApproval: (command) => policy.needsApproval(command),
     background,
+    redact: o.redact,
     ...(onProgress ? { onProgress } : {}),
   });
   const tools = [...fsTools, ...(background ? shellTools : [shellTools])];

@@ -3,14 +3,19 @@
 // handler. It only adapts: the rules (spec checks, quoting, merge order, routing and status codes)
 // are the core's; this file moves values and HTTP bytes between them and JavaScript.
 
-module.exports = function workspaceTools({ native, nativeShell, callback, weakCallback, keep, optionData, checkOptions, withSignal, ctxData, defineTool, ConfigurationError }) {
+module.exports = function workspaceTools({ native, nativeShell, nativeRedactor, callback, weakCallback, keep, optionData, checkOptions, withSignal, ctxData, defineTool, ConfigurationError }) {
   const sessionOf = (ctx) => native.sessionOf(ctxData(ctx ?? {}));
   /** A Tool from a WorkspaceToolSpec, run through `shell` with the shell tool's result. */
   function createTemplateTool(spec, options) {
+    return templateTool(spec, options, nativeRedactor(options?.redact));
+  }
+
+  /** createTemplateTool with the native handle of the Redactor its `redact` names, if any. */
+  function templateTool(spec, options, red) {
     const shell = options?.shell;
     if (shell == null) throw new ConfigurationError('createTemplateTool: options.shell (a ShellProvider) is required.');
     const handle = nativeShell(shell);
-    const tool = keep(new native.NativeTemplateTool(optionData(spec ?? null), handle, optionData({ ...options, needsApproval: typeof options?.needsApproval === 'function' ? true : options?.needsApproval })), handle);
+    const tool = keep(new native.NativeTemplateTool(optionData(spec ?? null), handle, optionData({ ...options, needsApproval: typeof options?.needsApproval === 'function' ? true : options?.needsApproval }), red), handle, red);
     const { needsApproval, ...data } = tool.spec();
     return defineTool({
       ...data,
@@ -89,24 +94,28 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
     async toolsFor(workspaceId, options) {
       checkOptions('toolsFor', options);
       const { shell, builtins = [], ...templateOptions } = options ?? {};
+      // One redactor for the workspace tools and the audit events (the core resolves the option).
+      const red = native.redactorFor(optionData({ redact: options?.redact }), nativeRedactor(options?.redact));
       const specs = await this.list(workspaceId);
       const byName = new Map(specs.map((s) => [s.name, s]));
       const order = native.mergeTools(builtins.map((t) => t.name), specs.map((s) => s.name));
       const { onDispatch } = registryOf.get(this);
       return order.map((m) => {
         const kind = m.builtin !== undefined ? 'builtin' : 'workspace';
-        const tool = kind === 'builtin' ? builtins[m.builtin] : createTemplateTool(byName.get(m.workspace), { shell, ...templateOptions });
-        return onDispatch ? audited(tool, kind, workspaceId, onDispatch) : tool;
+        const tool = kind === 'builtin' ? builtins[m.builtin] : templateTool(byName.get(m.workspace), { shell, ...templateOptions, redact: red !== null }, red ?? undefined);
+        return onDispatch ? audited(tool, kind, workspaceId, onDispatch, red) : tool;
       });
     }
   }
 
   /** The tool with every call reported to onDispatch (awaited: an audit failure rejects the call). */
-  function audited(tool, kind, workspaceId, onDispatch) {
+  function audited(tool, kind, workspaceId, onDispatch, red) {
     return {
       ...tool,
       execute: async (args, ctx) => {
         const started = performance.now();
+        // The event carries the arguments as the redactor shows them.
+        const seen = red ? red.redactJson(args ?? null, sessionOf(ctx)) : args;
         let ok = true;
         let error;
         let result;
@@ -114,11 +123,12 @@ module.exports = function workspaceTools({ native, nativeShell, callback, weakCa
           result = await tool.execute(args, ctx);
         } catch (e) {
           ok = false;
-          error = { code: typeof e?.code === 'string' ? e.code : String(e?.name ?? 'Error'), message: String(e?.message ?? e) };
-          await onDispatch({ workspaceId, sessionId: sessionOf(ctx), toolName: tool.name, kind, args, ok, error, durationMs: performance.now() - started });
+          const message = String(e?.message ?? e);
+          error = { code: typeof e?.code === 'string' ? e.code : String(e?.name ?? 'Error'), message: red ? red.redact(message, sessionOf(ctx)) : message };
+          await onDispatch({ workspaceId, sessionId: sessionOf(ctx), toolName: tool.name, kind, args: seen, ok, error, durationMs: performance.now() - started });
           throw e;
         }
-        await onDispatch({ workspaceId, sessionId: sessionOf(ctx), toolName: tool.name, kind, args, ok, durationMs: performance.now() - started });
+        await onDispatch({ workspaceId, sessionId: sessionOf(ctx), toolName: tool.name, kind, args: seen, ok, durationMs: performance.now() - started });
         return result;
       },
     };

@@ -17,6 +17,7 @@ mod ckpt;
 mod errors;
 mod fs;
 mod ops;
+mod redact;
 mod sandbox;
 #[cfg(target_os = "linux")]
 mod session;

@@ -148,9 +148,11 @@ impl NativeShellTool {
         options: Value,
         functions: Option<JsFn>,
         spill_fs: Option<&crate::NativeFs>,
+        redactor: Option<&crate::redact::NativeRedactor>,
     ) -> Result<Self> {
         let spill_fs = spill_fs.map(|f| f.inner.clone());
-        let opts = ShellToolOptions::from_options(&options, &crate::functions(functions), spill_fs).napi()?;
+        let redactor = redactor.map(|r| r.inner.clone());
+        let opts = ShellToolOptions::from_options(&options, &crate::functions(functions), spill_fs, redactor).napi()?;
         let processes = opts.background.then(|| Arc::new(Processes::new(opts.background_timeout_ms)));
         Ok(NativeShellTool { shell: shell.inner.clone(), opts: Arc::new(opts), processes })
     }
@@ -186,12 +188,12 @@ impl NativeShellTool {
         ctx: Value,
         cancel: Option<&CancelToken>,
     ) -> Result<PromiseRaw<'e, Value>> {
-        let procs = self.processes.clone();
+        let (procs, opts) = (self.processes.clone(), self.opts.clone());
         let cancel = cancel.map(|c| c.inner.clone());
         let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
         crate::spawn(env, async move {
             let procs = procs.ok_or_else(|| corral_core::Error::config("The process tools need background: true."))?;
-            process_tools::call(&procs, &name, &args, &ctx.session_id, cancel.as_ref()).await
+            process_tools::call(&procs, &name, &args, &ctx.session_id, cancel.as_ref(), opts.redactor.as_ref()).await
         })
     }
 
@@ -336,9 +338,13 @@ impl NativeShellTool {
         crate::spawn(env, async move {
             match procs {
                 Some(p) if args.get("run_in_background").and_then(Value::as_bool) == Some(true) => {
-                    process_tools::start_background(shell, &opts, &p, &args, &ctx.session_id).await
+                    let started = process_tools::start_background(shell, &opts, &p, &args, &ctx.session_id).await;
+                    match &opts.redactor {
+                        Some(r) => started.map_err(|e| r.redact_error(e, &ctx.session_id)),
+                        None => started,
+                    }
                 }
-                _ => tool::call(shell.as_ref(), &opts, &args, ctx.tool_call_id, cancel).await,
+                _ => tool::call(shell.as_ref(), &opts, &args, ctx.tool_call_id, &ctx.session_id, cancel).await,
             }
         })
     }

@@ -39,8 +39,11 @@ impl NativeFsTools {
         options: Value,
         checkpoints: Option<&ckpt::NativeCheckpoints>,
         functions: Option<JsFn>,
+        redactor: Option<&crate::redact::NativeRedactor>,
     ) -> Result<Self> {
-        let opts = file_tool_options(FsToolOptions::from_options, &options, checkpoints, functions)?;
+        let redactor = redactor.map(|r| r.inner.clone());
+        let mut opts = FsToolOptions::from_options_with(&options, &crate::functions(functions), redactor).napi()?;
+        opts.checkpoints = checkpoints.map(|c| c.inner.clone());
         Ok(NativeFsTools { fs: fs.inner.clone(), opts })
     }
 

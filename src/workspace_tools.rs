@@ -28,9 +28,15 @@ pub struct NativeTemplateTool {
 #[napi]
 impl NativeTemplateTool {
     #[napi(constructor, catch_unwind)]
-    pub fn new(spec: Value, shell: &NativeShell, options: Value) -> Result<Self> {
+    pub fn new(
+        spec: Value,
+        shell: &NativeShell,
+        options: Value,
+        redactor: Option<&crate::redact::NativeRedactor>,
+    ) -> Result<Self> {
         let spec = WorkspaceToolSpec::from_json(&spec).napi()?;
-        let opts = corral_core::templates::tool_options_for(&spec, &options, &|_| None).napi()?;
+        let redactor = redactor.map(|r| r.inner.clone());
+        let opts = corral_core::templates::tool_options_for(&spec, &options, &|_| None, redactor).napi()?;
         Ok(NativeTemplateTool {
             tool: Arc::new(TemplateTool::new(spec).napi()?),
             shell: shell.inner.clone(),
@@ -59,7 +65,13 @@ impl NativeTemplateTool {
         let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
         crate::spawn(env, async move {
             let command = t.command(&args)?;
-            let call = Call { command: &command, timeout_ms: None, stdin: None, tool_call_id: ctx.tool_call_id };
+            let call = Call {
+                command: &command,
+                timeout_ms: None,
+                stdin: None,
+                tool_call_id: ctx.tool_call_id,
+                session: &ctx.session_id,
+            };
             tool::run_call(shell.as_ref(), &opts, &call, cancel).await
         })
     }

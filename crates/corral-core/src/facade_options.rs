@@ -23,6 +23,8 @@ enum Kind {
     Approval,
     /// `turn` of an adapter: a number, or a function that gives one at each change.
     Turn,
+    /// `redact`: a boolean, options or a Redactor (the core reads which).
+    Redact,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Kind::Value => matches!(kind, "object" | "function" | "array"),
             Kind::Approval => matches!(kind, "boolean" | "function"),
             Kind::Turn => matches!(kind, "number" | "function"),
+            Kind::Redact => matches!(kind, "boolean" | "object"),
         }
     }
     fn what(self) -> &'static str {
@@ -48,6 +51,7 @@ impl Kind {
             Kind::Value => "an object",
             Kind::Approval => "a boolean or a function",
             Kind::Turn => "a number or a function",
+            Kind::Redact => "true, false, { values, rules, allow } or a Redactor",
         }
     }
 }
@@ -100,6 +104,7 @@ fn spec(what: &str) -> Option<(&'static str, Spec, &'static [&'static str])> {
                 ("timeoutMs", Kind::Number, "milliseconds"),
                 ("maxOutputChars", Kind::Number, "characters"),
                 ("needsApproval", Kind::Approval, "whether each call needs approval"),
+                ("redact", Kind::Redact, "what becomes a marker in the workspace tools' results"),
             ],
             // A workspace without tools of its own needs no shell; createTemplateTool says so
             // for one that has them.

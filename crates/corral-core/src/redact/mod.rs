@@ -15,6 +15,10 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::options::Reader;
 
 pub mod rules;
 pub mod stream;
@@ -67,6 +71,13 @@ pub struct Redactor {
     rules: bool,
     allow: Vec<String>,
     sessions: Mutex<HashMap<String, Markers>>,
+}
+
+impl std::fmt::Debug for Redactor {
+    /// Never its values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor").field("rules", &self.rules).finish_non_exhaustive()
+    }
 }
 
 /// Values registered by parts of corral while they live (the broker's injected values).
@@ -137,7 +148,7 @@ pub fn secret_value(v: &str) -> bool {
 
 /// A value and the forms it may show up in: as it is, base64 (standard and URL-safe, padded or
 /// not) and percent-encoded.
-fn forms(v: &str) -> Vec<String> {
+pub(crate) fn forms(v: &str) -> Vec<String> {
     let mut out = vec![v.to_string()];
     for e in [
         base64::engine::general_purpose::STANDARD.encode(v),
@@ -153,7 +164,7 @@ fn forms(v: &str) -> Vec<String> {
 }
 
 /// What a redactor is made with.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RedactorOptions {
     pub values: Vec<String>,
     /// The default rule set (`rules: 'default'`); `false` turns it off.
@@ -161,12 +172,74 @@ pub struct RedactorOptions {
     pub allow: Vec<String>,
 }
 
+impl RedactorOptions {
+    /// `createRedactor`'s options, or `redact: { values, rules, allow }` (`what` names which).
+    pub fn from_options(what: &'static str, v: &Value) -> Result<RedactorOptions> {
+        let r = Reader::new(what, v, &["values", "rules", "allow"])?;
+        let rules = match r.get("rules") {
+            None => true,
+            Some(Value::String(s)) if s == "default" => true,
+            Some(Value::Bool(false)) => false,
+            Some(_) => return Err(r.err("rules must be 'default' or false.")),
+        };
+        Ok(RedactorOptions {
+            values: r.strings("values")?.unwrap_or_default(),
+            rules,
+            allow: r.strings("allow")?.unwrap_or_default(),
+        })
+    }
+}
+
+/// Environment variables: (name, value).
+type Env = Vec<(String, String)>;
+
+/// The secret-named environment variables of this process now, with their values.
+fn env_secrets() -> Env {
+    let mut env: Vec<(String, String)> = std::env::vars().filter(|(k, v)| secret_name(k) && secret_value(v)).collect();
+    env.sort();
+    env
+}
+
+/// The redactor of every surface made without one of its own (`redact: true`, the default): one
+/// per process, so a marker the shell tool gave is restored by the file tools of the same
+/// session; made again when the environment's secrets have changed since.
+pub fn shared() -> Arc<Redactor> {
+    static SHARED: Mutex<Option<(Env, Arc<Redactor>)>> = Mutex::new(None);
+    let env = env_secrets();
+    let mut s = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    match s.as_ref() {
+        Some((seen, r)) if *seen == env => r.clone(),
+        _ => {
+            let r = Arc::new(Redactor::with_env(RedactorOptions { rules: true, ..Default::default() }, env.clone()));
+            *s = Some((env, r.clone()));
+            r
+        }
+    }
+}
+
+/// The `redact` option of a surface (`createFsTools`, `createShellTool`, `toolsFor`, the
+/// adapters): absent or `true` is the shared redactor, `false` none, `{ values, rules, allow }` a
+/// redactor of its own, and a `Redactor` (tagged as an object; the binding gives its handle as
+/// `given`) that one.
+pub fn from_option(r: &Reader<'_>, given: Option<Arc<Redactor>>) -> Result<Option<Arc<Redactor>>> {
+    let wrong = || r.err("redact must be true, false, { values, rules, allow } or a Redactor from createRedactor().");
+    match r.get("redact") {
+        None | Some(Value::Bool(true)) => Ok(Some(given.unwrap_or_else(shared))),
+        Some(Value::Bool(false)) => Ok(None),
+        Some(v) if crate::options::is_js_object(v) => given.map(Some).ok_or_else(wrong),
+        Some(v @ Value::Object(_)) if !crate::options::is_function(v) => {
+            let o = RedactorOptions::from_options("redact", v).map_err(|e| r.err(e.message))?;
+            Ok(Some(Arc::new(Redactor::new(o))))
+        }
+        Some(_) => Err(wrong()),
+    }
+}
+
 impl Redactor {
     /// A redactor with `options`, the secret-named environment variables of this process as they
     /// are now, and the values registered while it runs.
     pub fn new(options: RedactorOptions) -> Redactor {
-        let env: Vec<(String, String)> = std::env::vars().filter(|(k, v)| secret_name(k) && secret_value(v)).collect();
-        Self::with_env(options, env)
+        Self::with_env(options, env_secrets())
     }
 
     pub(crate) fn with_env(options: RedactorOptions, env: Vec<(String, String)>) -> Redactor {
@@ -329,6 +402,39 @@ impl Redactor {
         } else {
             Cow::Borrowed(text)
         }
+    }
+
+    /// Every string in `v` redacted (an image's bytes are left as they are: they are not text).
+    pub fn redact_json(&self, v: Value, session: &str) -> Value {
+        match v {
+            Value::String(s) => match self.redact(&s, session) {
+                Cow::Borrowed(_) => Value::String(s),
+                Cow::Owned(o) => Value::String(o),
+            },
+            Value::Array(a) => Value::Array(a.into_iter().map(|v| self.redact_json(v, session)).collect()),
+            Value::Object(m) => {
+                let image = m.get("type").and_then(Value::as_str) == Some("image");
+                Value::Object(
+                    m.into_iter()
+                        .map(|(k, v)| {
+                            let v = if image && k == "data" { v } else { self.redact_json(v, session) };
+                            (k, v)
+                        })
+                        .collect(),
+                )
+            }
+            v => v,
+        }
+    }
+
+    /// `e` with its message redacted (a caller's own error, rethrown as it was, is left alone).
+    pub fn redact_error(&self, mut e: Error, session: &str) -> Error {
+        if e.foreign.is_none() {
+            if let Cow::Owned(m) = self.redact(&e.message, session) {
+                e.message = m;
+            }
+        }
+        e
     }
 
     /// The longest text a secret may span, for streams: what they hold back at their end.

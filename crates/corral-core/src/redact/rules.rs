@@ -67,6 +67,52 @@ pub const RULES: &[Rule] = &[
     Rule { name: "age-secret-key", pattern: r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}" },
 ];
 
+/// How every rule's token begins: a stream holds back a tail only while it could still become one
+/// of these (each rule's synthesized token starts with one; a test checks it).
+pub const PREFIXES: &[&str] = &[
+    "-----BEGIN",
+    "-----begin",
+    "A3T",
+    "AKIA",
+    "ASIA",
+    "ABIA",
+    "ACCA",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "glptt-",
+    "glrt-",
+    "GR1348941",
+    "xoxb-",
+    "xoxp-",
+    "xoxe-",
+    "xapp-",
+    "XAPP-",
+    "hooks.slack.com/",
+    "http://hooks.slack.com/",
+    "https://hooks.slack.com/",
+    "sk_live_",
+    "rk_live_",
+    "sk-",
+    "AIza",
+    "npm_",
+    "pypi-",
+    "hf_",
+    "shpat_",
+    "shpca_",
+    "shppa_",
+    "shpss_",
+    "SG.",
+    "doo_v1_",
+    "dop_v1_",
+    "dor_v1_",
+    "AGE-SECRET-KEY-1",
+];
+
 /// The rules compiled: one pattern for all (a match is then named by the rule that matches it
 /// whole), and each rule alone, anchored.
 pub struct Compiled {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::Redactor;
 
-/// The most a token of the rules (but a private key block) or a value spans; a private key block
-/// is held back from its `-----BEGIN` until its end arrives (up to the rule's bound).
+/// The most a token of the rules (but a private key block) spans; a private key block is held back
+/// from its `-----BEGIN` until its end arrives (up to the rule's bound).
 const SHORT: usize = 1100;
 const BEGIN: &str = "-----BEGIN";
 
@@ -25,18 +25,23 @@ impl Stream {
         Stream { redactor, session: session.to_string(), held: String::new(), context: 0 }
     }
 
-    /// What may be given out now of everything pushed so far, redacted.
+    /// What may be given out now of everything pushed so far, redacted. Held back: only a tail
+    /// that could still be (the start of) a secret — a word that begins like a rule's token, the
+    /// longest end that begins a literal value, an unended private key block — so other output
+    /// goes out at once.
     pub fn push(&mut self, chunk: &str) -> String {
         self.held.push_str(chunk);
         let len = self.held.len();
         let from = self.context;
-        let short = SHORT.max(self.redactor.literals().longest);
-        let mut cut = len.saturating_sub(short).max(from);
-        let found: Vec<_> = self.redactor.find(&self.held).into_iter().filter(|f| f.0 >= from).collect();
+        let lits = self.redactor.literals();
+        let short = SHORT.max(lits.longest);
+        let hold = self.tail(self.held.as_bytes(), &lits);
+        let mut cut = len - hold.min(short);
+        let found = self.found(from);
         // A private key block not yet ended is held from its start.
         if self.redactor.rules {
-            if let Some(p) = self.held[from..].rfind(BEGIN).map(|p| p + from) {
-                let open = !found.iter().any(|(start, end, _, _)| (*start..*end).contains(&p));
+            if let Some(p) = self.held.rfind(BEGIN) {
+                let open = !found.iter().any(|(start, end, _, _)| (*start..*end).contains(&p.max(from)));
                 if open && len - p <= self.redactor.window() {
                     cut = cut.min(p);
                 }
@@ -55,17 +60,64 @@ impl Stream {
             return String::new();
         }
         let out = self.redactor.replace(&self.held, &found, from, cut, &self.session);
-        // Keep the last character given out as the context of what follows.
-        let last = self.held[..cut].chars().next_back().map_or(0, char::len_utf8);
-        self.held.drain(..cut - last);
-        self.context = last;
+        // Kept as the context of what follows: the last word given out and the character before it
+        // (up to the longest a token spans), so a word boundary, and a token whose public prefix
+        // went out, are judged as on the whole text.
+        let given = &self.held.as_bytes()[..cut];
+        let run = given.iter().rev().take_while(|b| !b.is_ascii_whitespace()).count();
+        let mut keep_from = cut - (run + 1).min(short + 1).min(cut);
+        while !self.held.is_char_boundary(keep_from) {
+            keep_from -= 1;
+        }
+        self.held.drain(..keep_from);
+        self.context = cut - keep_from;
         out
+    }
+
+    /// The secrets in what is held that reach past the context; one that begins in the context
+    /// (its first characters went out as part of a rule's public prefix) is replaced from there.
+    fn found(&self, from: usize) -> Vec<super::Found> {
+        self.redactor
+            .find(&self.held)
+            .into_iter()
+            .filter(|f| f.1 > from)
+            .map(|(start, end, source, rule)| (start.max(from), end, source, rule))
+            .collect()
+    }
+
+    /// How many bytes at the end of `held` (its context included: `push` never cuts before it)
+    /// could still be (the start of) a secret: a word that has begun a rule's token (its whole
+    /// prefix is there) is held from its start; an end that begins a literal value (which may hold
+    /// spaces) is held. A word that is only part of a prefix (public text) goes out.
+    fn tail(&self, rest: &[u8], lits: &super::Literals) -> usize {
+        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let run = rest.iter().rev().take_while(|b| !b.is_ascii_whitespace()).count();
+        let mut hold = 0;
+        if self.redactor.rules {
+            for p in rest.len() - run..rest.len() {
+                if p > 0 && word(rest[p - 1]) && word(rest[p]) {
+                    continue;
+                }
+                if super::rules::PREFIXES.iter().any(|x| rest[p..].starts_with(x.as_bytes())) {
+                    hold = rest.len() - p;
+                    break;
+                }
+            }
+        }
+        let literal = (1..=lits.longest.min(rest.len()))
+            .rev()
+            .find(|&k| {
+                let end = &rest[rest.len() - k..];
+                lits.list.iter().any(|(v, _, _)| v.as_bytes().starts_with(end))
+            })
+            .unwrap_or(0);
+        hold.max(literal)
     }
 
     /// The rest, redacted (the stream ended).
     pub fn finish(&mut self) -> String {
         let from = self.context;
-        let found: Vec<_> = self.redactor.find(&self.held).into_iter().filter(|f| f.0 >= from).collect();
+        let found = self.found(from);
         let out = self.redactor.replace(&self.held, &found, from, self.held.len(), &self.session);
         self.held.clear();
         self.context = 0;

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use super::{OutputSink, Sink, Stream};
 use crate::options::Callable;
+use crate::redact::{stream::Stream as RedactStream, Redactor};
 
 /// The default gathering time.
 pub const PROGRESS_MS: u64 = 250;
@@ -59,12 +60,20 @@ fn decode(carry: &mut Vec<u8>, bytes: &[u8]) -> String {
 }
 
 impl Progress {
-    pub fn start(listener: Arc<dyn Callable>, tool_call_id: Option<String>, every: Duration) -> Progress {
+    /// With `redact`, each stream's text is redacted as it comes, holding back only a tail that
+    /// could still begin a secret (published when the run ends).
+    pub fn start(
+        listener: Arc<dyn Callable>,
+        tool_call_id: Option<String>,
+        every: Duration,
+        redact: Option<(Arc<Redactor>, String)>,
+    ) -> Progress {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Stream, Vec<u8>)>();
         let gatherer = Arc::new(Gatherer { tx, streamed: AtomicBool::new(false) });
         let (l, id) = (listener.clone(), tool_call_id.clone());
         let task = tokio::spawn(async move {
             let mut carry = [Vec::new(), Vec::new()];
+            let mut redacting = redact.map(|(r, session)| [0, 1].map(|_| RedactStream::new(r.clone(), &session)));
             let mut open = true;
             while open {
                 let Some(first) = rx.recv().await else { break };
@@ -89,8 +98,21 @@ impl Progress {
                         _ => runs.push((stream, text)),
                     }
                 }
-                for (stream, text) in runs.into_iter().filter(|(_, t)| !t.is_empty()) {
-                    let _ = l.call(vec![event(&id, stream, &text)]).await;
+                for (stream, text) in runs {
+                    let text = match &mut redacting {
+                        Some(r) => r[stream as usize].push(&text),
+                        None => text,
+                    };
+                    if !text.is_empty() {
+                        let _ = l.call(vec![event(&id, stream, &text)]).await;
+                    }
+                }
+            }
+            // What the redaction held back, once the output has ended.
+            for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+                let rest = redacting.as_mut().map(|r| r[i].finish()).unwrap_or_default();
+                if !rest.is_empty() {
+                    let _ = l.call(vec![event(&id, stream, &rest)]).await;
                 }
             }
         });

@@ -48,6 +48,8 @@ pub struct ShellToolOptions {
     pub background: bool,
     /// `backgroundTimeoutMs`: a background process's lifetime.
     pub background_timeout_ms: u64,
+    /// `redact`: output, notes, progress and errors pass through it (`None`: `redact: false`).
+    pub redactor: Option<std::sync::Arc<crate::redact::Redactor>>,
 }
 
 /// The shell tool's `needsApproval` option.
@@ -84,6 +86,7 @@ impl Default for ShellToolOptions {
             progress_ms: super::progress::PROGRESS_MS,
             background: false,
             background_timeout_ms: BACKGROUND_TIMEOUT_MS,
+            redactor: None,
         }
     }
 }
@@ -93,10 +96,12 @@ impl ShellToolOptions {
     /// `createShellTool`'s options; `fns` gives the functions their tags name, `spill_fs` is where
     /// `spillDir` files are written (the shell provider when it is also a file provider, or the
     /// `spillFs` option).
+    /// `redactor` is the `Redactor` a `redact` option names (its handle, from the binding).
     pub fn from_options(
         v: &Value,
         fns: crate::options::Functions<'_>,
         spill_fs: Option<std::sync::Arc<dyn crate::fs::FsProvider>>,
+        redactor: Option<std::sync::Arc<crate::redact::Redactor>>,
     ) -> Result<ShellToolOptions> {
         use crate::options::{function_of, Reader};
         let r = Reader::new(
@@ -118,6 +123,7 @@ impl ShellToolOptions {
                 "progressMs",
                 "background",
                 "backgroundTimeoutMs",
+                "redact",
             ],
         )?;
         let spill = match r.string("spillDir")? {
@@ -189,6 +195,7 @@ impl ShellToolOptions {
             progress_ms: r.int("progressMs", super::progress::PROGRESS_MS, 1..=600_000)?,
             background: r.bool("background", false)?,
             background_timeout_ms: r.int("backgroundTimeoutMs", d.background_timeout_ms, 1..=7 * 86_400_000)?,
+            redactor: crate::redact::from_option(&r, redactor)?,
         })
     }
 
@@ -386,7 +393,7 @@ pub async fn run(
     timeout_ms: Option<u64>,
     cancel: Option<Cancel>,
 ) -> Result<Value> {
-    let call = Call { command, timeout_ms, stdin: None, tool_call_id: None };
+    let call = Call { command, timeout_ms, stdin: None, tool_call_id: None, session: crate::tools::DEFAULT_SESSION };
     run_with_grace(shell, opts, &call, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL).await
 }
 
@@ -407,6 +414,8 @@ pub struct Call<'a> {
     pub timeout_ms: Option<u64>,
     pub stdin: Option<String>,
     pub tool_call_id: Option<String>,
+    /// The call's session (`ctx.sessionId`): where its output's markers are numbered.
+    pub session: &'a str,
 }
 
 async fn run_with_grace(
@@ -417,75 +426,97 @@ async fn run_with_grace(
     grace_after_timeout: Duration,
     grace_after_cancel: Duration,
 ) -> Result<Value> {
-    let (command, timeout_ms) = (call.command, call.timeout_ms);
-    if command.trim().is_empty() {
-        return Err(Error::new(Code::InvalidArguments, "command must be a non-empty string."));
-    }
-    if timeout_ms == Some(0) {
-        return Err(Error::new(Code::InvalidArguments, "timeout_ms must be at least 1."));
-    }
-    check(shell, opts, command).await?;
-    let timeout = opts.effective_timeout(timeout_ms);
-    if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
-        let r = ExecResult { aborted: true, ..Default::default() };
-        return Ok(result_json(&r, timeout, opts.max_output_chars));
-    }
-    let progress = opts.on_progress.as_ref().map(|l| {
-        super::progress::Progress::start(l.clone(), call.tool_call_id.clone(), Duration::from_millis(opts.progress_ms))
-    });
-    let exec = shell.exec(
-        command,
-        ExecOptions {
-            cwd: opts.cwd.clone(),
-            timeout_ms: Some(timeout),
-            env: opts.env.clone(),
-            stdin: call.stdin.clone(),
-            cancel: cancel.clone(),
-            on_output: progress.as_ref().and_then(|p| p.sink()),
-            capture_bytes: Some(capture_for(opts.max_output_chars, opts.spill.is_some())),
-            ..ExecOptions::default()
-        },
-    );
-    // A provider that ignores its timeout or the cancel is not waited on forever.
-    let backstop = async {
-        let after_cancel = async {
-            match &cancel {
-                Some(c) => {
-                    c.cancelled().await;
-                    tokio::time::sleep(grace_after_cancel).await;
+    let result = async {
+        let (command, timeout_ms) = (call.command, call.timeout_ms);
+        if command.trim().is_empty() {
+            return Err(Error::new(Code::InvalidArguments, "command must be a non-empty string."));
+        }
+        if timeout_ms == Some(0) {
+            return Err(Error::new(Code::InvalidArguments, "timeout_ms must be at least 1."));
+        }
+        check(shell, opts, command).await?;
+        let timeout = opts.effective_timeout(timeout_ms);
+        if cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            let r = ExecResult { aborted: true, ..Default::default() };
+            return Ok(result_json(&r, timeout, opts.max_output_chars));
+        }
+        let progress = opts.on_progress.as_ref().map(|l| {
+            let redact = opts.redactor.clone().map(|r| (r, call.session.to_string()));
+            super::progress::Progress::start(
+                l.clone(),
+                call.tool_call_id.clone(),
+                Duration::from_millis(opts.progress_ms),
+                redact,
+            )
+        });
+        let exec = shell.exec(
+            command,
+            ExecOptions {
+                cwd: opts.cwd.clone(),
+                timeout_ms: Some(timeout),
+                env: opts.env.clone(),
+                stdin: call.stdin.clone(),
+                cancel: cancel.clone(),
+                on_output: progress.as_ref().and_then(|p| p.sink()),
+                capture_bytes: Some(capture_for(opts.max_output_chars, opts.spill.is_some())),
+                ..ExecOptions::default()
+            },
+        );
+        // A provider that ignores its timeout or the cancel is not waited on forever.
+        let backstop = async {
+            let after_cancel = async {
+                match &cancel {
+                    Some(c) => {
+                        c.cancelled().await;
+                        tokio::time::sleep(grace_after_cancel).await;
+                    }
+                    None => std::future::pending().await,
                 }
-                None => std::future::pending().await,
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(timeout) + grace_after_timeout) => Stalled::Timeout,
+                _ = after_cancel => Stalled::Cancel,
             }
         };
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(timeout) + grace_after_timeout) => Stalled::Timeout,
-            _ = after_cancel => Stalled::Cancel,
+        let mut r = tokio::select! {
+            r = exec => r?,
+            stalled = backstop => {
+                let (key, note) = match stalled {
+                    Stalled::Timeout => ("timedOut", format!("The command did not finish within {timeout} ms and the shell provider did not stop it; it may still be running.")),
+                    Stalled::Cancel => ("aborted", "The run was cancelled and the shell provider did not stop the command; it may still be running.".to_string()),
+                };
+                let mut m = Map::new();
+                m.insert("exitCode".into(), Value::Null);
+                m.insert("stdout".into(), Value::from(""));
+                m.insert("stderr".into(), Value::from(""));
+                m.insert(key.into(), Value::Bool(true));
+                m.insert("note".into(), Value::from(note));
+                return Ok(Value::Object(m));
+            }
+        };
+        // Redacted whole, before the cut and before the whole output is saved for the model.
+        if let Some(red) = &opts.redactor {
+            for text in [&mut r.stdout, &mut r.stderr] {
+                if let std::borrow::Cow::Owned(t) = red.redact(text, call.session) {
+                    *text = t;
+                }
+            }
         }
-    };
-    let r = tokio::select! {
-        r = exec => r?,
-        stalled = backstop => {
-            let (key, note) = match stalled {
-                Stalled::Timeout => ("timedOut", format!("The command did not finish within {timeout} ms and the shell provider did not stop it; it may still be running.")),
-                Stalled::Cancel => ("aborted", "The run was cancelled and the shell provider did not stop the command; it may still be running.".to_string()),
-            };
-            let mut m = Map::new();
-            m.insert("exitCode".into(), Value::Null);
-            m.insert("stdout".into(), Value::from(""));
-            m.insert("stderr".into(), Value::from(""));
-            m.insert(key.into(), Value::Bool(true));
-            m.insert("note".into(), Value::from(note));
-            return Ok(Value::Object(m));
+        if let Some(p) = progress {
+            p.finish(&r.stdout, &r.stderr).await;
         }
-    };
-    if let Some(p) = progress {
-        p.finish(&r.stdout, &r.stderr).await;
+        let mut result = result_json(&r, timeout, opts.max_output_chars);
+        if let Some(spill) = &opts.spill {
+            save_whole_output(spill, &r, opts.max_output_chars, call.tool_call_id.as_deref(), &mut result).await?;
+        }
+        Ok(result)
     }
-    let mut result = result_json(&r, timeout, opts.max_output_chars);
-    if let Some(spill) = &opts.spill {
-        save_whole_output(spill, &r, opts.max_output_chars, call.tool_call_id.as_deref(), &mut result).await?;
+    .await;
+    // The output was redacted whole before its cut; notes, paths and errors are redacted here.
+    match &opts.redactor {
+        Some(r) => result.map(|v| r.redact_json(v, call.session)).map_err(|e| r.redact_error(e, call.session)),
+        None => result,
     }
-    Ok(result)
 }
 
 /// Saves each stream that was cut for the model, and says where.
@@ -552,14 +583,21 @@ pub async fn call(
     opts: &ShellToolOptions,
     args: &Value,
     tool_call_id: Option<String>,
+    session: &str,
     cancel: Option<Cancel>,
 ) -> Result<Value> {
-    check_call_args(opts, args)?;
+    if let Err(e) = check_call_args(opts, args) {
+        return Err(match &opts.redactor {
+            Some(r) => r.redact_error(e, session),
+            None => e,
+        });
+    }
     let call = Call {
         command: args.get("command").and_then(Value::as_str).unwrap_or_default(),
         timeout_ms: args.get("timeout_ms").and_then(Value::as_f64).map(|t| t as u64),
         stdin: args.get("stdin").and_then(Value::as_str).map(str::to_string),
         tool_call_id,
+        session,
     };
     run_with_grace(shell, opts, &call, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL).await
 }

@@ -187,10 +187,11 @@ pub fn tool_options_for(
     spec: &WorkspaceToolSpec,
     v: &Value,
     fns: crate::options::Functions<'_>,
+    redactor: Option<std::sync::Arc<crate::redact::Redactor>>,
 ) -> Result<crate::shell::tool::ShellToolOptions> {
     use crate::options::{function_of, Reader};
     use crate::shell::tool::{Approval, ShellToolOptions, DEFAULT_TIMEOUT_MS, MAX_OUTPUT_CHARS};
-    let r = Reader::new("createTemplateTool", v, &["shell", "timeoutMs", "maxOutputChars", "needsApproval"])?;
+    let r = Reader::new("createTemplateTool", v, &["shell", "timeoutMs", "maxOutputChars", "needsApproval", "redact"])?;
     let timeout = r.int("timeoutMs", DEFAULT_TIMEOUT_MS, 1..=86_400_000)?;
     let approval = match r.get("needsApproval") {
         None => Approval::Always(spec.needs_approval_by_default()),
@@ -204,6 +205,7 @@ pub fn tool_options_for(
         max_timeout_ms: timeout,
         max_output_chars: r.int("maxOutputChars", MAX_OUTPUT_CHARS as u64, 1..=100_000_000)? as usize,
         approval,
+        redactor: crate::redact::from_option(&r, redactor)?,
         ..ShellToolOptions::default()
     })
 }
@@ -219,7 +221,7 @@ pub fn tool_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<cra
         handler_kind: HandlerKind::ShellTemplate,
         handler_payload: Value::Object(Map::new()),
     };
-    tool_options_for(&quoted, v, fns)
+    tool_options_for(&quoted, v, fns, None)
 }
 
 /// A spec made runnable: its template parsed and its arguments' schema compiled.

@@ -221,13 +221,18 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
     let bom_bytes: &[u8] = if bom { BOM.as_bytes() } else { b"" };
     o.check_read(ctx, &path, &[bom_bytes, text.as_bytes()])?;
     check_write_size(&path, text.len() as u64, "the file to edit")?;
+    // Markers the model was shown are restored where this file holds their values, before matching.
+    let restore = |v: &Value, key: &str| o.restore(str_arg(v, key).unwrap_or_default(), ctx, &text).into_owned();
     let (out, summary) = match edits {
         Some(list) => {
+            let given: Vec<(String, String)> =
+                list.iter().map(|e| (restore(e, "old_string"), restore(e, "new_string"))).collect();
             let changes: Vec<Change<'_>> = list
                 .iter()
-                .map(|e| Change {
-                    old: str_arg(e, "old_string").unwrap_or_default(),
-                    new: str_arg(e, "new_string").unwrap_or_default(),
+                .zip(&given)
+                .map(|(e, (old, new))| Change {
+                    old,
+                    new,
                     all: e.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
                 })
                 .collect();
@@ -252,11 +257,9 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
             (out, summary)
         }
         None => {
-            let c = Change {
-                old: str_arg(args, "old_string").unwrap_or_default(),
-                new: str_arg(args, "new_string").unwrap_or_default(),
-                all: args.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
-            };
+            let (old, new) = (restore(args, "old_string"), restore(args, "new_string"));
+            let c =
+                Change { old: &old, new: &new, all: args.get("replace_all").and_then(Value::as_bool).unwrap_or(false) };
             if c.old == c.new && text.contains(c.old) {
                 return Ok(format!(
                     "old_string and new_string are the same: {path} is left as it is. Nothing was written."

@@ -73,11 +73,17 @@ pub(super) const EXTRA_WRITING_TOOLS: [&str; 4] = ["apply_patch", "move_file", "
 /// Runs one tool. `args` must be a JSON object.
 /// The result is a string, except an image `read_file` returns with `readImages`.
 pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<Value> {
-    match fs.as_local() {
+    let result = match fs.as_local() {
         // On disk the deny list is also checked where each operation really goes, at the moment
         // it runs: a directory swapped for a link to `.git` after the path was checked is refused.
         Some(local) if !o.deny.is_empty() => call_on(&local.denying(&o.deny), o, name, args, ctx).await,
         _ => call_on(fs, o, name, args, ctx).await,
+    };
+    // Everything the model reads passes the redactor once more as a whole (file text and grep
+    // lines were redacted before their cuts; paths and notes are here), errors too.
+    match &o.redactor {
+        Some(r) => result.map(|v| r.redact_json(v, &ctx.session_id)).map_err(|e| r.redact_error(e, &ctx.session_id)),
+        None => result,
     }
 }
 

@@ -46,6 +46,9 @@ pub struct FsToolOptions {
     pub include: Vec<String>,
     /// `requireRead`: what each session read, shared by the tool set's tools.
     pub reads: Option<Arc<session::ReadLog>>,
+    /// `redact`: what the tools give the model passes through it, and markers the model writes
+    /// back are restored through it (`None`: `redact: false`, the reference's exact outputs).
+    pub redactor: Option<Arc<crate::redact::Redactor>>,
 }
 
 impl Default for FsToolOptions {
@@ -68,6 +71,7 @@ impl Default for FsToolOptions {
             on_edit: None,
             include: Vec::new(),
             reads: None,
+            redactor: None,
         }
     }
 }
@@ -106,13 +110,39 @@ impl FsToolOptions {
     /// `createFsTools`'s options (checkpoints are attached by the binding); `fns` gives the
     /// functions their tags name.
     pub fn from_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<FsToolOptions> {
-        Self::read_options("createFsTools", &FS_TOOLS_KEYS, v, fns)
+        Self::from_options_with(v, fns, None)
+    }
+
+    /// `from_options`, with the `Redactor` a `redact` option names (its handle, from the binding).
+    pub fn from_options_with(
+        v: &Value,
+        fns: crate::options::Functions<'_>,
+        redactor: Option<Arc<crate::redact::Redactor>>,
+    ) -> Result<FsToolOptions> {
+        Self::read_options("createFsTools", &FS_TOOLS_KEYS, v, fns, redactor)
+    }
+
+    /// `text` (a result for the model) redacted in the call's session, when these options redact.
+    pub(crate) fn redact<'t>(&self, text: &'t str, ctx: &Ctx) -> std::borrow::Cow<'t, str> {
+        match &self.redactor {
+            Some(r) => r.redact(text, &ctx.session_id),
+            None => std::borrow::Cow::Borrowed(text),
+        }
+    }
+
+    /// `text` (what the model wrote for `path`, which holds `current`) with the markers of the
+    /// call's session restored where `current` holds their values.
+    pub(crate) fn restore<'t>(&self, text: &'t str, ctx: &Ctx, current: &str) -> std::borrow::Cow<'t, str> {
+        match &self.redactor {
+            Some(r) => r.restore(text, &ctx.session_id, current),
+            None => std::borrow::Cow::Borrowed(text),
+        }
     }
 
     /// An adapter's `files: { … }` (`FILES_KEYS`): the file tools' options for the SDK
     /// sandboxes and the editor (checkpoints are attached by the binding).
     pub fn from_files_options(v: &Value, fns: crate::options::Functions<'_>) -> Result<FsToolOptions> {
-        Self::read_options("files", &FILES_KEYS, v, fns)
+        Self::read_options("files", &FILES_KEYS, v, fns, None)
     }
 
     fn read_options(
@@ -120,6 +150,7 @@ impl FsToolOptions {
         keys: &[&str],
         v: &Value,
         fns: crate::options::Functions<'_>,
+        redactor: Option<Arc<crate::redact::Redactor>>,
     ) -> Result<FsToolOptions> {
         use crate::options::{is_function, is_js_object, Reader};
         let r = Reader::new(what, v, keys)?;
@@ -173,6 +204,8 @@ impl FsToolOptions {
             fuzzy_edit: r.bool("fuzzyEdit", d.fuzzy_edit)?,
             include,
             reads: r.bool("requireRead", false)?.then(Default::default),
+            // An adapter's `files` gives programs their files (never redacted); the tools redact.
+            redactor: if keys.contains(&"redact") { crate::redact::from_option(&r, redactor)? } else { None },
             on_edit: match r.get("onEdit") {
                 None => None,
                 Some(f) => {
@@ -199,7 +232,7 @@ pub const FILES_KEYS: [&str; 9] = [
 ];
 
 /// The keys `createFsTools` takes.
-const FS_TOOLS_KEYS: [&str; 17] = [
+const FS_TOOLS_KEYS: [&str; 18] = [
     "readOnly",
     "needsApproval",
     "maxReadLines",
@@ -217,6 +250,7 @@ const FS_TOOLS_KEYS: [&str; 17] = [
     "onEdit",
     "include",
     "requireRead",
+    "redact",
 ];
 
 /// What the agent loop knows about the call.

@@ -70,6 +70,8 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         if shows_a_line(content.as_bytes(), offset) {
             o.note_read(ctx, &path, &[content.as_bytes()]);
         }
+        // Redacted whole, before any cut: a cut never shows part of a secret.
+        let content = o.redact(&content, ctx);
         return Ok(Value::String(format_lines(&path, &content, offset, limit, o.max_output_chars, None)));
     }
     let bytes = file_bytes_within(fs, &path, "read", " Use grep to find the lines you need.").await?;
@@ -90,9 +92,10 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         )));
     }
     Ok(Value::String(match String::from_utf8(bytes) {
-        Ok(text) => format_lines(&path, &text, offset, limit, o.max_output_chars, None),
+        Ok(text) => format_lines(&path, &o.redact(&text, ctx), offset, limit, o.max_output_chars, None),
         Err(e) => {
             let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let text = o.redact(&text, ctx);
             let note = format!(
                 "({path} is not valid UTF-8: the bytes that are not are shown as U+FFFD. It may be latin1 or Windows-1252; edit_file leaves such files unchanged.)"
             );

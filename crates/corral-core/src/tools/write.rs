@@ -31,13 +31,31 @@ pub(super) fn description(_o: &FsToolOptions) -> String {
 
 pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ctx: &Ctx) -> Result<String> {
     let path = checked_path(fs, o, str_arg(args, "path").unwrap_or_default()).await?;
-    let content = str_arg(args, "content").unwrap_or_default();
+    let given = str_arg(args, "content").unwrap_or_default();
+    // Markers the model was shown are restored where the file it replaces holds their values.
+    let current = match o.redactor.is_some() && given.contains("[secret:") {
+        true => current_text(fs, &path).await,
+        false => String::new(),
+    };
+    let content = o.restore(given, ctx, &current);
+    let content = content.as_ref();
     let size = format!("{}, {}", plural(content.len(), "byte"), plural(content.lines().count(), "line"));
     Ok(match write_bytes(fs, o, ctx, &path, content.as_bytes()).await? {
         Written::Same => format!("{path} already has this content; nothing was written."),
         Written::Replaced => format!("Overwrote {path} ({size})."),
         Written::Created => format!("Created {path} ({size})."),
     })
+}
+
+/// The text of the file at `path` now, for restoring markers into it: empty when there is none
+/// (or it cannot be read as a file the tools could show).
+pub(super) async fn current_text(fs: &dyn FsProvider, path: &str) -> String {
+    match fs.stat(path).await {
+        Ok(Some(s)) if s.kind == EntryType::File && s.size <= MAX_READ_BYTES => {
+            fs.read_file(path).await.unwrap_or_default()
+        }
+        _ => String::new(),
+    }
 }
 
 /// What `write_bytes` did.

@@ -35,6 +35,9 @@ pub(crate) struct Config {
     /// In a walk in path order: how many results settle the page, and whether results are files
     /// (not lines). `None` when every match must be counted.
     pub settle: Option<(usize, bool)>,
+    /// The lines kept are shown redacted in this session: each file with kept lines is redacted
+    /// whole, before its lines are cut.
+    pub redact: Option<(std::sync::Arc<crate::redact::Redactor>, String)>,
 }
 
 /// The matching side of grep: the regex, the time budget and the counters, shared by threads.
@@ -64,6 +67,7 @@ pub(crate) struct Searcher {
     /// In a walk in path order, which files are done: grep stops once the results it shows are
     /// settled (None when every match must be counted).
     pub(crate) settle: Option<Mutex<Settle>>,
+    redact: Option<(std::sync::Arc<crate::redact::Redactor>, String)>,
     /// The walk stopped early because the results shown were settled: the total is a lower bound.
     pub(crate) enough: AtomicBool,
 }
@@ -71,6 +75,25 @@ pub(crate) struct Searcher {
 const BUSY_SLOTS: usize = 64;
 /// How often the watchdog reads the time spent: an abort or a spent budget is answered within it.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
+
+/// The kept lines of one file as the redacted file shows them: the file is redacted whole (a
+/// multi-line secret keeps its line count), so a secret that spans lines or runs past a line's
+/// cut is never shown in part.
+fn redact_lines(r: &crate::redact::Redactor, session: &str, hits: &mut FileHits, bytes: &[u8]) {
+    if hits.lines.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    if let std::borrow::Cow::Owned(red) = r.redact(&text, session) {
+        let body = red.strip_suffix('\n').unwrap_or(&red);
+        let lines: Vec<&str> = body.split('\n').collect();
+        for l in &mut hits.lines {
+            if let Some(line) = lines.get(l.n - 1) {
+                l.text = cut_line(line.strip_suffix('\r').unwrap_or(line)).to_string();
+            }
+        }
+    }
+}
 
 /// A line cut to its first `LINE_CHARS` characters.
 pub(crate) fn cut_line(line: &str) -> &str {
@@ -104,6 +127,7 @@ impl Searcher {
                 Mutex::new(Settle { needed, files, next: 0, before: 0, ahead: Default::default() })
             }),
             enough: AtomicBool::new(false),
+            redact: c.redact,
         }
     }
 
@@ -152,7 +176,10 @@ impl Searcher {
         let since = started.duration_since(self.began).as_nanos() as u64 + 1;
         let slot = (0..BUSY_SLOTS)
             .find(|&i| self.busy[i].compare_exchange(0, since, Ordering::Relaxed, Ordering::Relaxed).is_ok());
-        let result = self.search_lines(path, bytes, started);
+        let mut result = self.search_lines(path, bytes, started);
+        if let (Some((r, session)), Some(hits)) = (&self.redact, result.as_mut()) {
+            redact_lines(r, session, hits, bytes);
+        }
         if let Some(i) = slot {
             self.busy[i].store(0, Ordering::Relaxed);
         }

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc::error::TrySendError, mpsc::Sender, Notify};
 
 use super::{Cancel, ExecOptions, ExecResult, Input, OutputSink, ShellProvider, Sink, Stream};
 use crate::error::{Code, Error, Result};
+use crate::redact::{stream::Stream as RedactStream, Redactor};
 use buffer::Unread;
 
 /// The most processes one session runs at once in one tool set.
@@ -43,6 +44,9 @@ struct Proc {
     input: Mutex<Option<Sender<Vec<u8>>>>,
     /// Its start needed approval: so does text written to its input.
     asked: AtomicBool,
+    /// `process_output` with redaction: a redacting stream per output stream, so a secret split
+    /// between two reads is never shown in part.
+    redacting: Mutex<Option<[RedactStream; 2]>>,
 }
 
 impl Proc {
@@ -219,6 +223,7 @@ impl Processes {
             cancel: self.closed.child_token(),
             input: Mutex::new(tx),
             asked: AtomicBool::new(how.asked),
+            redacting: Mutex::new(None),
         });
         let options = ExecOptions {
             timeout_ms: Some(self.lifetime_ms),
@@ -271,6 +276,34 @@ impl Processes {
     /// (output or the exit) when there is nothing yet.
     pub async fn output(&self, session: &str, id: &str, wait_ms: u64, cancel: Option<&Cancel>) -> Result<Value> {
         Ok(self.read(session, id, wait_ms, cancel, true).await?.to_json())
+    }
+
+    /// `process_output` for a model: as `output`, with each stream redacted as one text across reads
+    /// (what could still begin a secret is held back until the next read, or the end).
+    pub async fn output_redacted(
+        &self,
+        session: &str,
+        id: &str,
+        wait_ms: u64,
+        cancel: Option<&Cancel>,
+        redactor: &Arc<Redactor>,
+    ) -> Result<Value> {
+        let read = self.read(session, id, wait_ms, cancel, true).await?;
+        let mut v = read.to_json();
+        let p = self.find(session, id)?;
+        let mut streams = p.redacting.lock().unwrap_or_else(|e| e.into_inner());
+        let streams = streams.get_or_insert_with(|| [0, 1].map(|_| RedactStream::new(redactor.clone(), session)));
+        for (stream, key) in streams.iter_mut().zip(["stdout", "stderr"]) {
+            let mut text = stream.push(v[key].as_str().unwrap_or_default());
+            if read.ended.is_some() {
+                text.push_str(&stream.finish());
+            }
+            v[key] = Value::from(text);
+        }
+        if let Some(note) = v.get("note").and_then(Value::as_str) {
+            v["note"] = Value::from(redactor.redact(note, session).into_owned());
+        }
+        Ok(v)
     }
 
     /// The output not read before, as bytes; waits up to `wait_ms` (at most `MAX_WAIT_MS`) for

@@ -32,7 +32,7 @@ async fn read_until(procs: &Processes, id: &str, until: impl Fn(&str, &Value) ->
     let started = Instant::now();
     let mut all = String::new();
     loop {
-        let v = call(procs, "process_output", &json!({ "id": id, "wait_ms": 500 }), "s", None).await.unwrap();
+        let v = call(procs, "process_output", &json!({ "id": id, "wait_ms": 500 }), "s", None, None).await.unwrap();
         all.push_str(v["stdout"].as_str().unwrap());
         if until(&all, &v) || started.elapsed() > Duration::from_secs(20) {
             return (all, v);
@@ -57,9 +57,9 @@ async fn a_background_command_keeps_running_and_its_new_output_is_read_later() {
     assert_eq!(out, "one\ntwo\n");
     assert_eq!(last["exitCode"], 3);
     // Nothing new after the end.
-    let again = call(&procs, "process_output", &json!({ "id": id }), "s", None).await.unwrap();
+    let again = call(&procs, "process_output", &json!({ "id": id }), "s", None, None).await.unwrap();
     assert_eq!((again["stdout"].as_str(), again["running"].as_bool()), (Some(""), Some(false)));
-    let list = call(&procs, "process_list", &json!({}), "s", None).await.unwrap();
+    let list = call(&procs, "process_list", &json!({}), "s", None, None).await.unwrap();
     assert_eq!(
         list,
         json!([{ "id": "p1", "command": "echo one; sleep 0.3; echo two; sleep 0.3; exit 3", "running": false, "exitCode": 3 }])
@@ -71,14 +71,14 @@ async fn input_reaches_the_process_and_closing_it_ends_a_reader() {
     let (_d, shell) = local();
     let procs = Processes::new(60_000);
     let id = start(&shell, &procs, "while read line; do echo \"got $line\"; done; echo bye").await;
-    call(&procs, "process_input", &json!({ "id": id, "text": "a\n" }), "s", None).await.unwrap();
+    call(&procs, "process_input", &json!({ "id": id, "text": "a\n" }), "s", None, None).await.unwrap();
     let (out, _) = read_until(&procs, &id, |o, _| o.contains("got a")).await;
     assert_eq!(out, "got a\n");
-    call(&procs, "process_input", &json!({ "id": id, "text": "b\n", "close": true }), "s", None).await.unwrap();
+    call(&procs, "process_input", &json!({ "id": id, "text": "b\n", "close": true }), "s", None, None).await.unwrap();
     let (out, last) = read_until(&procs, &id, |_, v| v["running"] == false).await;
     assert_eq!(out, "got b\nbye\n");
     assert_eq!(last["exitCode"], 0);
-    let e = call(&procs, "process_input", &json!({ "id": id, "text": "c" }), "s", None).await.unwrap_err();
+    let e = call(&procs, "process_input", &json!({ "id": id, "text": "c" }), "s", None, None).await.unwrap_err();
     assert_eq!(e.code, Code::InvalidArguments);
 }
 
@@ -91,7 +91,7 @@ async fn stop_kills_every_process_of_the_group_and_returns_the_last_output() {
     let pids: Vec<i32> = out.lines().filter_map(|l| l.parse().ok()).collect();
     assert_eq!(pids.len(), 2, "{out}");
     assert!(pids.iter().all(|&p| alive(p)));
-    let v = call(&procs, "process_stop", &json!({ "id": id }), "s", None).await.unwrap();
+    let v = call(&procs, "process_stop", &json!({ "id": id }), "s", None, None).await.unwrap();
     assert_eq!(v["running"], false);
     let deadline = Instant::now() + Duration::from_secs(10);
     while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
@@ -121,10 +121,10 @@ async fn a_session_runs_at_most_sixteen_and_sees_only_its_own() {
     start_background(shell.clone(), &opts(), &procs, &json!({ "command": "true", "run_in_background": true }), "t")
         .await
         .unwrap();
-    let e = call(&procs, "process_output", &json!({ "id": "p1" }), "t", None).await.unwrap_err();
+    let e = call(&procs, "process_output", &json!({ "id": "p1" }), "t", None, None).await.unwrap_err();
     assert_eq!(e.code, Code::NotFound);
     procs.close().await;
-    let list = call(&procs, "process_list", &json!({}), "s", None).await.unwrap();
+    let list = call(&procs, "process_list", &json!({}), "s", None, None).await.unwrap();
     assert!(list.as_array().unwrap().iter().all(|p| p["running"] == false), "{list}");
 }
 
@@ -142,7 +142,8 @@ async fn a_process_past_its_lifetime_is_stopped_with_a_note() {
 async fn the_rules_apply_to_a_background_start() {
     let (_d, shell) = local();
     let procs = Processes::new(60_000);
-    let o = ShellToolOptions::from_options(&json!({ "background": true, "deny": ["rm"] }), &|_| None, None).unwrap();
+    let o =
+        ShellToolOptions::from_options(&json!({ "background": true, "deny": ["rm"] }), &|_| None, None, None).unwrap();
     let e = start_background(shell, &o, &procs, &json!({ "command": "rm -rf x", "run_in_background": true }), "s")
         .await
         .unwrap_err();
@@ -241,7 +242,7 @@ async fn a_spawn_request_runs_in_its_own_directory_with_its_variables_and_bytes_
 async fn a_spawn_request_the_rules_refuse_never_runs() {
     let (d, shell) = local();
     let procs = Processes::new(60_000);
-    let deny = crate::shell::tool::ShellToolOptions::from_options(&json!({ "deny": ["touch"] }), &|_| None, None)
+    let deny = crate::shell::tool::ShellToolOptions::from_options(&json!({ "deny": ["touch"] }), &|_| None, None, None)
         .unwrap()
         .deny;
     let opts = ShellToolOptions { deny, ..opts() };

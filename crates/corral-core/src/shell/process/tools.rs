@@ -70,22 +70,34 @@ pub async fn call(
     args: &Value,
     session: &str,
     cancel: Option<&Cancel>,
+    redactor: Option<&std::sync::Arc<crate::redact::Redactor>>,
 ) -> Result<Value> {
-    let v = validator(name).ok_or_else(|| Error::new(Code::InvalidArguments, format!("Unknown tool: {name}")))?;
-    crate::tools::check_args(name, v, args)?;
-    let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
-    match name {
-        "process_output" => {
-            procs.output(session, id, args.get("wait_ms").and_then(Value::as_u64).unwrap_or(0), cancel).await
+    let result = async {
+        let v = validator(name).ok_or_else(|| Error::new(Code::InvalidArguments, format!("Unknown tool: {name}")))?;
+        crate::tools::check_args(name, v, args)?;
+        let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+        match name {
+            "process_output" => {
+                let wait = args.get("wait_ms").and_then(Value::as_u64).unwrap_or(0);
+                match redactor {
+                    Some(r) => procs.output_redacted(session, id, wait, cancel, r).await,
+                    None => procs.output(session, id, wait, cancel).await,
+                }
+            }
+            "process_input" => procs.input(
+                session,
+                id,
+                args.get("text").and_then(Value::as_str).unwrap_or_default().as_bytes(),
+                args.get("close").and_then(Value::as_bool).unwrap_or(false),
+            ),
+            "process_stop" => procs.stop(session, id).await,
+            _ => Ok(procs.list(session)),
         }
-        "process_input" => procs.input(
-            session,
-            id,
-            args.get("text").and_then(Value::as_str).unwrap_or_default().as_bytes(),
-            args.get("close").and_then(Value::as_bool).unwrap_or(false),
-        ),
-        "process_stop" => procs.stop(session, id).await,
-        _ => Ok(procs.list(session)),
+    }
+    .await;
+    match redactor {
+        Some(r) => result.map_err(|e| r.redact_error(e, session)),
+        None => result,
     }
 }
 

@@ -219,11 +219,13 @@ fn a_raw_tool_needs_approval_unless_the_caller_says_otherwise() {
     .unwrap();
     let quoted =
         WorkspaceToolSpec::from_json(&spec_json("shell_template", json!({ "command": "echo {x}" }), &["x"])).unwrap();
-    let approval =
-        |s: &WorkspaceToolSpec, o: serde_json::Value| match tool_options_for(s, &o, &|_| None).unwrap().approval {
-            Approval::Always(b) => b,
-            Approval::Predicate(_) => panic!("a predicate"),
-        };
+    let approval = |s: &WorkspaceToolSpec, o: serde_json::Value| match tool_options_for(s, &o, &|_| None, None)
+        .unwrap()
+        .approval
+    {
+        Approval::Always(b) => b,
+        Approval::Predicate(_) => panic!("a predicate"),
+    };
     assert!(approval(&raw, json!({})));
     assert!(!approval(&raw, json!({ "needsApproval": false })));
     assert!(!approval(&quoted, json!({})));

@@ -105,6 +105,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         multiline,
         // Counting needs every file; the other modes show the first results in path order.
         settle: (mode != Mode::Count).then_some((offset.saturating_add(shown), mode == Mode::Files)),
+        redact: o.redactor.clone().map(|r| (r, ctx.session_id.clone())),
     }));
     let work = async {
         let too_large = Arc::new(Mutex::new(Skipped::default()));

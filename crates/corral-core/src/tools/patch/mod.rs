@@ -19,7 +19,7 @@ use super::write_path::{file_bytes_within, hooked_delete, hooked_write, kind_of,
 use super::MAX_READ_BYTES;
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
-use parse::Hunk;
+use parse::{Chunk, Hunk};
 
 pub(super) fn parameters() -> Value {
     json!({
@@ -191,6 +191,24 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
                     return Err(Error::new(Code::NotFound, format!("File not found: {path} (the patch updates it)")));
                 };
                 let stop = || ctx.check_cancel();
+                // Markers the model was shown are restored where this file holds their values.
+                let restored: Vec<Chunk>;
+                let chunks = match &o.redactor {
+                    Some(_) => {
+                        let r = |l: &String| o.restore(l, ctx, &text).into_owned();
+                        restored = chunks
+                            .iter()
+                            .map(|c| Chunk {
+                                context: c.context.as_ref().map(r),
+                                old_lines: c.old_lines.iter().map(r).collect(),
+                                new_lines: c.new_lines.iter().map(r).collect(),
+                                end_of_file: c.end_of_file,
+                            })
+                            .collect();
+                        &restored
+                    }
+                    None => chunks,
+                };
                 let new = apply::updated(path, &text, chunks, &stop)?;
                 guarded.insert(path.clone());
                 check_write_size(path, new.len() as u64, "the patched file")?;
