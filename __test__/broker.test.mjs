@@ -44,13 +44,17 @@ async function start(server, host) {
   return server;
 }
 
-/** An HTTP upstream that answers with JSON describing the request it received. */
+/**
+ * An HTTP upstream that answers with JSON describing the request it received. It is sent as
+ * octet-stream: the broker scrubs injected values from textual bodies (see "scrub" below), and
+ * these tests read what the upstream really got.
+ */
 function echoHandler(req, res) {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
     const body = JSON.stringify({ method: req.method, url: req.url, headers: req.headers, rawHeaders: req.rawHeaders, body: Buffer.concat(chunks).toString() });
-    res.writeHead(200, { 'content-type': 'application/json', 'x-upstream': 'yes' });
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'x-upstream': 'yes' });
     res.end(body);
   });
 }
@@ -567,7 +571,7 @@ describe('the path form over HTTPS', () => {
 
   it('baseUrl(host) forwards to https://host with the header added (ca as a string)', async () => {
     const up = await httpsUpstream((req, res) => {
-      res.writeHead(202, { 'x-upstream': 'tls' });
+      res.writeHead(202, { 'x-upstream': 'tls', 'content-type': 'application/octet-stream' });
       res.end(JSON.stringify({ url: req.url, method: req.method, authorization: req.headers.authorization, host: req.headers.host }));
     });
     const b = await ruleBroker({ ca: pki.ca });
@@ -815,12 +819,50 @@ describe('bad input', () => {
   });
 });
 
+describe('scrub: an upstream that echoes never hands the injected value back', () => {
+  /** An upstream that reflects the request's authorization in a header and in a text body, in two writes. */
+  const reflecting = () => httpUpstream(UP, (req, res) => {
+    const auth = req.headers.authorization ?? '';
+    res.writeHead(200, { 'content-type': 'text/plain', 'x-echo': auth });
+    res.write(`got ${auth.slice(0, 12)}`);
+    setTimeout(() => res.end(`${auth.slice(12)} (encoding ${req.headers['accept-encoding']})`), 10);
+  });
+
+  it('replaces the value, its credential and its encoded forms in headers and a body split between writes', async () => {
+    const up = await reflecting();
+    const b = await ruleBroker();
+    const r = await request(`http://${UP}:${up.port}/echo`, { proxy: b.url, headers: { 'accept-encoding': 'gzip' } });
+    expect(r.headers['x-echo']).toBe('[secret]');
+    expect(r.body).toBe('got [secret] (encoding identity)');
+    expect(r.body).not.toContain(SECRET.slice(0, 6));
+  });
+
+  it('a Basic credential is scrubbed as sent and decoded', async () => {
+    const up = await httpUpstream(UP, (req, res) => {
+      const decoded = Buffer.from(req.headers.authorization.split(' ')[1], 'base64').toString();
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ sent: req.headers.authorization, decoded, password: decoded.split(':')[1] }));
+    });
+    const b = await broker({ rules: { [UP]: { authorization: { basic: { username: 'robot', password: 'pa55-w0rd-xyz' } } } }, allowPrivate: [UP] });
+    const r = await request(`http://${UP}:${up.port}/`, { proxy: b.url });
+    expect(JSON.parse(r.body)).toEqual({ sent: '[secret]', decoded: '[secret]', password: '[secret]' });
+  });
+
+  it('scrub: false passes the response as it came', async () => {
+    const up = await reflecting();
+    const b = await ruleBroker({ scrub: false });
+    const r = await request(`http://${UP}:${up.port}/echo`, { proxy: b.url });
+    expect(r.headers['x-echo']).toBe(`Bearer ${SECRET}`);
+    expect(r.body).toMatch(new RegExp(`^got Bearer ${SECRET} \\(encoding `));
+  });
+});
+
 describe('load', () => {
   it('300 concurrent requests through the broker all get their own correct response', async () => {
     let served = 0;
     const up = await httpUpstream(UP, (req, res) => {
       served += 1;
-      res.setHeader('content-type', 'application/json');
+      res.setHeader('content-type', 'application/octet-stream');
       res.end(JSON.stringify({ url: req.url, authorization: req.headers.authorization }));
     });
     let calls = 0;

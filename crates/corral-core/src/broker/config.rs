@@ -15,7 +15,7 @@ impl BrokerConfig {
         let r = Reader::new(
             "createCredentialBroker",
             v,
-            &["rules", "allow", "allowPrivate", "host", "port", "ca", "transformations", "tls"],
+            &["rules", "allow", "allowPrivate", "host", "port", "ca", "transformations", "tls", "scrub"],
         )?;
         let mut rules = Vec::new();
         match r.get("rules") {
@@ -54,6 +54,7 @@ impl BrokerConfig {
                 Some(Value::String(s)) if s == "terminate" => true,
                 Some(_) => return Err(r.err("tls must be 'terminate' (or left out).")),
             },
+            no_scrub: !r.bool("scrub", true)?,
             transformations: match r.get("transformations") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(list) => super::transform::from_list(list, fns, "createCredentialBroker: transformations")?,

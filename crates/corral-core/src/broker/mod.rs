@@ -26,6 +26,7 @@ pub(crate) mod terminate;
 pub use policy::NetworkPolicy;
 pub(crate) mod host;
 pub(crate) mod proxy;
+mod scrub;
 pub mod transform;
 pub(crate) mod upstream;
 
@@ -58,6 +59,10 @@ use crate::error::{Code, Error, Result};
 #[async_trait]
 pub trait HeaderSource: Send + Sync {
     async fn value(&self) -> Result<String>;
+    /// The value, when it never changes (known before any request).
+    fn fixed(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A header value that never changes. Its `Debug` output hides the value.
@@ -85,6 +90,9 @@ impl HeaderSource for FixedHeader {
     async fn value(&self) -> Result<String> {
         Ok(self.0.clone())
     }
+    fn fixed(&self) -> Option<&str> {
+        Some(&self.0)
+    }
 }
 
 /// A rule's headers: (header name, where its value comes from).
@@ -111,6 +119,8 @@ pub struct BrokerConfig {
     /// `tls: 'terminate'`: HTTPS to a host with a rule or a transformation is decrypted here
     /// (`terminate.rs`).
     pub terminate_tls: bool,
+    /// `scrub: false`: responses are passed on without replacing injected values (`scrub.rs`).
+    pub no_scrub: bool,
 }
 
 impl fmt::Debug for BrokerConfig {
@@ -184,7 +194,17 @@ impl Broker {
             tls,
             token: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            scrub: !config.no_scrub,
+            injected: Default::default(),
         });
+        // Fixed values are secrets to every redactor from the start (a function's when it gives one).
+        for (_, headers) in &config.rules {
+            for (_, source) in headers {
+                if let Some(v) = source.fixed() {
+                    shared.injected.note_fixed(v);
+                }
+            }
+        }
         let stop = shared.token.clone();
         drop(accept_loop(
             Arc::new(Listener { shared: shared.clone(), allow, local, gate: None }),

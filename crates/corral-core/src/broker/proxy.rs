@@ -57,6 +57,10 @@ pub(crate) struct Shared {
     pub token: CancellationToken,
     /// Every accept loop, connection, tunnel and upstream connection driver.
     pub tracker: TaskTracker,
+    /// Responses are scrubbed of the values injected into their requests (`scrub.rs`).
+    pub scrub: bool,
+    /// Every value injected so far, registered with the redactors while the broker lives.
+    pub injected: super::scrub::Injected,
 }
 
 /// One listening address: its own allowlist (rule hosts plus its `allow`), or a session's gate.
@@ -321,6 +325,7 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
 
     // Values are fetched per request, before any connection is opened.
     let mut injected = Vec::new();
+    let mut scrub_values = Vec::new();
     let sources =
         rule.map(|r| r.headers.as_slice()).unwrap_or(&[]).iter().chain(transformed.iter().flat_map(|t| t.set.iter()));
     for (name, source) in sources {
@@ -333,9 +338,11 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
                 format!("the {name} header for {host} is not a valid header value"),
             );
         };
+        scrub_values.extend(listener.shared.injected.note(value.to_str().unwrap_or_default()));
         value.set_sensitive(true);
         injected.push((name.clone(), value));
     }
+    let scrubber = if listener.shared.scrub { super::scrub::Scrubber::new(scrub_values) } else { None };
 
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -350,6 +357,10 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
     // A later source of the same header (a transformation after a rule) replaces the earlier.
     for (name, value) in injected {
         parts.headers.insert(name, value);
+    }
+    // A response to scrub is asked for without a content coding, so its text can be read.
+    if scrubber.is_some() {
+        parts.headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
     }
     let Ok(host_header) = HeaderValue::from_str(&target.host_header()) else {
         return refuse(StatusCode::BAD_REQUEST, "invalid host");
@@ -376,7 +387,7 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
         let ready = tokio::time::timeout(Duration::from_secs(1), idle.sender.ready()).await;
         if matches!(ready, Ok(Ok(()))) {
             match idle.sender.try_send_request(request).await {
-                Ok(response) => return relay(client, idle, response).await,
+                Ok(response) => return relay(client, idle, response, scrubber).await,
                 Err(mut e) => match e.take_message() {
                     // Never written: the request goes on a new connection instead.
                     Some(unsent) => request = unsent,
@@ -404,19 +415,32 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
         Err(e) => return upstream_failed(host, port, &e),
     };
     match idle.sender.send_request(request).await {
-        Ok(response) => relay(client, idle, response).await,
+        Ok(response) => relay(client, idle, response, scrubber).await,
         Err(e) => upstream_failed(host, port, &e),
     }
 }
 
 /// Passes an upstream response on, and keeps its connection for the client's next request.
-async fn relay(client: &Client, idle: Idle, response: Response<Incoming>) -> Response<ProxyBody> {
+/// With a scrubber, the values injected into the request are replaced in the response.
+async fn relay(
+    client: &Client,
+    idle: Idle,
+    response: Response<Incoming>,
+    scrubber: Option<Arc<super::scrub::Scrubber>>,
+) -> Response<ProxyBody> {
     *client.idle.lock().await = Some(idle);
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     // A body that fails later aborts the client's connection, so a truncated response never
     // looks complete.
-    Response::from_parts(parts, body.map_err(|e| Box::new(e) as BoxError).boxed())
+    let body = match scrubber {
+        Some(s) => {
+            s.headers(&mut parts.headers);
+            s.body(&mut parts.headers, body)
+        }
+        None => body.map_err(|e| Box::new(e) as BoxError).boxed(),
+    };
+    Response::from_parts(parts, body)
 }
 
 fn upstream_failed(host: &str, port: u16, e: &hyper::Error) -> Response<ProxyBody> {

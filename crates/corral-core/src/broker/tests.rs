@@ -140,22 +140,35 @@ async fn echo_server() -> (SocketAddr, Arc<AtomicUsize>) {
 /// `/cut-head` stops inside the response head, `/cut-body` inside a 100-byte body,
 /// `/garbage` answers something that is not HTTP.
 async fn dying_upstream() -> SocketAddr {
+    raw_upstream(|head| {
+        let answer: &[u8] = if head.contains("/cut-head") {
+            b"HTTP/1.1 200 OK\r\nContent-Le"
+        } else if head.contains("/cut-body") {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"
+        } else {
+            b"garbage\r\n\r\n"
+        };
+        vec![answer.to_vec()]
+    })
+    .await
+}
+
+/// A TCP server on 127.0.0.1 that reads each request head and writes what `answer` makes of it,
+/// part by part (each flushed), then closes the connection.
+async fn raw_upstream(answer: impl Fn(&str) -> Vec<Vec<u8>> + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let answer = Arc::new(answer);
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
+            let answer = answer.clone();
             tokio::spawn(async move {
                 let head = read_head(&mut stream).await;
-                let answer: &[u8] = if head.contains("/cut-head") {
-                    b"HTTP/1.1 200 OK\r\nContent-Le"
-                } else if head.contains("/cut-body") {
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"
-                } else {
-                    b"garbage\r\n\r\n"
-                };
-                let _ = stream.write_all(answer).await;
-                let _ = stream.flush().await;
-                // Dropped here: the connection closes mid-response.
+                for part in answer(&head) {
+                    let _ = stream.write_all(&part).await;
+                    let _ = stream.flush().await;
+                }
+                // Dropped here: the connection closes.
             });
         }
     });
@@ -1162,5 +1175,6 @@ async fn a_request_whose_client_shut_its_side_after_sending_it_is_delivered_whol
     broker.close().await;
 }
 
+mod scrub;
 mod terminate;
 mod transformations;
