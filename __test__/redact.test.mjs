@@ -72,6 +72,19 @@ describe('redaction at the boundary (on by default)', () => {
     expect(await fs.read_file.execute({ path: 'aws/credentials' })).toContain('aws_access_key_id = [secret:aws-access-key-id#');
   });
 
+  it('a token far down a long file is a marker where read_file shows it', async () => {
+    const { t, fs } = setup();
+    const lines = Array.from({ length: 3000 }, (_, i) => `line ${i + 1}`);
+    lines[2499] = `token = "${GITHUB}"`;
+    writeFileSync(join(t.root, 'long.txt'), `${lines.join('\n')}\n`);
+    const first = await fs.read_file.execute({ path: 'long.txt' });
+    expect(first).not.toContain('ghp_');
+    const there = await fs.read_file.execute({ path: 'long.txt', offset: 2490, limit: 20 });
+    expect(there).toContain('2500\ttoken = "[secret:github-pat#');
+    expectNoSecret(there);
+    expectNoSecret(await fs.read_file.execute({ path: 'long.txt', offset: -600 }));
+  });
+
   it('a secret is never shown in part by a cut: the file is redacted whole before it', async () => {
     const { fs } = setup();
     const cut = await fs.read_file.execute({ path: 'keys/id_rsa', offset: 3, limit: 2 });
@@ -102,6 +115,25 @@ describe('redaction at the boundary (on by default)', () => {
     expect(read).toContain('[secret:openai-api-key#');
     expectNoSecret(read);
     await close();
+  });
+
+  it('process_stop gives what the process printed last redacted too', async () => {
+    const { shell, proc, close } = setup();
+    const started = await shell.execute({ command: 'sleep 0.3; cat .npmrc; sleep 30', run_in_background: true });
+    await new Promise((r) => setTimeout(r, 1000));
+    const stopped = await proc.process_stop.execute({ id: started.id });
+    expect(JSON.stringify(stopped)).toContain('[secret:npm-access-token#');
+    expectNoSecret(JSON.stringify(stopped));
+    await close();
+  });
+
+  it('a line of a key the model quotes back in a patch is not shown by the error that repeats it', async () => {
+    const { fs } = setup();
+    const shown = await fs.read_file.execute({ path: 'keys/id_rsa' });
+    const marker = shown.split('\n')[4].split('\t')[1];
+    const e = await fs.apply_patch.execute({ input: `*** Begin Patch\n*** Update File: keys/id_rsa\n@@\n ${marker} zz\n-nothing\n+x\n*** End Patch` }).catch((x) => x);
+    expect(e).toBeInstanceOf(Error);
+    expectNoSecret(e.message);
   });
 
   it('text without a secret is byte for byte what redact: false returns', async () => {
@@ -205,6 +237,10 @@ describe('markers round-trip in edits', () => {
     expect(disk('leak.txt')).toBe(`v=${ENV_VALUE}\n`);
     await fs.write_file.execute({ path: 'never.txt', content: '[secret:github-pat#999]\n' });
     expect(disk('never.txt')).toBe('[secret:github-pat#999]\n');
+    // A whole-file write would replace the value by the marker's text: refused, the file as it was.
+    const w = await fs.write_file.execute({ path: 'leak.txt', content: `v=${marker}\nmore\n` }).catch((x) => x);
+    expect(w.code).toBe('InvalidArguments');
+    expect(disk('leak.txt')).toBe(`v=${ENV_VALUE}\n`);
     void shell;
   });
 

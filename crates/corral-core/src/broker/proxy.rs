@@ -326,9 +326,10 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
     // Values are fetched per request, before any connection is opened.
     let mut injected = Vec::new();
     let mut scrub_values = Vec::new();
+    let rule_headers = rule.map(|r| r.headers.as_slice()).unwrap_or(&[]);
     let sources =
-        rule.map(|r| r.headers.as_slice()).unwrap_or(&[]).iter().chain(transformed.iter().flat_map(|t| t.set.iter()));
-    for (name, source) in sources {
+        rule_headers.iter().map(|h| (h, true)).chain(transformed.iter().flat_map(|t| t.set.iter()).map(|h| (h, false)));
+    for ((name, source), from_rule) in sources {
         let Ok(value) = source.value().await else {
             return refuse(StatusCode::BAD_GATEWAY, format!("the {name} header for {host} could not be produced"));
         };
@@ -338,7 +339,11 @@ async fn forward(client: &Client, req: Request<Incoming>, target: Target, path: 
                 format!("the {name} header for {host} is not a valid header value"),
             );
         };
-        scrub_values.extend(listener.shared.injected.note(value.to_str().unwrap_or_default()));
+        // A rule's header is a credential; a transformation's is when its name says so (a value
+        // such as `anthropic-beta: tools-2024-04-04` is not a secret to hide).
+        if from_rule || super::scrub::credential_header(name.as_str()) {
+            scrub_values.extend(listener.shared.injected.note(value.to_str().unwrap_or_default()));
+        }
         value.set_sensitive(true);
         injected.push((name.clone(), value));
     }

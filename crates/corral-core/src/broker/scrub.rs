@@ -79,6 +79,15 @@ impl Injected {
     }
 }
 
+/// Whether a header's name says it carries a credential (`authorization`, `x-api-key`,
+/// `cookie`, `x-auth-token`, `private-token`, …).
+pub(crate) fn credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["auth", "key", "token", "secret", "password", "cookie", "session", "signature", "credential"]
+        .iter()
+        .any(|w| name.contains(w))
+}
+
 /// A header value and the credentials in it: `Bearer <token>`'s token, `Basic <b64>`'s
 /// `user:password` and password (each 4 bytes or more).
 fn credential_parts(value: &str) -> Vec<String> {

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::AhoCorasick;
 use base64::Engine;
 use serde_json::Value;
 
@@ -48,10 +48,17 @@ struct Markers {
     by_value: HashMap<String, String>,
     by_marker: HashMap<String, (String, Source)>,
     next: usize,
+    /// The values given a marker, as literals: a value shown once is a secret wherever it shows
+    /// up again in the session (one line of a key block alone, an error that quotes it). Made
+    /// again when a value is added.
+    issued: Option<Issued>,
 }
 
 /// A literal secret (a value or one of its encoded forms), its source and the rule it is named by.
 type Literal = (String, Source, &'static str);
+
+/// The values one session was given markers for, and their matcher.
+type Issued = Arc<(AhoCorasick, Vec<Literal>)>;
 
 /// Every literal secret of a redactor at one generation of the registry, and their matcher.
 struct Literals {
@@ -279,14 +286,9 @@ impl Redactor {
             }
         }
         list.retain(|(v, _, _)| !self.allow.iter().any(|a| a == v));
-        let matcher = (!list.is_empty())
-            .then(|| {
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(list.iter().map(|(v, _, _)| v.as_bytes()))
-                    .ok()
-            })
-            .flatten();
+        // Every match, overlapping ones too: two values that overlap are merged into one secret.
+        let matcher =
+            (!list.is_empty()).then(|| AhoCorasick::new(list.iter().map(|(v, _, _)| v.as_bytes())).ok()).flatten();
         let longest = list.iter().map(|(v, _, _)| v.len()).max().unwrap_or(0);
         let l = Arc::new(Literals { generation, list, matcher, longest });
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(l.clone());
@@ -295,49 +297,101 @@ impl Redactor {
 
     /// Every secret in `text`: (start, end, source, rule), in order, none overlapping (at one
     /// place the longer wins).
-    fn find(&self, text: &str) -> Vec<Found> {
+    fn find(&self, text: &str, session: &str) -> Vec<Found> {
         let mut found: Vec<Found> = Vec::new();
+        if let Some(issued) = self.issued(session) {
+            let (matcher, values) = issued.as_ref();
+            for hit in matcher.find_overlapping_iter(text.as_bytes()) {
+                let (_, source, rule) = &values[hit.pattern().as_usize()];
+                found.push((hit.start(), hit.end(), *source, rule));
+            }
+        }
         let lits = self.literals();
         if let Some(m) = &lits.matcher {
-            for hit in m.find_iter(text.as_bytes()) {
+            for hit in m.find_overlapping_iter(text.as_bytes()) {
                 let (_, source, rule) = &lits.list[hit.pattern().as_usize()];
                 found.push((hit.start(), hit.end(), *source, rule));
             }
         }
         if self.rules {
-            for hit in rules::compiled().any.find_iter(text.as_bytes()) {
-                // A JSON escape taken as the boundary before a token is not part of it.
-                let escaped =
-                    hit.as_bytes().starts_with(b"\\") && matches!(hit.as_bytes().get(1), Some(b'n' | b'r' | b't'));
-                let start = if escaped { hit.start() + 2 } else { hit.start() };
-                let token = &text.as_bytes()[start..hit.end()];
-                if self.allow.iter().any(|a| a.as_bytes() == token) {
-                    continue;
+            for (start, end, rule) in rules::tokens(text.as_bytes()) {
+                let token = &text.as_bytes()[start..end];
+                if !self.allow.iter().any(|a| a.as_bytes() == token) {
+                    found.push((start, end, Source::Rule, rule));
                 }
-                found.push((start, hit.end(), Source::Rule, rules::name_of(token)));
             }
         }
         found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         let mut out: Vec<Found> = Vec::with_capacity(found.len());
         for f in found {
-            if out.last().is_some_and(|l| f.0 < l.1) {
+            // Spans are on character boundaries: values and tokens are whole strings.
+            if !(text.is_char_boundary(f.0) && text.is_char_boundary(f.1)) {
                 continue;
             }
-            // Spans are on character boundaries: values and tokens are whole strings.
-            if text.is_char_boundary(f.0) && text.is_char_boundary(f.1) {
-                out.push(f);
+            match out.last_mut() {
+                // Two secrets that overlap are one: none of either is shown. What can be written
+                // back is what both sources allow.
+                Some(l) if f.0 < l.1 => {
+                    if f.1 > l.1 {
+                        l.1 = f.1;
+                        if !f.2.restorable() {
+                            l.2 = f.2;
+                        }
+                    }
+                }
+                _ => out.push(f),
             }
         }
         out
     }
 
+    /// What this redactor finds in one session now, taken once for many short texts (a search's
+    /// lines): `may_hold` says, without a lock, whether a text could hold a secret at all.
+    pub fn quick(&self, session: &str) -> Quick {
+        Quick { literals: self.literals(), issued: self.issued(session), rules: self.rules }
+    }
+
+    /// Whether a secret in `text` could span lines: a `-----BEGIN` in it (any case) with the rules
+    /// on, or a literal value with a line break.
+    pub fn spans_lines(&self, text: &[u8]) -> bool {
+        let begin = self.rules
+            && memchr::memmem::find_iter(text, b"-----")
+                .any(|i| text.get(i + 5..i + 10).is_some_and(|w| w.eq_ignore_ascii_case(b"begin")));
+        begin || self.literals().list.iter().any(|(v, _, _)| v.contains('\n'))
+    }
+
     /// `text` with each secret replaced by its marker in `session`; borrowed when there is none.
     pub fn redact<'a>(&self, text: &'a str, session: &str) -> Cow<'a, str> {
-        let found = self.find(text);
+        let found = self.find(text, session);
         if found.is_empty() {
             return Cow::Borrowed(text);
         }
         Cow::Owned(self.replace(text, &found, 0, text.len(), session))
+    }
+
+    /// The values this session was given markers for, as a matcher (made when first needed after
+    /// a value was added).
+    fn issued(&self, session: &str) -> Option<Issued> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let m = sessions.get_mut(session)?;
+        if m.by_marker.is_empty() {
+            return None;
+        }
+        if m.issued.as_ref().is_some_and(|i| i.1.is_empty()) {
+            return None;
+        }
+        if m.issued.is_none() {
+            // (A short piece of a multi-line value is too common a text to be a secret alone.)
+            let values: Vec<Literal> = m
+                .by_marker
+                .iter()
+                .filter(|(_, (value, _))| value.len() >= 8)
+                .map(|(marker, (value, source))| (value.clone(), *source, rule_in(marker)))
+                .collect();
+            let matcher = AhoCorasick::new(values.iter().map(|(v, _, _)| v.as_bytes())).ok()?;
+            m.issued = Some(Arc::new((matcher, values)));
+        }
+        m.issued.clone()
     }
 
     /// `text[from..to]` with the secrets `found` in `text` (none crossing `from` or `to`)
@@ -437,11 +491,54 @@ impl Redactor {
         e
     }
 
+    /// A marker in `text` (what the model wrote) that this session was given for a value `current`
+    /// holds but that is never written into the workspace (the environment's, the broker's): a
+    /// whole-file write with it would replace the secret by the marker's text.
+    pub fn unwritable<'t>(&self, text: &'t str, session: &str, current: &str) -> Option<&'t str> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let markers = sessions.get(session)?;
+        let mut rest = text;
+        while let Some(i) = rest.find("[secret:") {
+            let len = rest[i..].find(']')? + 1;
+            let m = &rest[i..i + len];
+            if let Some((value, source)) = markers.by_marker.get(m) {
+                if !source.restorable() && current.contains(value.as_str()) {
+                    return Some(m);
+                }
+            }
+            rest = &rest[i + len..];
+        }
+        None
+    }
+
     /// The longest text a secret may span, for streams: what they hold back at their end.
     pub fn window(&self) -> usize {
         let rules = if self.rules { 16 * 1024 + 256 } else { 0 };
         self.literals().longest.max(rules)
     }
+}
+
+/// A redactor's matchers at one moment (see `Redactor::quick`).
+pub struct Quick {
+    literals: Arc<Literals>,
+    issued: Option<Issued>,
+    rules: bool,
+}
+
+impl Quick {
+    /// False when `text` holds no value, no value shown before and no place a rule's token could
+    /// begin: it is then shown as it is.
+    pub fn may_hold(&self, text: &[u8]) -> bool {
+        (self.rules && rules::compiled().prefixes.is_match(text))
+            || self.literals.matcher.as_ref().is_some_and(|m| m.is_match(text))
+            || self.issued.as_ref().is_some_and(|i| i.0.is_match(text))
+    }
+}
+
+/// The rule a marker names (`[secret:<rule>#<n>]`), as the static name the rules and sources use.
+fn rule_in(marker: &str) -> &'static str {
+    let name = marker.trim_start_matches("[secret:").split('#').next().unwrap_or("");
+    rules::RULES.iter().map(|r| r.name).chain(["value", "env", "broker"]).find(|n| *n == name).unwrap_or("secret")
 }
 
 /// The marker of `value` in one session, made on first sight.
@@ -450,6 +547,7 @@ fn marker(m: &mut Markers, value: &str, source: Source, rule: &str) -> String {
         return k.clone();
     }
     m.next += 1;
+    m.issued = None;
     let k = format!("[secret:{rule}#{}]", m.next);
     m.by_value.insert(value.to_string(), k.clone());
     m.by_marker.insert(k.clone(), (value.to_string(), source));

@@ -9,18 +9,19 @@ use std::sync::OnceLock;
 
 use regex::bytes::Regex;
 
-/// A rule: the name markers carry, and its pattern.
+/// A rule: the name markers carry, its token's pattern, and whether the token stands between
+/// word boundaries (on ASCII; before it, a JSON escape `\n`, `\r`, `\t` written as two characters
+/// counts as a boundary too).
 pub struct Rule {
     pub name: &'static str,
     pub pattern: &'static str,
+    pub bounded: bool,
 }
 
-/// Word boundary on ASCII (the tokens are ASCII; the lazy DFA runs on any text). Before a
-/// token, a JSON escape (`\n`, `\r`, `\t` written as two characters) counts as a boundary too:
-/// the match then starts at the backslash, and `find` leaves the escape out.
+/// A rule whose token stands between word boundaries.
 macro_rules! b {
-    ($p:literal) => {
-        concat!(r"(?:(?-u:\b)|\\[nrt])", $p, r"(?-u:\b)")
+    ($name:literal, $p:literal) => {
+        Rule { name: $name, pattern: $p, bounded: true }
     };
 }
 
@@ -29,42 +30,42 @@ pub const RULES: &[Rule] = &[
         name: "private-key",
         // The body is PEM characters only (base64, whitespace, header and escape characters,
         // comment leaders and quotes), so a header in code never runs on to a footer elsewhere.
-        pattern: r#"(?i)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\t\n\r \\:,.#*!'"-]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"#,
+        pattern: r#"(?i-u)-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\t\n\r \\:,.#*!'"-]{64,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"#,
+        bounded: false,
     },
-    Rule { name: "aws-access-key-id", pattern: b!(r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}") },
-    Rule { name: "github-pat", pattern: b!(r"ghp_[0-9a-zA-Z]{36}") },
-    Rule { name: "github-oauth", pattern: b!(r"gho_[0-9a-zA-Z]{36}") },
-    Rule { name: "github-app-token", pattern: b!(r"(?:ghu|ghs)_[0-9a-zA-Z]{36}") },
-    Rule { name: "github-refresh-token", pattern: b!(r"ghr_[0-9a-zA-Z]{36}") },
-    Rule { name: "github-fine-grained-pat", pattern: b!(r"github_pat_[0-9a-zA-Z_]{82}") },
-    Rule { name: "gitlab-pat", pattern: b!(r"glpat-[0-9a-zA-Z_-]{20}") },
-    Rule { name: "gitlab-ptt", pattern: b!(r"glptt-[0-9a-f]{40}") },
-    Rule { name: "gitlab-runner-token", pattern: b!(r"glrt-[0-9a-zA-Z_-]{20}") },
-    Rule { name: "gitlab-rrt", pattern: b!(r"GR1348941[0-9a-zA-Z_-]{20}") },
-    Rule { name: "slack-bot-token", pattern: b!(r"xoxb-[0-9]{10,13}-[0-9]{10,13}[a-zA-Z0-9-]{0,64}") },
-    Rule { name: "slack-user-token", pattern: b!(r"xox[pe](?:-[0-9]{10,13}){3}-[a-zA-Z0-9-]{28,34}") },
-    Rule { name: "slack-app-token", pattern: b!(r"(?i:xapp)-[0-9]-[A-Z0-9]{1,64}-[0-9]{1,32}-[a-z0-9]{1,128}") },
+    b!("aws-access-key-id", r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}"),
+    b!("github-pat", r"ghp_[0-9a-zA-Z]{36}"),
+    b!("github-oauth", r"gho_[0-9a-zA-Z]{36}"),
+    b!("github-app-token", r"(?:ghu|ghs)_[0-9a-zA-Z]{36}"),
+    b!("github-refresh-token", r"ghr_[0-9a-zA-Z]{36}"),
+    b!("github-fine-grained-pat", r"github_pat_[0-9a-zA-Z_]{82}"),
+    b!("gitlab-pat", r"glpat-[0-9a-zA-Z_-]{20}"),
+    b!("gitlab-ptt", r"glptt-[0-9a-f]{40}"),
+    b!("gitlab-runner-token", r"glrt-[0-9a-zA-Z_-]{20}"),
+    b!("gitlab-rrt", r"GR1348941[0-9a-zA-Z_-]{20}"),
+    b!("slack-bot-token", r"xoxb-[0-9]{10,13}-[0-9]{10,13}[a-zA-Z0-9-]{0,64}"),
+    b!("slack-user-token", r"xox[pe](?:-[0-9]{10,13}){3}-[a-zA-Z0-9-]{28,34}"),
+    b!("slack-app-token", r"(?i-u:xapp)-[0-9]-[A-Z0-9]{1,64}-[0-9]{1,32}-[a-z0-9]{1,128}"),
     Rule {
         name: "slack-webhook-url",
         pattern: r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}",
+        bounded: false,
     },
-    Rule { name: "stripe-live-key", pattern: b!(r"(?:sk|rk)_live_[a-zA-Z0-9]{10,99}") },
-    Rule { name: "anthropic-api-key", pattern: b!(r"sk-ant-api03-[a-zA-Z0-9_-]{93}AA") },
-    Rule { name: "anthropic-admin-key", pattern: b!(r"sk-ant-admin01-[a-zA-Z0-9_-]{93}AA") },
-    Rule {
-        name: "openai-api-key",
-        pattern: b!(
-            r"sk-(?:(?:proj|svcacct|admin)-(?:[A-Za-z0-9_-]{74}|[A-Za-z0-9_-]{58})T3BlbkFJ(?:[A-Za-z0-9_-]{74}|[A-Za-z0-9_-]{58})|[a-zA-Z0-9]{20}T3BlbkFJ[a-zA-Z0-9]{20})"
-        ),
-    },
-    Rule { name: "gcp-api-key", pattern: b!(r"AIza[0-9A-Za-z_-]{35}") },
-    Rule { name: "npm-access-token", pattern: b!(r"npm_[a-zA-Z0-9]{36}") },
-    Rule { name: "pypi-upload-token", pattern: b!(r"pypi-AgEIcHlwaS5vcmc[0-9A-Za-z_-]{50,}") },
-    Rule { name: "huggingface-access-token", pattern: b!(r"hf_[a-zA-Z]{34}") },
-    Rule { name: "shopify-token", pattern: b!(r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}") },
-    Rule { name: "sendgrid-api-token", pattern: b!(r"SG\.[a-zA-Z0-9=_.-]{66}") },
-    Rule { name: "digitalocean-token", pattern: b!(r"do[opr]_v1_[a-f0-9]{64}") },
-    Rule { name: "age-secret-key", pattern: r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}" },
+    b!("stripe-live-key", r"(?:sk|rk)_live_[a-zA-Z0-9]{10,99}"),
+    b!("anthropic-api-key", r"sk-ant-api03-[a-zA-Z0-9_-]{93}AA"),
+    b!("anthropic-admin-key", r"sk-ant-admin01-[a-zA-Z0-9_-]{93}AA"),
+    b!(
+        "openai-api-key",
+        r"sk-(?:(?:proj|svcacct|admin)-(?:[A-Za-z0-9_-]{74}|[A-Za-z0-9_-]{58})T3BlbkFJ(?:[A-Za-z0-9_-]{74}|[A-Za-z0-9_-]{58})|[a-zA-Z0-9]{20}T3BlbkFJ[a-zA-Z0-9]{20})"
+    ),
+    b!("gcp-api-key", r"AIza[0-9A-Za-z_-]{35}"),
+    b!("npm-access-token", r"npm_[a-zA-Z0-9]{36}"),
+    b!("pypi-upload-token", r"pypi-AgEIcHlwaS5vcmc[0-9A-Za-z_-]{50,1000}"),
+    b!("huggingface-access-token", r"hf_[a-zA-Z]{34}"),
+    b!("shopify-token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    b!("sendgrid-api-token", r"SG\.[a-zA-Z0-9=_.-]{66}"),
+    b!("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}"),
+    Rule { name: "age-secret-key", pattern: r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", bounded: false },
 ];
 
 /// How every rule's token begins: a stream holds back a tail only while it could still become one
@@ -113,27 +114,78 @@ pub const PREFIXES: &[&str] = &[
     "AGE-SECRET-KEY-1",
 ];
 
-/// The rules compiled: one pattern for all (a match is then named by the rule that matches it
-/// whole), and each rule alone, anchored.
+/// The rules compiled: where a token may begin (every prefix, in any case), one anchored pattern
+/// for all (tried at each such place), and each rule alone, anchored at both ends (a match is
+/// named by the rule that matches it whole).
 pub struct Compiled {
-    pub any: Regex,
-    pub each: Vec<(&'static str, Regex)>,
+    pub prefixes: Regex,
+    pub start: Regex,
+    pub each: Vec<(&'static str, bool, Regex)>,
+}
+
+/// A rule's token as it must match: followed by a word boundary when it is bounded.
+fn token(r: &Rule) -> String {
+    if r.bounded {
+        format!("(?:{})(?-u:\\b)", r.pattern)
+    } else {
+        format!("(?:{})", r.pattern)
+    }
 }
 
 pub fn compiled() -> &'static Compiled {
     static C: OnceLock<Compiled> = OnceLock::new();
     C.get_or_init(|| {
-        let all: Vec<String> = RULES.iter().map(|r| format!("(?:{})", r.pattern)).collect();
-        let any = Regex::new(&all.join("|")).expect("the default rules compile");
+        let all: Vec<String> = RULES.iter().map(token).collect();
+        let start = Regex::new(&format!("^(?:{})", all.join("|"))).expect("the default rules compile");
         let each = RULES
             .iter()
-            .map(|r| (r.name, Regex::new(&format!("^(?:{})$", r.pattern)).expect("each default rule compiles")))
+            .map(|r| {
+                (r.name, r.bounded, Regex::new(&format!("^(?:{})$", r.pattern)).expect("each default rule compiles"))
+            })
             .collect();
-        Compiled { any, each }
+        // The rules that ignore case begin with `-----BEGIN` or `xapp-`: those two in any case.
+        let alternatives: Vec<String> = PREFIXES
+            .iter()
+            .map(|p| match p.to_ascii_lowercase().as_str() {
+                l @ ("-----begin" | "xapp-") => format!("(?i-u:{})", regex::escape(l)),
+                _ => regex::escape(p),
+            })
+            .collect();
+        let prefixes = Regex::new(&alternatives.join("|")).expect("the prefixes compile");
+        Compiled { prefixes, start, each }
     })
 }
 
-/// The rule that matches `token` whole.
-pub fn name_of(token: &[u8]) -> &'static str {
-    compiled().each.iter().find(|(_, re)| re.is_match(token)).map_or("secret", |(name, _)| *name)
+/// The rule that matches `token` whole, and whether it is bounded.
+pub fn rule_of(token: &[u8]) -> (&'static str, bool) {
+    compiled().each.iter().find(|(_, _, re)| re.is_match(token)).map_or(("secret", false), |(n, b, _)| (*n, *b))
+}
+
+/// Whether a bounded token may begin at `p`: at the start, after a byte that is not a word
+/// character, or after a JSON escape (`\n`, `\r`, `\t` written as two characters).
+pub fn boundary_before(text: &[u8], p: usize) -> bool {
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    p == 0 || !word(text[p - 1]) || (p >= 2 && text[p - 2] == b'\\' && matches!(text[p - 1], b'n' | b'r' | b't'))
+}
+
+/// Every token of the rules in `text`: (start, end, rule), in order, none overlapping.
+pub fn tokens(text: &[u8]) -> Vec<(usize, usize, &'static str)> {
+    let c = compiled();
+    let mut out = Vec::new();
+    let mut at = 0;
+    // Each place a prefix begins; after one that begins no token, the search goes on from the next
+    // byte (a token may begin inside a prefix that began none: `AKIAKIA…`).
+    while let Some(m) = c.prefixes.find_at(text, at) {
+        let p = m.start();
+        at = p + 1;
+        let Some(hit) = c.start.find(&text[p..]) else { continue };
+        let end = p + hit.end();
+        let (name, bounded) = rule_of(&text[p..end]);
+        if bounded && !boundary_before(text, p) {
+            continue;
+        }
+        out.push((p, end, name));
+        at = end;
+    }
+    out
 }

@@ -9,7 +9,11 @@ use super::Redactor;
 /// The most a token of the rules (but a private key block) spans; a private key block is held back
 /// from its `-----BEGIN` until its end arrives (up to the rule's bound).
 const SHORT: usize = 1100;
-const BEGIN: &str = "-----BEGIN";
+/// Where the last `-----BEGIN` (in any case) in `text` starts.
+fn last_begin(text: &[u8]) -> Option<usize> {
+    memchr::memmem::rfind_iter(text, b"-----")
+        .find(|&i| text.get(i + 5..i + 10).is_some_and(|w| w.eq_ignore_ascii_case(b"begin")))
+}
 
 pub struct Stream {
     redactor: Arc<Redactor>,
@@ -40,8 +44,16 @@ impl Stream {
         let found = self.found(from);
         // A private key block not yet ended is held from its start.
         if self.redactor.rules {
-            if let Some(p) = self.held.rfind(BEGIN) {
-                let open = !found.iter().any(|(start, end, _, _)| (*start..*end).contains(&p.max(from)));
+            if let Some(p) = last_begin(self.held.as_bytes()) {
+                // Ended: a secret found holds it and its `-----END` (a line of it alone, known from
+                // before, does not end it).
+                let held = self.held.as_bytes();
+                let open = !found.iter().any(|(start, end, _, _)| {
+                    (*start..*end).contains(&p.max(from))
+                        && memchr::memmem::find_iter(&held[*start..*end], b"-----").any(|i| {
+                            held.get(start + i + 5..start + i + 8).is_some_and(|w| w.eq_ignore_ascii_case(b"end"))
+                        })
+                });
                 if open && len - p <= self.redactor.window() {
                     cut = cut.min(p);
                 }
@@ -78,7 +90,7 @@ impl Stream {
     /// (its first characters went out as part of a rule's public prefix) is replaced from there.
     fn found(&self, from: usize) -> Vec<super::Found> {
         self.redactor
-            .find(&self.held)
+            .find(&self.held, &self.session)
             .into_iter()
             .filter(|f| f.1 > from)
             .map(|(start, end, source, rule)| (start.max(from), end, source, rule))
@@ -95,7 +107,7 @@ impl Stream {
         let mut hold = 0;
         if self.redactor.rules {
             for p in rest.len() - run..rest.len() {
-                if p > 0 && word(rest[p - 1]) && word(rest[p]) {
+                if word(rest[p]) && !super::rules::boundary_before(rest, p) {
                     continue;
                 }
                 if super::rules::PREFIXES.iter().any(|x| rest[p..].starts_with(x.as_bytes())) {

@@ -119,7 +119,7 @@ fn ordinary_source_has_no_hit() {
     assert!(text.len() > 1_000_000, "the corpus is read ({} bytes)", text.len());
     let r = rules_only();
     let hits: Vec<String> =
-        r.find(&text).into_iter().map(|(s, e, _, rule)| format!("{rule}: {}", &text[s..e])).take(5).collect();
+        r.find(&text, "s").into_iter().map(|(s, e, _, rule)| format!("{rule}: {}", &text[s..e])).take(5).collect();
     assert!(hits.is_empty(), "{hits:?}");
     assert!(matches!(r.redact(&text, "s"), Cow::Borrowed(_)));
 }
@@ -230,7 +230,9 @@ fn values_registered_by_a_live_broker_are_secrets_until_it_ends() {
     // Never written back into a file, even one that holds it.
     assert_eq!(r.restore("[secret:broker#1]", "s", &text), "[secret:broker#1]");
     drop(handle);
-    assert_eq!(r.redact(&text, "s"), text);
+    // A session that was shown it keeps it a secret; another sees the text as it is.
+    assert_eq!(r.redact(&text, "s"), "echo: [secret:broker#1]");
+    assert_eq!(r.redact(&text, "t"), text);
 }
 
 #[test]
@@ -259,7 +261,8 @@ fn a_secret_split_between_chunks_is_never_given_out_in_pieces() {
             let after = out.find(" middle").map_or("", |i| &out[i..]);
             assert!(
                 !out.contains("PRIVATE KEY") && !body.iter().any(|l| after.contains(&l[..16])),
-                "chunk size {size}"
+                "chunk size {size}: {}",
+                &out[out.len().saturating_sub(300)..]
             );
         }
         out.push_str(&s.finish());
@@ -305,4 +308,49 @@ fn a_private_key_header_in_code_never_runs_on_to_a_footer_elsewhere() {
     assert!(out.starts_with(code), "the code is left as it was: {out}");
     assert!(!out.contains("PRIVATE KEY-----\n"), "the key itself is redacted: {out}");
     assert_eq!(out.lines().count(), text.lines().count());
+}
+
+#[test]
+fn a_value_shown_once_is_a_secret_wherever_it_shows_up_again_in_the_session() {
+    let r = rules_only();
+    let (_, pem) = tokens().remove(0);
+    let line = pem.lines().nth(3).unwrap().to_string();
+    assert!(r.redact(&pem, "s").contains("[secret:private-key#"));
+    // One line of the key alone matches no rule, but it was shown as a marker in this session.
+    let alone = format!("Failed to find context '{line}'");
+    let shown = r.redact(&alone, "s");
+    assert!(!shown.contains(&line) && shown.contains("[secret:private-key#"), "{shown}");
+    assert_eq!(r.redact(&alone, "other"), alone, "another session was shown nothing");
+}
+
+#[test]
+fn overlapping_secrets_are_one_and_none_of_either_is_shown() {
+    let r = Redactor::with_env(
+        RedactorOptions { values: vec!["abcdefgh12".into(), "12345678xyz".into()], ..Default::default() },
+        Vec::new(),
+    );
+    let shown = r.redact("x abcdefgh12345678xyz y", "s");
+    assert!(!shown.contains("345678") && !shown.contains("abcdefgh"), "{shown}");
+}
+
+#[test]
+fn a_token_after_a_json_escape_in_a_stream_is_held_until_it_is_whole() {
+    let r = Arc::new(rules_only());
+    let token = format!("ghp_{}", fill(ALNUM, 36, 1));
+    let mut s = Stream::new(r, "s");
+    let mut out = s.push(&format!("{{\"a\":\"x\\n{}", &token[..14]));
+    assert!(!out.contains(&token[..6]), "{out}");
+    out.push_str(&s.push(&format!("{}\"}}\n", &token[14..])));
+    out.push_str(&s.finish());
+    assert!(!out.contains(&token[4..10]) && out.contains("\\n[secret:github-pat#1]"), "{out}");
+}
+
+#[test]
+fn a_marker_for_an_environment_value_is_unwritable_where_the_file_holds_it() {
+    let r = Redactor::with_env(RedactorOptions::default(), vec![("MY_TOKEN".into(), "env-value-123456".into())]);
+    let file = "TOKEN=env-value-123456\n";
+    let shown = r.redact(file, "s").into_owned();
+    let marker = &shown[6..shown.len() - 1];
+    assert_eq!(r.unwritable(&shown, "s", file), Some(marker));
+    assert_eq!(r.unwritable(&shown, "s", "TOKEN=other\n"), None, "a file without the value loses nothing");
 }

@@ -82,6 +82,15 @@ pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Val
     // Everything the model reads passes the redactor once more as a whole (file text and grep
     // lines were redacted before their cuts; paths and notes are here), errors too.
     match &o.redactor {
+        // read_file redacted the lines it shows; the rest of its result is fixed text and the
+        // path, so a path without a secret needs no second pass.
+        Some(r) if name == "read_file" && result.is_ok() => {
+            let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
+            match r.redact(path, &ctx.session_id) {
+                std::borrow::Cow::Borrowed(_) => result,
+                std::borrow::Cow::Owned(_) => result.map(|v| r.redact_json(v, &ctx.session_id)),
+            }
+        }
         Some(r) => result.map(|v| r.redact_json(v, &ctx.session_id)).map_err(|e| r.redact_error(e, &ctx.session_id)),
         None => result,
     }

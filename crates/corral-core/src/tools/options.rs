@@ -122,14 +122,6 @@ impl FsToolOptions {
         Self::read_options("createFsTools", &FS_TOOLS_KEYS, v, fns, redactor)
     }
 
-    /// `text` (a result for the model) redacted in the call's session, when these options redact.
-    pub(crate) fn redact<'t>(&self, text: &'t str, ctx: &Ctx) -> std::borrow::Cow<'t, str> {
-        match &self.redactor {
-            Some(r) => r.redact(text, &ctx.session_id),
-            None => std::borrow::Cow::Borrowed(text),
-        }
-    }
-
     /// `text` (what the model wrote for `path`, which holds `current`) with the markers of the
     /// call's session restored where `current` holds their values.
     pub(crate) fn restore<'t>(&self, text: &'t str, ctx: &Ctx, current: &str) -> std::borrow::Cow<'t, str> {

@@ -8,6 +8,7 @@ use super::write_path::file_bytes_within;
 use super::{image, MAX_READ_BYTES};
 use crate::text::{fmt_count, fmt_num, format_bytes, plural};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 use crate::error::{Code, Error, Result};
 use crate::fs::{EntryType, FsProvider};
@@ -70,8 +71,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         if shows_a_line(content.as_bytes(), offset) {
             o.note_read(ctx, &path, &[content.as_bytes()]);
         }
-        // Redacted whole, before any cut: a cut never shows part of a secret.
-        let content = o.redact(&content, ctx);
+        let content = redact_shown(o, ctx, &content, offset, limit);
         return Ok(Value::String(format_lines(&path, &content, offset, limit, o.max_output_chars, None)));
     }
     let bytes = file_bytes_within(fs, &path, "read", " Use grep to find the lines you need.").await?;
@@ -92,16 +92,42 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         )));
     }
     Ok(Value::String(match String::from_utf8(bytes) {
-        Ok(text) => format_lines(&path, &o.redact(&text, ctx), offset, limit, o.max_output_chars, None),
+        Ok(text) => {
+            format_lines(&path, &redact_shown(o, ctx, &text, offset, limit), offset, limit, o.max_output_chars, None)
+        }
         Err(e) => {
             let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
-            let text = o.redact(&text, ctx);
+            let text = redact_shown(o, ctx, &text, offset, limit);
             let note = format!(
                 "({path} is not valid UTF-8: the bytes that are not are shown as U+FFFD. It may be latin1 or Windows-1252; edit_file leaves such files unchanged.)"
             );
             format_lines(&path, &text, offset, limit, o.max_output_chars, Some(&note))
         }
     }))
+}
+
+/// `text` with the secrets in the lines `read_file` can show (`offset`, `limit`) redacted, whole
+/// lines before any cut, so a cut never shows part of a secret. A token of the rules lies within
+/// one line but for a private key block: a file with a `-----BEGIN`, or a redactor with a
+/// multi-line value, is redacted whole (a multi-line secret keeps its line count).
+fn redact_shown<'t>(o: &FsToolOptions, ctx: &Ctx, text: &'t str, offset: i64, limit: usize) -> Cow<'t, str> {
+    let Some(r) = &o.redactor else { return Cow::Borrowed(text) };
+    if r.spans_lines(text.as_bytes()) {
+        return r.redact(text, &ctx.session_id);
+    }
+    let body = text.strip_suffix('\n').unwrap_or(text).as_bytes();
+    let total = memchr::memchr_iter(b'\n', body).count() + 1;
+    let first = if offset < 0 { total.saturating_sub(offset.unsigned_abs() as usize) + 1 } else { offset as usize };
+    if first > total {
+        return Cow::Borrowed(text);
+    }
+    let last = (first - 1).saturating_add(limit).min(total);
+    let start = if first == 1 { 0 } else { memchr::memchr_iter(b'\n', body).nth(first - 2).map_or(0, |i| i + 1) };
+    let end = memchr::memchr_iter(b'\n', body).nth(last - 1).unwrap_or(body.len());
+    match r.redact(&text[start..end], &ctx.session_id) {
+        Cow::Borrowed(_) => Cow::Borrowed(text),
+        Cow::Owned(mid) => Cow::Owned(format!("{}{mid}{}", &text[..start], &text[end..])),
+    }
 }
 
 /// An image as the tool returns it, or the note that says why it is not sent.

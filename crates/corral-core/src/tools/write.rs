@@ -37,6 +37,12 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         true => current_text(fs, &path).await,
         false => String::new(),
     };
+    if let Some(m) = o.redactor.as_ref().and_then(|r| r.unwritable(given, &ctx.session_id, &current)) {
+        return Err(Error::new(
+            Code::InvalidArguments,
+            format!("{path} holds the value {m} stands for, a secret of the environment or the credential broker that corral never writes into the workspace: writing the whole file would replace it by the marker's text. Change the other lines with edit_file."),
+        ));
+    }
     let content = o.restore(given, ctx, &current);
     let content = content.as_ref();
     let size = format!("{}, {}", plural(content.len(), "byte"), plural(content.lines().count(), "line"));

@@ -76,21 +76,57 @@ const BUSY_SLOTS: usize = 64;
 /// How often the watchdog reads the time spent: an abort or a spent budget is answered within it.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 
-/// The kept lines of one file as the redacted file shows them: the file is redacted whole (a
-/// multi-line secret keeps its line count), so a secret that spans lines or runs past a line's
-/// cut is never shown in part.
+/// The kept lines of one file as the redacted file shows them. A token of the rules lies within
+/// one line but for a private key block, so each kept line is redacted whole (before its cut);
+/// a file with a `-----BEGIN`, or a redactor with a multi-line value, is redacted whole first (a
+/// multi-line secret keeps its line count), so a secret that spans lines is never shown in part.
 fn redact_lines(r: &crate::redact::Redactor, session: &str, hits: &mut FileHits, bytes: &[u8]) {
     if hits.lines.is_empty() {
         return;
     }
-    let text = String::from_utf8_lossy(bytes);
-    if let std::borrow::Cow::Owned(red) = r.redact(&text, session) {
-        let body = red.strip_suffix('\n').unwrap_or(&red);
-        let lines: Vec<&str> = body.split('\n').collect();
-        for l in &mut hits.lines {
-            if let Some(line) = lines.get(l.n - 1) {
-                l.text = cut_line(line.strip_suffix('\r').unwrap_or(line)).to_string();
+    if r.spans_lines(bytes) {
+        let text = String::from_utf8_lossy(bytes);
+        if let std::borrow::Cow::Owned(red) = r.redact(&text, session) {
+            let body = red.strip_suffix('\n').unwrap_or(&red);
+            let lines: Vec<&str> = body.split('\n').collect();
+            for l in &mut hits.lines {
+                if let Some(line) = lines.get(l.n - 1) {
+                    l.text = cut_line(line.strip_suffix('\r').unwrap_or(line)).to_string();
+                }
             }
+        }
+        return;
+    }
+    let quick = r.quick(session);
+    // The kept lines' starts, found in one pass over the file.
+    let mut wanted: Vec<usize> = hits.lines.iter().map(|l| l.n).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut starts = std::collections::HashMap::with_capacity(wanted.len());
+    let (mut n, mut at) = (1usize, 0usize);
+    let mut lines = memchr::memchr_iter(b'\n', bytes);
+    for w in wanted {
+        while n < w {
+            match lines.next() {
+                Some(i) => at = i + 1,
+                None => break,
+            }
+            n += 1;
+        }
+        if n == w {
+            starts.insert(w, at);
+        }
+    }
+    for l in &mut hits.lines {
+        let Some(&start) = starts.get(&l.n) else { continue };
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+        if !quick.may_hold(&bytes[start..end]) {
+            continue;
+        }
+        let line = String::from_utf8_lossy(&bytes[start..end]);
+        let line = line.strip_suffix('\r').unwrap_or(&line);
+        if let std::borrow::Cow::Owned(red) = r.redact(line, session) {
+            l.text = cut_line(&red).to_string();
         }
     }
 }

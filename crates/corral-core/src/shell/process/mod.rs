@@ -114,6 +114,26 @@ impl Read {
     }
 }
 
+/// What a process has not shown yet, taken and redacted under its redaction lock (two reads at once
+/// pass their output through its streams in the order they took it); at its end, all of it.
+fn redacted(p: &Proc, session: &str, redactor: &Arc<Redactor>) -> Value {
+    let mut streams = p.redacting.lock().unwrap_or_else(|e| e.into_inner());
+    let read = p.take(true);
+    let mut v = read.to_json();
+    let streams = streams.get_or_insert_with(|| [0, 1].map(|_| RedactStream::new(redactor.clone(), session)));
+    for (stream, key) in streams.iter_mut().zip(["stdout", "stderr"]) {
+        let mut text = stream.push(v[key].as_str().unwrap_or_default());
+        if read.ended.is_some() {
+            text.push_str(&stream.finish());
+        }
+        v[key] = Value::from(text);
+    }
+    if let Some(note) = v.get("note").and_then(Value::as_str) {
+        v["note"] = Value::from(redactor.redact(note, session).into_owned());
+    }
+    v
+}
+
 /// The output of a background run, into its process's unread buffers.
 struct ToProc(std::sync::Weak<Proc>);
 
@@ -288,22 +308,14 @@ impl Processes {
         cancel: Option<&Cancel>,
         redactor: &Arc<Redactor>,
     ) -> Result<Value> {
-        let read = self.read(session, id, wait_ms, cancel, true).await?;
-        let mut v = read.to_json();
-        let p = self.find(session, id)?;
-        let mut streams = p.redacting.lock().unwrap_or_else(|e| e.into_inner());
-        let streams = streams.get_or_insert_with(|| [0, 1].map(|_| RedactStream::new(redactor.clone(), session)));
-        for (stream, key) in streams.iter_mut().zip(["stdout", "stderr"]) {
-            let mut text = stream.push(v[key].as_str().unwrap_or_default());
-            if read.ended.is_some() {
-                text.push_str(&stream.finish());
-            }
-            v[key] = Value::from(text);
-        }
-        if let Some(note) = v.get("note").and_then(Value::as_str) {
-            v["note"] = Value::from(redactor.redact(note, session).into_owned());
-        }
-        Ok(v)
+        let p = self.wait_news(session, id, wait_ms, cancel).await?;
+        Ok(redacted(&p, session, redactor))
+    }
+
+    /// `process_stop` for a model: as `stop`, its last output redacted as `output_redacted` reads.
+    pub async fn stop_redacted(&self, session: &str, id: &str, redactor: &Arc<Redactor>) -> Result<Value> {
+        let p = self.halt(session, id).await?;
+        Ok(redacted(&p, session, redactor))
     }
 
     /// The output not read before, as bytes; waits up to `wait_ms` (at most `MAX_WAIT_MS`) for
@@ -316,6 +328,12 @@ impl Processes {
         cancel: Option<&Cancel>,
         marker: bool,
     ) -> Result<Read> {
+        Ok(self.wait_news(session, id, wait_ms, cancel).await?.take(marker))
+    }
+
+    /// The process, once it has something new (output or its end), or after `wait_ms` (at most
+    /// `MAX_WAIT_MS`), or a cancel.
+    async fn wait_news(&self, session: &str, id: &str, wait_ms: u64, cancel: Option<&Cancel>) -> Result<Arc<Proc>> {
         let p = self.find(session, id)?;
         if wait_ms > 0 && !p.has_news() && p.running() {
             let changed = p.changed.notified();
@@ -335,7 +353,7 @@ impl Processes {
                 }
             }
         }
-        Ok(p.take(marker))
+        Ok(p)
     }
 
     /// `process_input`: writes `text`, and with `close` ends the process's input.

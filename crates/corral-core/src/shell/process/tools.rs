@@ -90,8 +90,14 @@ pub async fn call(
                 args.get("text").and_then(Value::as_str).unwrap_or_default().as_bytes(),
                 args.get("close").and_then(Value::as_bool).unwrap_or(false),
             ),
-            "process_stop" => procs.stop(session, id).await,
-            _ => Ok(procs.list(session)),
+            "process_stop" => match redactor {
+                Some(r) => procs.stop_redacted(session, id, r).await,
+                None => procs.stop(session, id).await,
+            },
+            _ => Ok(match redactor {
+                Some(r) => r.redact_json(procs.list(session), session),
+                None => procs.list(session),
+            }),
         }
     }
     .await;
