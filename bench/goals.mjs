@@ -22,6 +22,9 @@
 //                 200, 2,000 and 20,000 files: glob against tinyglobby (results checked equal),
 //                 grep against the reference's algorithm and an `rg` process, and read_file,
 //                 list_dir and edit_file per call against plain JS doing the same work
+//   redact        redaction's cost on linux-source: read_file of 2,000 source files one call at a
+//                 time, and grep 'static' (default limits, and every match), with `redact` on
+//                 against off, runs interleaved
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync, rmSync, mkdtempSync, realpathSync } from 'node:fs';
 import { readFile, readdir, realpath, rename, open } from 'node:fs/promises';
@@ -94,6 +97,39 @@ async function benchGlob(linux) {
   if (!fd) return row({ name: "glob '**/*.h'", corral: ms(g.ms), peer: 'fd not installed', goal: '≤ 0.9×' });
   const f = await time(() => spawnSync(fd, ['-u', '--type', 'f', '--glob', '--full-path', '**/*.h', '.'], { cwd: linux, maxBuffer: 1 << 30, encoding: 'utf8' }));
   row({ name: "glob '**/*.h'", corral: ms(g.ms), peer: `fd ${ms(f.ms)}`, ratio: `${(g.ms / f.ms).toFixed(2)}×`, goal: '≤ 0.9×', met: g.ms / f.ms <= 0.9 });
+}
+
+// ---- redaction's cost -------------------------------------------------------------------------
+/** Medians of `a` and `b` run alternately `runs` times each (after one warm-up of each), so a
+ * slower minute of the machine weighs on both. */
+async function paired(a, b, runs = RUNS) {
+  await a();
+  await b();
+  const xa = [];
+  const xb = [];
+  for (let i = 0; i < runs; i++) {
+    for (const [fn, xs] of i % 2 ? [[b, xb], [a, xa]] : [[a, xa], [b, xb]]) {
+      const t0 = performance.now();
+      await fn();
+      xs.push(performance.now() - t0);
+    }
+  }
+  return [median(xa), median(xb)];
+}
+
+async function benchRedact(linux) {
+  const tools = (redact) => Object.fromEntries(createFsTools(new NodeWorkspace({ root: linux }), { maxFilesScanned: 10_000_000, redact }).map((t) => [t.name, t]));
+  const [on, off] = [tools(true), tools(false)];
+  const every = (redact) => createFsTools(new NodeWorkspace({ root: linux }), { maxFilesScanned: 10_000_000, maxResults: 1_000_000, maxOutputChars: 100_000_000, redact }).find((t) => t.name === 'grep');
+  const [everyOn, everyOff] = [every(true), every(false)];
+  const files = spawnSync('sh', ['-c', "find kernel fs -name '*.c' | sort | head -2000"], { cwd: linux, encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+  const readAll = (t) => async () => { for (const path of files) await t.read_file.execute({ path }); };
+  const [r1, r0] = await paired(readAll(on), readAll(off));
+  row({ name: `read_file ×${files.length} (redact on vs off)`, corral: ms(r1), peer: `redact: false ${ms(r0)}`, ratio: `${(r1 / r0).toFixed(2)}×`, goal: '≤ 1.05×', met: r1 / r0 <= 1.05 });
+  const [g1, g0] = await paired(() => on.grep.execute({ pattern: 'static' }), () => off.grep.execute({ pattern: 'static' }));
+  row({ name: "grep 'static', default limits (redact on vs off)", corral: ms(g1), peer: `redact: false ${ms(g0)}`, ratio: `${(g1 / g0).toFixed(2)}×`, goal: '≤ 1.05×', met: g1 / g0 <= 1.05 });
+  const [e1, e0] = await paired(() => everyOn.execute({ pattern: 'static' }), () => everyOff.execute({ pattern: 'static' }));
+  row({ name: "grep 'static', every match (redact on vs off)", corral: ms(e1), peer: `redact: false ${ms(e0)}`, ratio: `${(e1 / e0).toFixed(2)}×`, goal: '≤ 1.05×', met: e1 / e0 <= 1.05 });
 }
 
 // ---- per call ---------------------------------------------------------------------------------
@@ -478,6 +514,7 @@ try {
   if (linux) {
     if (wanted('grep-default')) await benchGrepDefault(linux);
     if (wanted('glob')) await benchGlob(linux);
+    if (wanted('redact')) await benchRedact(linux);
   } else console.log('  (linux-source rows skipped: apt-get install linux-source-6.1)');
   if (wanted('small')) await benchSmall(dir);
   if (wanted('edit')) await benchEdit(dir);
