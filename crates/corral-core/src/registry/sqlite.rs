@@ -32,9 +32,28 @@ pub struct SqliteToolStore {
     conn: Arc<Mutex<Connection>>,
 }
 
+/// Whether an error is another process holding the database's lock.
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DatabaseBusy || f.code == rusqlite::ErrorCode::DatabaseLocked)
+}
+
+/// `f` until it is not told "busy", or the busy timeout has passed: switching a new file to WAL, or
+/// its first write, while another process does the same can answer "busy" at once, without
+/// waiting on the busy timeout.
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let started = std::time::Instant::now();
+    loop {
+        match f() {
+            Err(e) if busy(&e) && started.elapsed() < BUSY_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(10 + rand::random::<u64>() % 40));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn db_error(path: &std::path::Path, e: rusqlite::Error) -> Error {
-    let busy = matches!(&e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DatabaseBusy || f.code == rusqlite::ErrorCode::DatabaseLocked);
-    let what = if busy { "the database stayed locked by another process" } else { "the database failed" };
+    let what = if busy(&e) { "the database stayed locked by another process" } else { "the database failed" };
     Error::new(Code::Io, format!("SqliteToolStore {}: {what}: {e}", path.display()))
 }
 
@@ -51,7 +70,7 @@ impl SqliteToolStore {
             conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
             Ok(())
         };
-        setup().map_err(|e| db_error(&path, e))?;
+        retry_busy(setup).map_err(|e| db_error(&path, e))?;
         let mut store = SqliteToolStore { path, conn: Arc::new(Mutex::new(conn)) };
         store.migrate()?;
         Ok(store)
@@ -75,8 +94,7 @@ impl SqliteToolStore {
             }
             tx.commit()
         };
-        run(&mut conn).map_err(|e| db_error(&path, e))?;
-        Ok(())
+        retry_busy(|| run(&mut conn)).map_err(|e| db_error(&path, e))
     }
 
     /// The schema version the database is at.
