@@ -4,6 +4,7 @@ import { describe, it, expect, afterAll } from 'vitest';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NodeWorkspace, createFsTools, createShellTool, createRedactor, WorkspaceToolRegistry, MemoryToolStore, ConfigurationError } from 'corral';
+import { createEditor } from 'corral/openai-agents';
 import { tempTree } from './helpers.mjs';
 
 const trees = [];
@@ -242,6 +243,19 @@ describe('markers round-trip in edits', () => {
     expect(w.code).toBe('InvalidArguments');
     expect(disk('leak.txt')).toBe(`v=${ENV_VALUE}\n`);
     void shell;
+  });
+
+  it("the OpenAI Agents editor's diffs restore the markers the default tools showed, exactly", async () => {
+    const t = tempTree(FILES);
+    trees.push(t);
+    const ws = new NodeWorkspace({ root: t.root });
+    // Both on the process's shared redactor (redact: true), in one session.
+    const read = createFsTools(ws).find((x) => x.name === 'read_file');
+    const shown = await read.execute({ path: '.env' }, { sessionId: 'agent-1' });
+    const marker = shown.match(/\[secret:openai-api-key#\d+\]/)[0];
+    const editor = createEditor(ws, { sessionId: 'agent-1' });
+    await editor.updateFile({ path: '.env', diff: `@@\n OPENAI_API_KEY=${marker}\n-DEBUG=0\n+DEBUG=1\n` });
+    expect(readFileSync(join(t.root, '.env'), 'utf8')).toBe(`OPENAI_API_KEY=${OPENAI}\nDEBUG=1\n`);
   });
 
   it('markers stay text in shell commands', async () => {

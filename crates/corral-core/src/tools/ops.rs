@@ -194,7 +194,13 @@ impl FileOps {
                     .map_err(|_| Error::new(Code::NotUtf8, format!("Cannot patch {from}: it is not UTF-8 text.")))?
             }
         };
-        let next = v4a::apply(&text, diff, v4a::Mode::Update)?;
+        // The editor's diffs are the model's: markers the process's shared redactor showed this
+        // session are restored where this file holds their values (API.md "Secrets stay out of the
+        // model"), and an error that quotes a restored line is redacted again.
+        let redactor = crate::redact::shared();
+        let diff = redactor.restore(diff, &ctx.session_id, &text);
+        let next =
+            v4a::apply(&text, &diff, v4a::Mode::Update).map_err(|e| redactor.redact_error(e, &ctx.session_id))?;
         if to == from {
             return write_bytes(fs, &self.opts, ctx, &from, next.as_bytes()).await.map(|_| false);
         }
