@@ -103,7 +103,8 @@ impl Stream {
     /// spaces) is held. A word that is only part of a prefix (public text) goes out.
     fn tail(&self, rest: &[u8], lits: &super::Literals) -> usize {
         let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-        let run = rest.iter().rev().take_while(|b| !b.is_ascii_whitespace()).count();
+        // A token spans at most `SHORT` bytes: a word longer than that is looked at only there.
+        let run = rest.iter().rev().take(SHORT + 1).take_while(|b| !b.is_ascii_whitespace()).count();
         let mut hold = 0;
         if self.redactor.rules {
             for p in rest.len() - run..rest.len() {
