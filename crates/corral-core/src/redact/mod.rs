@@ -354,9 +354,8 @@ impl Redactor {
     /// Whether a secret in `text` could span lines: a `-----BEGIN` in it (any case) with the rules
     /// on, or a literal value with a line break.
     pub fn spans_lines(&self, text: &[u8]) -> bool {
-        let begin = self.rules
-            && memchr::memmem::find_iter(text, b"-----")
-                .any(|i| text.get(i + 5..i + 10).is_some_and(|w| w.eq_ignore_ascii_case(b"begin")));
+        let begin =
+            self.rules && memchr::memmem::find_iter(text, b"-----").any(|i| rules::pem_mark_at(text, i, b"begin"));
         begin || self.literals().list.iter().any(|(v, _, _)| v.contains('\n'))
     }
 
@@ -435,12 +434,10 @@ impl Redactor {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let Some(markers) = sessions.get(session) else { return Cow::Borrowed(text) };
         let mut out = String::with_capacity(text.len());
-        let mut rest = text;
+        let mut at = 0;
         let mut changed = false;
-        while let Some(i) = rest.find("[secret:") {
-            let Some(len) = rest[i..].find(']').map(|j| j + 1) else { break };
-            let m = &rest[i..i + len];
-            out.push_str(&rest[..i]);
+        for (i, m) in markers_in(text) {
+            out.push_str(&text[at..i]);
             match markers.by_marker.get(m) {
                 Some((value, source)) if source.restorable() && current.contains(value.as_str()) => {
                     out.push_str(value);
@@ -448,9 +445,9 @@ impl Redactor {
                 }
                 _ => out.push_str(m),
             }
-            rest = &rest[i + len..];
+            at = i + m.len();
         }
-        out.push_str(rest);
+        out.push_str(&text[at..]);
         if changed {
             Cow::Owned(out)
         } else {
@@ -497,18 +494,12 @@ impl Redactor {
     pub fn unwritable<'t>(&self, text: &'t str, session: &str, current: &str) -> Option<&'t str> {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let markers = sessions.get(session)?;
-        let mut rest = text;
-        while let Some(i) = rest.find("[secret:") {
-            let len = rest[i..].find(']')? + 1;
-            let m = &rest[i..i + len];
-            if let Some((value, source)) = markers.by_marker.get(m) {
-                if !source.restorable() && current.contains(value.as_str()) {
-                    return Some(m);
-                }
-            }
-            rest = &rest[i + len..];
-        }
-        None
+        markers_in(text).map(|(_, m)| m).find(|m| {
+            markers
+                .by_marker
+                .get(*m)
+                .is_some_and(|(value, source)| !source.restorable() && current.contains(value.as_str()))
+        })
     }
 
     /// The longest text a secret may span, for streams: what they hold back at their end.
@@ -533,6 +524,17 @@ impl Quick {
             || self.literals.matcher.as_ref().is_some_and(|m| m.is_match(text))
             || self.issued.as_ref().is_some_and(|i| i.0.is_match(text))
     }
+}
+
+/// Every text in `text` shaped like a marker (`[secret:` to the next `]`), with where it starts.
+fn markers_in(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let i = at + text[at..].find("[secret:")?;
+        let len = text[i..].find(']')? + 1;
+        at = i + len;
+        Some((i, &text[i..i + len]))
+    })
 }
 
 /// The rule a marker names (`[secret:<rule>#<n>]`), as the static name the rules and sources use.

@@ -161,11 +161,21 @@ pub fn rule_of(token: &[u8]) -> (&'static str, bool) {
     compiled().each.iter().find(|(_, _, re)| re.is_match(token)).map_or(("secret", false), |(n, b, _)| (*n, *b))
 }
 
+/// A word character on ASCII (`[A-Za-z0-9_]`), as the rules' boundaries read them.
+pub fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Whether the `-----` at `i` in `text` begins a key block's `-----BEGIN` (`word`: `b"begin"`) or
+/// `-----END` (`b"end"`), in any case.
+pub fn pem_mark_at(text: &[u8], i: usize, word: &[u8]) -> bool {
+    text.get(i + 5..i + 5 + word.len()).is_some_and(|w| w.eq_ignore_ascii_case(word))
+}
+
 /// Whether a bounded token may begin at `p`: at the start, after a byte that is not a word
 /// character, or after a JSON escape (`\n`, `\r`, `\t` written as two characters).
 pub fn boundary_before(text: &[u8], p: usize) -> bool {
-    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    p == 0 || !word(text[p - 1]) || (p >= 2 && text[p - 2] == b'\\' && matches!(text[p - 1], b'n' | b'r' | b't'))
+    p == 0 || !is_word(text[p - 1]) || (p >= 2 && text[p - 2] == b'\\' && matches!(text[p - 1], b'n' | b'r' | b't'))
 }
 
 /// Every token of the rules in `text`: (start, end, rule), in order, none overlapping.

@@ -11,8 +11,7 @@ use super::Redactor;
 const SHORT: usize = 1100;
 /// Where the last `-----BEGIN` (in any case) in `text` starts.
 fn last_begin(text: &[u8]) -> Option<usize> {
-    memchr::memmem::rfind_iter(text, b"-----")
-        .find(|&i| text.get(i + 5..i + 10).is_some_and(|w| w.eq_ignore_ascii_case(b"begin")))
+    memchr::memmem::rfind_iter(text, b"-----").find(|&i| super::rules::pem_mark_at(text, i, b"begin"))
 }
 
 pub struct Stream {
@@ -50,9 +49,8 @@ impl Stream {
                 let held = self.held.as_bytes();
                 let open = !found.iter().any(|(start, end, _, _)| {
                     (*start..*end).contains(&p.max(from))
-                        && memchr::memmem::find_iter(&held[*start..*end], b"-----").any(|i| {
-                            held.get(start + i + 5..start + i + 8).is_some_and(|w| w.eq_ignore_ascii_case(b"end"))
-                        })
+                        && memchr::memmem::find_iter(&held[*start..*end], b"-----")
+                            .any(|i| super::rules::pem_mark_at(held, start + i, b"end"))
                 });
                 if open && len - p <= self.redactor.window() {
                     cut = cut.min(p);
@@ -102,13 +100,12 @@ impl Stream {
     /// prefix is there) is held from its start; an end that begins a literal value (which may hold
     /// spaces) is held. A word that is only part of a prefix (public text) goes out.
     fn tail(&self, rest: &[u8], lits: &super::Literals) -> usize {
-        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
         // A token spans at most `SHORT` bytes: a word longer than that is looked at only there.
         let run = rest.iter().rev().take(SHORT + 1).take_while(|b| !b.is_ascii_whitespace()).count();
         let mut hold = 0;
         if self.redactor.rules {
             for p in rest.len() - run..rest.len() {
-                if word(rest[p]) && !super::rules::boundary_before(rest, p) {
+                if super::rules::is_word(rest[p]) && !super::rules::boundary_before(rest, p) {
                     continue;
                 }
                 if super::rules::PREFIXES.iter().any(|x| rest[p..].starts_with(x.as_bytes())) {
