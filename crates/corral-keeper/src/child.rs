@@ -77,6 +77,13 @@ pub struct Plan {
     pub session_tmp: bool,
     /// The Landlock layer, where the kernel has it.
     pub landlock: Option<crate::landlock::Plan>,
+    /// `changes: 'overlay'`: a directory (a descriptor; as root an idmapped tree) holding `upper`
+    /// and `work`. The request's mount is then an overlay: the host's tree below, read-only to
+    /// the overlay, and what the command writes, makes and deletes lands in `upper` only.
+    pub layer: Option<libc::c_int>,
+    /// The layer directory's path: the overlay's layers must be mounts of the command's own
+    /// namespace, so the child reaches the layer again there (checked to be the same directory).
+    pub layer_dir: CString,
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {
@@ -528,6 +535,58 @@ pub fn make_private() -> io::Result<()> {
     mount(NONE, c"/", NONE, libc::MS_REC | libc::MS_PRIVATE, NONE)
 }
 
+/// Mounts an overlay on `at` (the request's mount, attached above): `at` as it is below, the
+/// layer's `upper` and `work` above. Every path goes through a descriptor, so nothing in a path
+/// (a `:` or `,`, a link planted since) can change what is mounted. Unprivileged overlays keep
+/// their whiteouts' and opaque directories' marks in `user.overlay.*` (`userxattr`).
+fn overlay(at: &CStr, layer: libc::c_int) -> io::Result<()> {
+    // The view made every mount read-only, the layer's too.
+    let attr = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
+    // SAFETY: an empty NUL-terminated path and a mount_attr of the size given.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            layer,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    let lower = open_dir_nofollow(at)?;
+    let data = format!(
+        "lowerdir=/proc/self/fd/{lower},upperdir=/proc/self/fd/{layer}/upper,workdir=/proc/self/fd/{layer}/work,userxattr"
+    );
+    let data = CString::new(data).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let kind = c"overlay";
+    let r = mount(kind.as_ptr(), at, kind.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, data.as_ptr());
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(lower) };
+    r
+}
+
+/// The layer directory `fd` is open on, as a mount of this namespace attached at `path` (before
+/// anything covers it) and opened there. `attached`: `fd` is a detached tree (as root,
+/// idmapped) to attach; otherwise `path` is copied.
+fn own_layer(fd: libc::c_int, path: &CStr, attached: bool) -> io::Result<libc::c_int> {
+    let id = identity(fd)?;
+    // A mount of its own either way, so it stays writable when the view makes the rest read-only.
+    let tree = if attached { fd } else { clone_tree(path, false)? };
+    if identity(tree)? != id {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(tree) };
+        return Err(io::Error::from_raw_os_error(libc::EXDEV));
+    }
+    attach(tree, path)?;
+    let own = open_dir_nofollow(path)?;
+    if identity(own)? != id {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(own) };
+        return Err(io::Error::from_raw_os_error(libc::EXDEV));
+    }
+    Ok(own)
+}
+
 /// The filesystem the command sees.
 fn view(plan: &Plan) -> io::Result<()> {
     let root = c"/";
@@ -552,6 +611,10 @@ fn view(plan: &Plan) -> io::Result<()> {
             *slot = *t;
         }
     }
+    let layer = match plan.layer {
+        Some(fd) => Some(own_layer(fd, &plan.layer_dir, !plan.trees.is_empty())?),
+        None => None,
+    };
     let mut devices = [-1; MAX_DEVICES];
     for (slot, dev) in devices.iter_mut().zip(&plan.devices) {
         *slot = clone_tree(dev, false)?;
@@ -610,6 +673,16 @@ fn view(plan: &Plan) -> io::Result<()> {
             return Err(io::Error::from_raw_os_error(libc::EXDEV));
         }
         attach_at(*tree, at)?;
+    }
+    if let (Some(layer), Some(mount)) = (layer, plan.writable.first()) {
+        overlay(mount, layer)?;
+        // The layer's tree was attached at its path: the overlay holds its own copy.
+        let path =
+            CString::new(format!("/proc/self/fd/{layer}")).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(layer) };
     }
     for p in &plan.pins {
         mount(p.as_ptr(), p, NONE, libc::MS_BIND | libc::MS_REC, NONE)?;

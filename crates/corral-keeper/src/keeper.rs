@@ -169,7 +169,7 @@ impl Keeper {
     /// Forks the command's first process.
     fn start(&mut self, mut run: Run, received: Vec<OwnedFd>) -> io::Result<Command> {
         let fixed = if run.stdin { 3 } else { 2 };
-        let named = run.plan.userns.iter().chain(&run.plan.trees);
+        let named = run.plan.userns.iter().chain(&run.plan.trees).chain(&run.plan.layer);
         let fd_at = |i: i32| -> io::Result<RawFd> {
             usize::try_from(i)
                 .ok()
@@ -183,6 +183,7 @@ impl Keeper {
         }
         run.plan.userns = run.plan.userns.map(fd_at).transpose()?;
         run.plan.trees = run.plan.trees.iter().map(|i| fd_at(*i)).collect::<io::Result<_>>()?;
+        run.plan.layer = run.plan.layer.map(fd_at).transpose()?;
         let mut pipe = [-1; 2];
         // SAFETY: a two-element array.
         if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {

@@ -237,6 +237,8 @@ impl Run {
             Some(l) => e.u8(1).u64(l.handled),
             None => e.u8(0),
         };
+        opt_i32(&mut e, p.layer);
+        e.cstr(&p.layer_dir);
         e.0
     }
 
@@ -275,6 +277,8 @@ impl Run {
         let forward = read_opt_i32(d)?.map(|p| u16::try_from(p).map_err(|_| bad())).transpose()?;
         let (shared_net, session_tmp) = (d.bool()?, d.bool()?);
         let landlock = if d.bool()? { Some(crate::landlock::Plan { handled: d.u64()? }) } else { None };
+        let layer = read_opt_i32(d)?;
+        let layer_dir = d.cstr()?;
         d.end()?;
         let plan = Plan {
             user_ns,
@@ -300,6 +304,8 @@ impl Run {
             forward,
             shared_net,
             session_tmp,
+            layer,
+            layer_dir,
             landlock,
         };
         Ok(Run { id, argv, env, cgroups, stdin, plan })

@@ -1,6 +1,7 @@
 //! The shell provider interface (`ShellProvider` in index.d.ts).
 
 pub mod approval;
+pub mod changes;
 pub mod exec;
 pub mod process;
 pub mod progress;
@@ -138,6 +139,8 @@ pub struct ExecResult {
     pub every_process_killed: bool,
     /// What an adapter says about the run (a limit that stopped it); the shell tool passes it on.
     pub note: Option<String>,
+    /// Overlay mode: what the command changed in its working directory.
+    pub changes: Option<crate::shell::changes::Changes>,
 }
 
 /// Resolves (does not fail) for a non-zero exit, a timeout or an abort; fails only when the

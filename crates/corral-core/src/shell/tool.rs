@@ -377,6 +377,14 @@ pub fn result_json(r: &ExecResult, timeout_ms: u64, max_output_chars: usize) -> 
         };
         m.insert("note".into(), Value::from(note));
     }
+    // Overlay mode: what the command changed in the tree, always the note's last line.
+    if let Some(line) = r.changes.as_ref().and_then(|c| c.note()) {
+        let note = match m.get("note").and_then(Value::as_str) {
+            Some(n) => format!("{n}\n{line}"),
+            None => line,
+        };
+        m.insert("note".into(), Value::from(note));
+    }
     Value::Object(m)
 }
 

@@ -67,6 +67,9 @@ impl ExecResult {
         if let Some(n) = &self.note {
             v["note"] = json!(n);
         }
+        if let Some(c) = &self.changes {
+            v["changes"] = c.to_json();
+        }
         v
     }
 
@@ -100,6 +103,7 @@ impl ExecResult {
             signal: v.get("signal").and_then(|s| s.as_str()).map(str::to_string),
             every_process_killed: false,
             note: v.get("note").and_then(|s| s.as_str()).map(str::to_string),
+            changes: v.get("changes").and_then(crate::shell::changes::Changes::from_json),
         })
     }
 }

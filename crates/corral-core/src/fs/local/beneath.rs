@@ -323,9 +323,13 @@ fn retry(retries: &mut usize) -> Resolve<()> {
 /// Opens a file found by a walk, relative to the root, following no link at all: on Linux
 /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, on macOS 11 and later `O_NOFOLLOW_ANY`,
 /// elsewhere (or on kernels without them) one `O_NOFOLLOW` step per component.
-pub(super) fn open_no_links(root: BorrowedFd<'_>, rel: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
-    let mut parts: Vec<&str> = rel.split('/').filter(|s| !s.is_empty()).collect();
-    if rel.starts_with('/') || parts.contains(&"..") {
+/// `rel` may be any bytes but NUL (a name a command made need not be UTF-8).
+pub(crate) fn open_no_links(root: BorrowedFd<'_>, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let rel = rel.as_os_str().as_bytes();
+    let cstr =
+        |b: &[u8]| CString::new(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a path"));
+    let mut parts: Vec<&[u8]> = rel.split(|b| *b == b'/').filter(|s| !s.is_empty()).collect();
+    if rel.starts_with(b"/") || parts.contains(&&b".."[..]) {
         // A walk's paths are relative and plain: anything else is not confined by the calls below.
         return Err(io::Error::from_raw_os_error(libc::EXDEV));
     }

@@ -21,6 +21,8 @@ use crate::path::Flavor;
 
 #[cfg(unix)]
 mod beneath;
+#[cfg(unix)]
+pub(crate) use beneath::open_no_links;
 #[cfg(not(unix))]
 mod portable;
 #[cfg(unix)]

@@ -5,7 +5,7 @@
 use std::ffi::CStr;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::beneath::{self, cstr, fstatat, kind, openat, permissions, Found, Last, Refused};
 use super::{dangling, escape, LocalFs};
@@ -259,7 +259,7 @@ impl LocalFs {
     /// Opens a file found by a walk (`real` is its resolved workspace path), following no link:
     /// a directory swapped for a link since the walk listed it is not entered.
     pub(super) fn open_walked(&self, real: &str) -> io::Result<std::fs::File> {
-        let fd = beneath::open_no_links(self.root_fd(), real, libc::O_RDONLY | libc::O_NONBLOCK)?;
+        let fd = beneath::open_no_links(self.root_fd(), Path::new(real), libc::O_RDONLY | libc::O_NONBLOCK)?;
         Ok(std::fs::File::from(fd))
     }
 
@@ -293,7 +293,7 @@ impl LocalFs {
                     let fd = if parent == "." {
                         beneath::dup(self.root_fd())
                     } else {
-                        beneath::open_no_links(self.root_fd(), parent, beneath::DIR_ONLY)
+                        beneath::open_no_links(self.root_fd(), Path::new(parent), beneath::DIR_ONLY)
                     };
                     dir = Some((parent, fd));
                 }

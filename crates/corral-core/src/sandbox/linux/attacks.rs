@@ -61,7 +61,7 @@ fn again_without_landlock(name: &str) {
 
 /// A sandbox shell over a fresh working directory (under `/var/tmp`, not the private `/tmp`, so
 /// paths beside it are the host's as the command sees them).
-fn shell(options: LinuxSandboxOptions) -> (tempfile::TempDir, PathBuf, SandboxShell) {
+pub(super) fn shell(options: LinuxSandboxOptions) -> (tempfile::TempDir, PathBuf, SandboxShell) {
     let sb = Arc::new(LinuxSandbox::new(options).expect("LinuxSandbox"));
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let cwd = std::fs::canonicalize(dir.path()).unwrap().join("work");
@@ -70,7 +70,7 @@ fn shell(options: LinuxSandboxOptions) -> (tempfile::TempDir, PathBuf, SandboxSh
     (dir, cwd, s)
 }
 
-async fn sh(s: &SandboxShell, cmd: &str) -> ExecResult {
+pub(super) async fn sh(s: &SandboxShell, cmd: &str) -> ExecResult {
     s.exec(cmd, ExecOptions { timeout_ms: Some(30_000), ..Default::default() }).await.unwrap()
 }
 

@@ -7,6 +7,7 @@
 //! compiled. The keeper (`sandbox/session`), a small program started once, forks and carries the
 //! plan out with raw syscalls, so no command costs a fork of Node.
 
+pub mod overlay;
 mod seccomp;
 mod session_plan;
 mod userns;
@@ -47,6 +48,9 @@ pub struct LinuxSandboxOptions {
     pub allow_unix_sockets: bool,
     /// `network: { allow }`: the hosts a broker may reach for the command (no network without one).
     pub allow: Option<Vec<String>>,
+    /// `changes: 'overlay'`: each command runs over an overlay of its working directory, and what
+    /// it changed is applied when it ends (`overlay.rs`).
+    pub overlay: bool,
 }
 
 /// `nobody` on Debian and most distributions.
@@ -66,6 +70,7 @@ impl Default for LinuxSandboxOptions {
             host_uid: DEFAULT_HOST_UID,
             allow_unix_sockets: false,
             allow: None,
+            overlay: false,
         }
     }
 }
@@ -86,6 +91,7 @@ impl LinuxSandboxOptions {
                 "allowWeaker",
                 "hostUid",
                 "allowUnixSockets",
+                "changes",
             ],
         )?;
         // `{ allow }` without a broker fails closed, as in SubprocessSandbox: loopback only.
@@ -120,6 +126,12 @@ impl LinuxSandboxOptions {
             host_uid: r.int("hostUid", DEFAULT_HOST_UID as u64, 1..=u32::MAX as u64 - 1)? as u32,
             allow_unix_sockets: r.bool("allowUnixSockets", false)?,
             allow,
+            overlay: match r.get("changes") {
+                None => false,
+                Some(Value::String(s)) if s == "direct" => false,
+                Some(Value::String(s)) if s == "overlay" => true,
+                Some(_) => return Err(r.err("changes must be 'direct' or 'overlay'.")),
+            },
         })
     }
 }
@@ -255,6 +267,19 @@ impl LinuxSandbox {
             ));
         }
         let userns = if probe.root { root_namespace(&options)? } else { None };
+        if options.overlay {
+            if probe.root && userns.is_none() {
+                return Err(Error::config(
+                    "LinuxSandbox: changes: 'overlay' runs commands in a user namespace with idmapped layers, which this machine cannot give as root (allowWeaker does not apply to it).",
+                ));
+            }
+            overlay::probe(userns.as_ref(), options.host_uid).map_err(|why| {
+                Error::config(format!(
+                    "LinuxSandbox: changes: 'overlay' needs overlayfs in a user namespace (Linux 5.11 or later) with its layers in the temp directory ({}): {why}.",
+                    std::env::temp_dir().display()
+                ))
+            })?;
+        }
         let seccomp = seccomp::filter(options.allow_unix_sockets)?
             .into_iter()
             .map(|prog| {
@@ -531,6 +556,8 @@ impl LinuxSandbox {
             shared_net: self.session.is_some(),
             session_tmp: false,
             landlock: self.probe.landlock.map(landlock::Plan::new),
+            layer: None,
+            layer_dir: CString::default(),
         };
         if !binds.is_empty() {
             session_plan::translate(&mut plan, binds)?;
@@ -540,6 +567,21 @@ impl LinuxSandbox {
 }
 
 impl LinuxSandbox {
+    /// What an overlay's changes may not bring to the host: every `.git` and the other bare
+    /// `protect` names at any depth, and the other `protect` entries (relative to the working
+    /// directory); nothing with `protect: []`, as the sweep after a direct command.
+    fn protected(&self) -> overlay::Protected {
+        if self.options.protect.is_empty() {
+            return overlay::Protected::default();
+        }
+        let (names, paths): (Vec<&String>, Vec<&String>) =
+            self.options.protect.iter().partition(|e| super::protect::is_name(e));
+        overlay::Protected {
+            names: std::iter::once(".git".to_string()).chain(names.into_iter().cloned()).collect(),
+            paths: paths.into_iter().map(|p| PathBuf::from(p.trim_start_matches("./"))).collect(),
+        }
+    }
+
     /// As root, the namespace a command enters: only with the idmapped trees the plan made.
     pub(crate) fn userns_for(&self, trees: &[OwnedFd]) -> Result<Option<OwnedFd>> {
         match (&self.userns, trees.is_empty()) {
@@ -616,6 +658,17 @@ impl SandboxAdapter for LinuxSandbox {
         let forward = self.egress().await?;
         let (plan, trees, watch) = self.plan(&req, memory.as_ref(), forward)?;
         let userns = self.userns_for(&trees)?;
+        // Overlay mode: the command's layer, made last, just before it starts (its stamp).
+        let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
+        let layer = match self.options.overlay && self.session.is_none() {
+            true => Some(overlay::Layer::new(&mount)?),
+            false => None,
+        };
+        let layer_fd = layer.as_ref().map(|l| l.descriptor(userns.as_ref())).transpose()?;
+        let mut plan = plan;
+        if let Some(l) = &layer {
+            plan.layer_dir = cstr(&l.dir)?;
+        }
         let mut env = req.env.clone();
         if let Some(port) = forward {
             env.extend(super::proxy_env(&format!("http://127.0.0.1:{port}"), "localhost,127.0.0.1"));
@@ -628,7 +681,7 @@ impl SandboxAdapter for LinuxSandbox {
         let pids_refused = Arc::new(AtomicU64::new(0));
         let isolation = Isolation {
             launch: Some(Box::new(move |launch| {
-                Box::pin(async move { keeper.spawn(launch, plan, userns, trees).await })
+                Box::pin(async move { keeper.spawn(launch, plan, userns, trees, layer_fd).await })
             })),
             pids_max: limits.pids,
             pids_unlimited: Some(Arc::new(AtomicBool::new(false))),
@@ -669,6 +722,9 @@ impl SandboxAdapter for LinuxSandbox {
         // Protected names the command made (a `git init`) never reach the host's tools.
         let removed = super::protect::sweep_blocking(watch).await;
         super::protect::add_notes(&mut r, removed);
+        if let Some(layer) = layer {
+            r.changes = Some(overlay::finish(layer, mount, self.protected()).await);
+        }
         Ok(r)
     }
 }
@@ -681,5 +737,7 @@ impl std::fmt::Debug for LinuxSandbox {
 
 #[cfg(test)]
 mod attacks;
+#[cfg(test)]
+mod overlay_tests;
 #[cfg(test)]
 mod tests;

@@ -247,14 +247,15 @@ impl Keeper {
         Ok((fd, port as u16))
     }
 
-    /// Starts one command under `plan`; `userns` and `trees` are the descriptors the plan names
-    /// (the plan's indices are set here).
+    /// Starts one command under `plan`; `userns`, `trees` and `layer` are the descriptors the plan
+    /// names (the plan's indices are set here).
     pub async fn spawn(
         &self,
         req: LaunchRequest,
         mut plan: Plan,
         userns: Option<OwnedFd>,
         trees: Vec<OwnedFd>,
+        layer: Option<OwnedFd>,
     ) -> io::Result<Launched> {
         let inner = &self.inner;
         if !inner.alive.load(Ordering::SeqCst) {
@@ -282,6 +283,10 @@ impl Keeper {
                 fds.len() as i32 - 1
             })
             .collect();
+        if let Some(l) = &layer {
+            plan.layer = Some(fds.len() as i32);
+            fds.push(l.as_raw_fd());
+        }
         let id = inner.next.fetch_add(1, Ordering::Relaxed);
         let run = Run { id, argv, env, cgroups: req.cgroups, stdin: stdin.is_some(), plan };
         let (started_tx, started_rx) = oneshot::channel();
@@ -296,7 +301,7 @@ impl Keeper {
             return Err(if inner.alive.load(Ordering::SeqCst) { e } else { gone() });
         }
         // The keeper has its own copies now.
-        drop((out_w, err_w, userns, trees));
+        drop((out_w, err_w, userns, trees, layer));
         let stdin = stdin.map(|(r, w)| {
             drop(r);
             w

@@ -1,0 +1,165 @@
+//! Reads a finished command's upper layer against the host tree below it: what it wrote, made,
+//! deleted (whiteouts; opaque directories hide what was below them), as a list of operations in
+//! the order they apply (parents before children). Reads only.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// What goes to the host at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    File { mode: u32 },
+    Link { target: OsString },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// The layer's file or link at `path` goes to the host; `existed`: the host has a file or
+    /// link there (the change is a modification).
+    Put { path: PathBuf, entry: Entry, existed: bool },
+    /// A directory the host does not have; `empty`: nothing else of the change lies below it.
+    MakeDir { path: PathBuf, mode: u32, empty: bool },
+    /// A host directory's permission bits.
+    ModeDir { path: PathBuf, mode: u32 },
+    /// What the host has at `path` goes, a whole directory with what it holds.
+    Remove { path: PathBuf },
+    /// Something the layer holds that has no place in a working tree.
+    Refuse { path: PathBuf, reason: &'static str },
+}
+
+impl Op {
+    pub fn path(&self) -> &Path {
+        match self {
+            Op::Put { path, .. }
+            | Op::MakeDir { path, .. }
+            | Op::ModeDir { path, .. }
+            | Op::Remove { path }
+            | Op::Refuse { path, .. } => path,
+        }
+    }
+}
+
+fn xattr(path: &Path, name: &std::ffi::CStr) -> Option<Vec<u8>> {
+    let p = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut buf = [0u8; 16];
+    // SAFETY: NUL-terminated strings and a buffer of the size given.
+    let n = unsafe { libc::lgetxattr(p.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
+}
+
+/// An overlay's opaque directory: nothing of the layer below shows through it.
+fn opaque(path: &Path) -> bool {
+    [c"user.overlay.opaque", c"trusted.overlay.opaque"].iter().any(|n| xattr(path, n).as_deref() == Some(b"y"))
+}
+
+/// An overlay's whiteout: a character device 0/0, or (an upper layer on an overlay itself) an
+/// empty file marked as one.
+fn whiteout(path: &Path, m: &std::fs::Metadata) -> bool {
+    (m.file_type().is_char_device() && m.rdev() == 0)
+        || (m.is_file()
+            && m.len() == 0
+            && [c"user.overlay.whiteout", c"trusted.overlay.whiteout"].iter().any(|n| xattr(path, n).is_some()))
+}
+
+fn names(dir: &Path) -> io::Result<Vec<OsString>> {
+    let mut v = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.file_name())).collect::<io::Result<Vec<_>>>()?;
+    v.sort();
+    Ok(v)
+}
+
+fn same_content(a: &Path, b: &Path) -> bool {
+    use std::io::Read;
+    let (Ok(mut fa), Ok(mut fb)) = (std::fs::File::open(a), std::fs::File::open(b)) else { return false };
+    let (mut ba, mut bb) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    loop {
+        let Ok(n) = fa.read(&mut ba) else { return false };
+        if n == 0 {
+            return fb.read(&mut bb[..1]).is_ok_and(|m| m == 0);
+        }
+        if fb.read_exact(&mut bb[..n]).is_err() || ba[..n] != bb[..n] {
+            return false;
+        }
+    }
+}
+
+/// The operations that make `host` what the overlay of `upper` on it showed.
+pub fn capture(upper: &Path, host: &Path) -> io::Result<Vec<Op>> {
+    let mut ops = Vec::new();
+    walk(upper, host, Path::new(""), true, &mut ops)?;
+    Ok(ops)
+}
+
+fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>) -> io::Result<()> {
+    let here = upper.join(rel);
+    let names = names(&here)?;
+    if host_dir && !rel.as_os_str().is_empty() && opaque(&here) {
+        // Everything the host has here and the layer does not name is gone.
+        for h in self::names(&host.join(rel)).unwrap_or_default() {
+            if names.binary_search(&h).is_err() {
+                ops.push(Op::Remove { path: rel.join(h) });
+            }
+        }
+    }
+    for name in names {
+        let r = rel.join(&name);
+        let u = upper.join(&r);
+        let um = std::fs::symlink_metadata(&u)?;
+        let hm = if host_dir { std::fs::symlink_metadata(host.join(&r)).ok() } else { None };
+        if whiteout(&u, &um) {
+            if hm.is_some() {
+                ops.push(Op::Remove { path: r });
+            }
+            continue;
+        }
+        let kind = um.file_type();
+        let host_is_dir = hm.as_ref().is_some_and(|h| h.is_dir());
+        if kind.is_dir() {
+            let mode = um.mode() & 0o7777;
+            if host_is_dir {
+                if hm.as_ref().is_some_and(|h| h.mode() & 0o7777 != mode) {
+                    ops.push(Op::ModeDir { path: r.clone(), mode });
+                }
+                walk(upper, host, &r, true, ops)?;
+            } else {
+                if hm.is_some() {
+                    ops.push(Op::Remove { path: r.clone() });
+                }
+                let at = ops.len();
+                ops.push(Op::MakeDir { path: r.clone(), mode, empty: false });
+                walk(upper, host, &r, false, ops)?;
+                let empty = ops.len() == at + 1;
+                ops[at] = Op::MakeDir { path: r, mode, empty };
+            }
+            continue;
+        }
+        let entry = if kind.is_file() {
+            let mode = um.mode() & 0o7777;
+            let same = hm.as_ref().is_some_and(|h| {
+                h.is_file() && h.mode() & 0o7777 == mode && h.len() == um.len() && same_content(&u, &host.join(&r))
+            });
+            if same {
+                continue;
+            }
+            Entry::File { mode }
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(&u)?.into_os_string();
+            let same = hm.as_ref().is_some_and(|h| h.file_type().is_symlink())
+                && std::fs::read_link(host.join(&r)).is_ok_and(|t| t.into_os_string() == target);
+            if same {
+                continue;
+            }
+            Entry::Link { target }
+        } else {
+            ops.push(Op::Refuse { path: r, reason: "not a file, link or directory" });
+            continue;
+        };
+        if host_is_dir {
+            ops.push(Op::Remove { path: r.clone() });
+        }
+        ops.push(Op::Put { path: r, entry, existed: hm.is_some() && !host_is_dir });
+    }
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! `changes: 'overlay'`: a command's changes land in a layer and reach the host only when it
+//! ends, checked. Run as root and as an unprivileged user by `scripts/test.sh` (they need
+//! namespaces, so they are `#[ignore]`d in a plain `cargo test`).
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::attacks::{sh, shell};
+use super::*;
+use crate::shell::changes::Changes;
+
+fn overlay() -> LinuxSandboxOptions {
+    LinuxSandboxOptions { overlay: true, ..Default::default() }
+}
+
+fn write(cwd: &Path, rel: &str, text: &str) {
+    let p = cwd.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn read(cwd: &Path, rel: &str) -> String {
+    std::fs::read_to_string(cwd.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn changes(r: &ExecResult) -> &Changes {
+    r.changes.as_ref().unwrap_or_else(|| panic!("no changes in {r:?}"))
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn the_host_is_untouched_while_the_command_runs_and_gets_its_changes_when_it_ends() {
+    let (_d, cwd, s) = shell(overlay());
+    write(&cwd, "a.txt", "one\n");
+    write(&cwd, "c.txt", "gone\n");
+    write(&cwd, "d1/f", "in d1\n");
+    write(&cwd, "run.sh", "echo run\n");
+    write(&cwd, "same.txt", "same\n");
+    let command = "echo new > b.txt && echo two >> a.txt && rm c.txt && rm -rf d1 && chmod +x run.sh \
+                   && ln -s a.txt link && mkdir empty && cat same.txt > /dev/null && touch same.txt \
+                   && cat a.txt && sleep 1";
+    let run = sh(&s, command);
+    let look = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        (cwd.join("b.txt").exists(), read(&cwd, "a.txt"), cwd.join("c.txt").exists())
+    };
+    let (r, during) = tokio::join!(run, look);
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(r.stdout, "one\ntwo\n");
+    assert_eq!(during, (false, "one\n".to_string(), true), "the host changed while the command ran");
+    let c = changes(&r);
+    assert_eq!(c.modified, vec!["a.txt", "run.sh"]);
+    assert_eq!(c.added, vec!["b.txt", "empty/", "link"]);
+    assert_eq!(c.deleted, vec!["c.txt", "d1/f"]);
+    assert!(c.refused.is_empty() && !c.pending, "{c:?}");
+    assert_eq!(read(&cwd, "a.txt"), "one\ntwo\n");
+    assert_eq!(read(&cwd, "b.txt"), "new\n");
+    assert!(!cwd.join("c.txt").exists() && !cwd.join("d1").exists());
+    assert_eq!(std::fs::metadata(cwd.join("run.sh")).unwrap().permissions().mode() & 0o111, 0o111);
+    assert_eq!(std::fs::read_link(cwd.join("link")).unwrap(), Path::new("a.txt"));
+    assert!(cwd.join("empty").is_dir());
+    // Nothing of the layer is left behind.
+    let base = overlay::layer::base_dir().unwrap();
+    let left: Vec<_> = walkdir(&base).into_iter().filter(|p| p.to_string_lossy().contains("layer-")).collect();
+    assert!(left.is_empty(), "layers left: {left:?}");
+}
+
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        out.push(e.path());
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(walkdir(&e.path()));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn edits_renames_and_a_file_replaced_by_a_directory_are_applied() {
+    let (_d, cwd, s) = shell(overlay());
+    write(&cwd, "src/main.c", "int main() { return 1; }\n");
+    write(&cwd, "old.txt", "moved\n");
+    write(&cwd, "swap", "a file\n");
+    write(&cwd, "dir1/x", "x\n");
+    let r = sh(&s, "sed -i 's/return 1/return 0/' src/main.c && mv old.txt new.txt && rm swap && mkdir swap && echo in > swap/in && mv dir1 dir2").await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    let c = changes(&r);
+    assert_eq!(c.modified, vec!["src/main.c"]);
+    assert_eq!(c.added, vec!["dir2/x", "new.txt", "swap/in"]);
+    assert_eq!(c.deleted, vec!["dir1/x", "old.txt", "swap"]);
+    assert_eq!(read(&cwd, "src/main.c"), "int main() { return 0; }\n");
+    assert_eq!(read(&cwd, "new.txt"), "moved\n");
+    assert_eq!(read(&cwd, "swap/in"), "in\n");
+    assert_eq!(read(&cwd, "dir2/x"), "x\n");
+    assert!(!cwd.join("dir1").exists() && !cwd.join("old.txt").exists());
+    // And back: the directory becomes a file again.
+    let r = sh(&s, "rm -rf swap && echo file again > swap").await;
+    assert_eq!(changes(&r).deleted, vec!["swap/in"]);
+    assert_eq!(changes(&r).added, vec!["swap"]);
+    assert_eq!(read(&cwd, "swap"), "file again\n");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_program_renaming_a_directory_of_the_host_gets_exdev_and_nothing_changes() {
+    // Unprivileged overlays have no redirect_dir: rename(2) of a directory below them fails with
+    // EXDEV (mv copies instead, above); the docs say so.
+    let (_d, cwd, s) = shell(overlay());
+    write(&cwd, "dir1/x", "x\n");
+    let r = sh(&s, "perl -e 'rename(\"dir1\", \"dir3\") or die \"rename: $!\\n\"'").await;
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    assert!(r.stderr.contains("Invalid cross-device link"), "{r:?}");
+    assert!(changes(&r).is_empty(), "{r:?}");
+    assert_eq!(read(&cwd, "dir1/x"), "x\n");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_new_git_directory_never_lands_and_the_rest_is_applied() {
+    let (_d, cwd, s) = shell(overlay());
+    let r = sh(&s, "mkdir -p sub/.git/hooks && echo evil > sub/.git/hooks/post-checkout && echo ok > sub/file").await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    let c = changes(&r);
+    assert_eq!(c.refused.len(), 1, "{c:?}");
+    assert_eq!((c.refused[0].path.as_str(), c.refused[0].reason.as_str()), ("sub/.git", "protected"));
+    assert_eq!(c.added, vec!["sub/file"]);
+    assert!(!cwd.join("sub/.git").exists());
+    assert_eq!(read(&cwd, "sub/file"), "ok\n");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_file_the_host_changed_while_the_command_ran_is_refused_and_kept() {
+    let (_d, cwd, s) = shell(overlay());
+    write(&cwd, "a.txt", "start\n");
+    write(&cwd, "b.txt", "start\n");
+    let run = sh(&s, "sleep 1 && echo command > a.txt && echo command > b.txt");
+    let host = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        write(&cwd, "a.txt", "host\n");
+    };
+    let (r, ()) = tokio::join!(run, host);
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    let c = changes(&r);
+    assert_eq!(c.refused.len(), 1, "{c:?}");
+    assert_eq!((c.refused[0].path.as_str(), c.refused[0].reason.as_str()), ("a.txt", "changed on the host"));
+    assert_eq!(c.modified, vec!["b.txt"]);
+    assert_eq!(read(&cwd, "a.txt"), "host\n");
+    assert_eq!(read(&cwd, "b.txt"), "command\n");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_file_owned_by_the_host_user_is_changed_through_the_overlay_and_keeps_its_owner() {
+    // As root the file is root's: the layers are idmapped, so the command's root copies it up.
+    let (_d, cwd, s) = shell(overlay());
+    write(&cwd, "owned.txt", "mine\n");
+    std::fs::set_permissions(cwd.join("owned.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let owner = std::fs::metadata(cwd.join("owned.txt")).unwrap().uid();
+    let r = sh(&s, "echo changed >> owned.txt && chmod 600 owned.txt").await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(changes(&r).modified, vec!["owned.txt"]);
+    let m = std::fs::metadata(cwd.join("owned.txt")).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o777), (owner, 0o600));
+    assert_eq!(read(&cwd, "owned.txt"), "mine\nchanged\n");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn the_shell_tools_note_ends_with_the_changes_line() {
+    let (_d, cwd, s) = shell(overlay());
+    write(&cwd, "a.ts", "a\n");
+    let r = sh(&s, "echo b > a.ts && echo c > c.ts && mkdir -p lib/.git").await;
+    let line = changes(&r).note().unwrap();
+    assert_eq!(line, "Changes: M a.ts, A c.ts; refused: lib/.git (protected)");
+    let json = crate::shell::tool::result_json(&r, 1000, 10_000);
+    assert!(json["note"].as_str().unwrap().ends_with(&line), "{json}");
+    assert_eq!(json["stdout"], "");
+}
+
+/// Set in the child `construction_is_refused_where_overlay_mounts_fail` starts.
+const NO_OVERLAY: &str = "CORRAL_TEST_NO_OVERLAY";
+
+#[test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+fn construction_is_refused_where_overlay_mounts_fail() {
+    if std::env::var_os(NO_OVERLAY).is_some() {
+        // The child: its every mount with exactly `nosuid,nodev` (the overlay's) fails.
+        let e = LinuxSandbox::new(overlay()).expect_err("an overlay sandbox was made where no overlay mounts");
+        assert_eq!(e.code, Code::Configuration, "{e:?}");
+        assert!(e.message.contains("changes: 'overlay' needs overlayfs in a user namespace"), "{e:?}");
+        // Direct mode does not need it.
+        LinuxSandbox::new(LinuxSandboxOptions::default()).expect("a direct sandbox");
+        return;
+    }
+    LinuxSandbox::new(overlay()).expect("overlays work on this machine");
+    let flags: u64 = libc::MS_NOSUID | libc::MS_NODEV;
+    let cond = seccompiler::SeccompCondition::new(
+        3,
+        seccompiler::SeccompCmpArgLen::Qword,
+        seccompiler::SeccompCmpOp::Eq,
+        flags,
+    )
+    .unwrap();
+    let rules: std::collections::BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
+        [(libc::SYS_mount, vec![seccompiler::SeccompRule::new(vec![cond]).unwrap()])].into_iter().collect();
+    let filter = seccompiler::SeccompFilter::new(
+        rules,
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
+        seccomp::arch().unwrap(),
+    )
+    .unwrap();
+    let prog: seccompiler::BpfProgram = filter.try_into().unwrap();
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "sandbox::linux::overlay_tests::construction_is_refused_where_overlay_mounts_fail",
+        "--exact",
+        "--ignored",
+        "--test-threads=1",
+    ]);
+    cmd.env(NO_OVERLAY, "1");
+    // SAFETY: prctl and the filter's installation are raw syscalls on data made before the fork.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            seccompiler::apply_filter(&prog).map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))
+        });
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("1 passed"), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+}
