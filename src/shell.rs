@@ -344,7 +344,7 @@ impl NativeShellTool {
                         None => started,
                     }
                 }
-                _ => tool::call(shell.as_ref(), &opts, &args, ctx.tool_call_id, &ctx.session_id, cancel).await,
+                _ => tool::call(shell.as_ref(), &opts, &args, &ctx, cancel).await,
             }
         })
     }

@@ -71,6 +71,7 @@ impl NativeTemplateTool {
                 stdin: None,
                 tool_call_id: ctx.tool_call_id,
                 session: &ctx.session_id,
+                turn: ctx.turn,
             };
             tool::run_call(shell.as_ref(), &opts, &call, cancel).await
         })

@@ -81,8 +81,8 @@ pub struct Plan {
     /// and `work`. The request's mount is then an overlay: the host's tree below, read-only to
     /// the overlay, and what the command writes, makes and deletes lands in `upper` only.
     pub layer: Option<libc::c_int>,
-    /// The layer directory's path: the overlay's layers must be mounts of the command's own
-    /// namespace, so the child reaches the layer again there (checked to be the same directory).
+    /// The layer directory's path: without a user namespace of the parent's, the child copies
+    /// the layer's mount from there (checked to be the same directory).
     pub layer_dir: CString,
 }
 
@@ -565,20 +565,31 @@ fn overlay(at: &CStr, layer: libc::c_int) -> io::Result<()> {
     r
 }
 
-/// The layer directory `fd` is open on, as a mount of this namespace attached at `path` (before
-/// anything covers it) and opened there. `attached`: `fd` is a detached tree (as root,
-/// idmapped) to attach; otherwise `path` is copied.
-fn own_layer(fd: libc::c_int, path: &CStr, attached: bool) -> io::Result<libc::c_int> {
+/// The layer directory `fd` is open on, as a detached tree to attach later: `fd` itself where it
+/// is one (as root, idmapped by the parent), else a copy of `path` taken now, before anything
+/// covers it (checked to be the same directory).
+fn layer_tree(fd: libc::c_int, path: &CStr, detached: bool) -> io::Result<(libc::c_int, (u64, u64))> {
     let id = identity(fd)?;
-    // A mount of its own either way, so it stays writable when the view makes the rest read-only.
-    let tree = if attached { fd } else { clone_tree(path, false)? };
+    let tree = if detached { fd } else { clone_tree(path, false)? };
     if identity(tree)? != id {
         // SAFETY: our own descriptor.
         unsafe { libc::close(tree) };
         return Err(io::Error::from_raw_os_error(libc::EXDEV));
     }
-    attach(tree, path)?;
-    let own = open_dir_nofollow(path)?;
+    Ok((tree, id))
+}
+
+/// Where the layer is attached while the overlay is made: in the view's own /tmp, which the
+/// command's user owns (no host directory on the way to search), removed again after.
+const LAYER_AT: &CStr = c"/tmp/.corral-layer";
+
+/// Attaches the layer's tree at [`LAYER_AT`] (an overlay's layers must be mounts of this
+/// namespace) and opens it there.
+fn attach_layer(tree: libc::c_int, id: (u64, u64)) -> io::Result<libc::c_int> {
+    // SAFETY: a NUL-terminated path.
+    check(unsafe { libc::mkdir(LAYER_AT.as_ptr(), 0o700) } as libc::c_long)?;
+    attach(tree, LAYER_AT)?;
+    let own = open_dir_nofollow(LAYER_AT)?;
     if identity(own)? != id {
         // SAFETY: our own descriptor.
         unsafe { libc::close(own) };
@@ -612,7 +623,7 @@ fn view(plan: &Plan) -> io::Result<()> {
         }
     }
     let layer = match plan.layer {
-        Some(fd) => Some(own_layer(fd, &plan.layer_dir, !plan.trees.is_empty())?),
+        Some(fd) => Some(layer_tree(fd, &plan.layer_dir, !plan.trees.is_empty())?),
         None => None,
     };
     let mut devices = [-1; MAX_DEVICES];
@@ -674,15 +685,16 @@ fn view(plan: &Plan) -> io::Result<()> {
         }
         attach_at(*tree, at)?;
     }
-    if let (Some(layer), Some(mount)) = (layer, plan.writable.first()) {
+    if let (Some((tree, id)), Some(mount)) = (layer, plan.writable.first()) {
+        let layer = attach_layer(tree, id)?;
         overlay(mount, layer)?;
-        // The layer's tree was attached at its path: the overlay holds its own copy.
-        let path =
-            CString::new(format!("/proc/self/fd/{layer}")).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        // SAFETY: a NUL-terminated path.
-        unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(layer) };
+        // The overlay holds its own copy of the layer's mount.
+        // SAFETY: our own descriptor and NUL-terminated paths.
+        unsafe {
+            libc::close(layer);
+            libc::umount2(LAYER_AT.as_ptr(), libc::MNT_DETACH);
+            libc::rmdir(LAYER_AT.as_ptr());
+        }
     }
     for p in &plan.pins {
         mount(p.as_ptr(), p, NONE, libc::MS_BIND | libc::MS_REC, NONE)?;

@@ -31,6 +31,10 @@ impl SessionData {
 pub(super) struct Backup {
     pub(super) before: Before,
     pub(super) writes: Vec<WriteRecord>,
+    /// Recorded for a command's changes (overlay mode): the path is seen as it is, a link not
+    /// followed, and may be a link or a directory before or after.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) shell: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +58,15 @@ pub(super) enum Before {
     TooLarge {
         size: u64,
     },
+    /// A symbolic link (its target, as file content is stored).
+    Link {
+        encoding: Encoding,
+        target: String,
+    },
+    /// A directory (its permission bits).
+    Dir {
+        mode: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +79,13 @@ pub(super) struct WriteRecord {
 pub(super) const TOO_LARGE_MARK: &str = "too-large";
 /// A write record's `to` when the change deleted the file.
 pub(super) const DELETED_MARK: &str = "deleted";
+/// A write record's `to` (and a state's key) for a directory.
+pub(super) const DIR_MARK: &str = "dir";
+
+/// A link's key in write records: its target hashed, apart from any file's content hash.
+pub(super) fn link_key(target: &[u8]) -> String {
+    format!("link:{}", sha256(target))
+}
 
 impl Before {
     pub(super) fn file(bytes: Vec<u8>, mode: Option<u32>) -> Before {
@@ -75,6 +95,27 @@ impl Before {
             Err(e) => (Encoding::Base64, base64_encode(e.as_bytes())),
         };
         Before::File { encoding, content, sha256, mode }
+    }
+}
+
+impl Before {
+    pub(super) fn link(target: Vec<u8>) -> Before {
+        let (encoding, target) = match String::from_utf8(target) {
+            Ok(text) => (Encoding::Utf8, text),
+            Err(e) => (Encoding::Base64, base64_encode(e.as_bytes())),
+        };
+        Before::Link { encoding, target }
+    }
+
+    /// The state's key, as write records name states: `None` for a missing path.
+    pub(super) fn key(&self, path: &str) -> Result<Option<String>> {
+        Ok(match self {
+            Before::Missing => None,
+            Before::File { sha256, .. } => Some(sha256.clone()),
+            Before::TooLarge { .. } => Some(TOO_LARGE_MARK.to_string()),
+            Before::Link { encoding, target } => Some(link_key(&decode_content(path, *encoding, target)?)),
+            Before::Dir { .. } => Some(DIR_MARK.to_string()),
+        })
     }
 }
 

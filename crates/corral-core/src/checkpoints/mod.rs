@@ -58,13 +58,19 @@ use crate::path::shown;
 
 mod format;
 mod rewind;
+#[cfg(unix)]
+mod shell;
 mod store;
 
 use format::*;
+#[cfg(unix)]
+pub use shell::ShellChange;
 pub use store::{CheckpointStore, FileCheckpointStore, MemoryCheckpointStore};
 
 pub const DEFAULT_MAX_TURNS: usize = 20;
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 1_000_000;
+/// How many bytes of backups one turn keeps of what commands changed (`maxTurnBytes`).
+pub const DEFAULT_MAX_TURN_BYTES: u64 = 100_000_000;
 /// The `format` field of a session's stored document.
 pub const FORMAT: &str = "corral-checkpoints/1";
 
@@ -125,11 +131,19 @@ pub struct CheckpointOptions {
     /// A real rewind keeps the backups of the files it skipped (the reference forgets them), so a
     /// later forced rewind can still restore them (default false).
     pub keep_skipped: bool,
+    /// The most bytes of backups a turn keeps of what commands changed; past it a change still
+    /// applies but cannot be undone (default 100 MB).
+    pub max_turn_bytes: u64,
 }
 
 impl Default for CheckpointOptions {
     fn default() -> Self {
-        CheckpointOptions { max_turns: DEFAULT_MAX_TURNS, max_file_bytes: DEFAULT_MAX_FILE_BYTES, keep_skipped: false }
+        CheckpointOptions {
+            max_turns: DEFAULT_MAX_TURNS,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            keep_skipped: false,
+            max_turn_bytes: DEFAULT_MAX_TURN_BYTES,
+        }
     }
 }
 
@@ -169,12 +183,13 @@ impl CheckpointOptions {
         let r = crate::options::Reader::new(
             "WorkspaceCheckpoints",
             v,
-            &["store", "maxTurns", "maxFileBytes", "keepSkipped"],
+            &["store", "maxTurns", "maxFileBytes", "keepSkipped", "maxTurnBytes"],
         )?;
         Ok(CheckpointOptions {
             max_turns: r.int("maxTurns", DEFAULT_MAX_TURNS as u64, 1..=100_000)? as usize,
             max_file_bytes: r.int("maxFileBytes", DEFAULT_MAX_FILE_BYTES, 1..=1 << 32)?,
             keep_skipped: r.bool("keepSkipped", false)?,
+            max_turn_bytes: r.int("maxTurnBytes", DEFAULT_MAX_TURN_BYTES, 0..=1 << 50)?,
         })
     }
 }
@@ -197,6 +212,7 @@ pub struct Checkpoints {
     max_turns: usize,
     max_file_bytes: u64,
     keep_skipped: bool,
+    max_turn_bytes: u64,
     /// Sessions loaded from the store, kept in step with it, each behind its own lock: every
     /// change is a load-modify-save of a session's document and a rewind runs start to end under
     /// it, while a store that never settles for one session blocks only that session. The map's
@@ -214,6 +230,7 @@ impl Checkpoints {
             max_turns: options.max_turns,
             max_file_bytes: options.max_file_bytes,
             keep_skipped: options.keep_skipped,
+            max_turn_bytes: options.max_turn_bytes,
             sessions: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -310,7 +327,10 @@ impl Checkpoints {
                     Observed::File(bytes) => Before::file(bytes, mode),
                     Observed::NotAFile | Observed::NotText => unreachable!("returned above"),
                 };
-                data.turns.entry(turn).or_default().insert(path.to_string(), Backup { before, writes: vec![record] });
+                data.turns
+                    .entry(turn)
+                    .or_default()
+                    .insert(path.to_string(), Backup { before, writes: vec![record], shell: false });
             }
         }
         self.commit(&mut sessions, session).await

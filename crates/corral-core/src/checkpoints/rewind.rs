@@ -11,7 +11,26 @@ use super::*;
 
 pub(super) enum Action {
     Delete,
-    Write { bytes: Vec<u8>, mode: Option<u32> },
+    Write {
+        bytes: Vec<u8>,
+        mode: Option<u32>,
+    },
+    /// A directory a command made, removed once empty.
+    RemoveDir,
+    MakeDir {
+        mode: u32,
+    },
+    Link {
+        target: Vec<u8>,
+    },
+}
+
+/// Where a path is, for a rewind: its key (as write records name states), or why it is skipped.
+enum Now {
+    /// Its key, and a file's permission bits when a command's change is being undone (a
+    /// `chmod` alone changes no content).
+    Key(Option<String>, Option<u32>),
+    Skip(SkipReason),
 }
 
 impl Checkpoints {
@@ -87,25 +106,20 @@ impl Checkpoints {
                 skip(&mut report, SkipReason::TooLarge);
                 continue;
             }
-            let current = match self.observe(fs, path).await? {
-                Observed::NotAFile => {
-                    skip(&mut report, SkipReason::NotAFile);
+            // A command's change: the path as it is (a link, a directory), not what it leads to.
+            let shell = first.shell || last.shell;
+            let now = if shell { self.now_as_is(fs, path).await? } else { self.now(fs, path).await? };
+            let (current, mode_now) = match now {
+                Now::Key(k, m) => (k, m),
+                Now::Skip(reason) => {
+                    skip(&mut report, reason);
                     continue;
                 }
-                Observed::TooLarge(_) => {
-                    skip(&mut report, SkipReason::TooLarge);
-                    continue;
-                }
-                Observed::Missing => None,
-                Observed::File(bytes) => Some(sha256(&bytes)),
-                Observed::NotText => Some("not-utf8".to_string()),
             };
-            let target = match &first.before {
-                Before::Missing => None,
-                Before::File { sha256, .. } => Some(sha256.clone()),
-                Before::TooLarge { .. } => unreachable!("skipped above"),
-            };
-            if current == target {
+            let target = first.before.key(path)?;
+            let mode_back = matches!((&first.before, mode_now),
+                (Before::File { mode: Some(m), .. }, Some(now)) if now & 0o777 != m & 0o777);
+            if current == target && !mode_back {
                 continue; // already as it was: nothing to undo (a crash before the write, say)
             }
             // What the agent last wrote; while a write is unconfirmed the file may still hold
@@ -121,10 +135,31 @@ impl Checkpoints {
                 skip(&mut report, SkipReason::ChangedSince);
                 continue;
             }
+            // What is there now goes first where what comes back cannot replace it in place (a
+            // file written over a link would land where the link leads).
+            match current.as_deref() {
+                None => {}
+                Some(DIR_MARK) => actions.push((path.to_string(), Action::RemoveDir)),
+                Some(k) => {
+                    let in_place = match &first.before {
+                        Before::File { .. } => !k.starts_with("link:"),
+                        Before::Link { .. } => true,
+                        _ => false,
+                    };
+                    if !in_place {
+                        actions.push((path.to_string(), Action::Delete));
+                    }
+                }
+            }
             match &first.before {
-                Before::Missing => {
-                    report.deleted.push(path.to_string());
-                    actions.push((path.to_string(), Action::Delete));
+                Before::Missing => report.deleted.push(path.to_string()),
+                Before::Dir { mode } => {
+                    report.restored.push(path.to_string());
+                    actions.push((path.to_string(), Action::MakeDir { mode: *mode }));
+                }
+                Before::Link { encoding, target } => {
+                    report.restored.push(path.to_string());
+                    actions.push((path.to_string(), Action::Link { target: decode_content(path, *encoding, target)? }));
                 }
                 Before::File { encoding, content, mode, .. } => {
                     let bytes = decode_content(path, *encoding, content)?;
@@ -149,9 +184,35 @@ impl Checkpoints {
         if dry_run || per_path.is_empty() {
             return Ok(report);
         }
+        // Files and links go first, then the directories commands made (deepest first), then
+        // what comes back (parents first).
+        let phase = |a: &Action| match a {
+            Action::Delete => 0,
+            Action::RemoveDir => 1,
+            Action::MakeDir { .. } => 2,
+            _ => 3,
+        };
+        actions.sort_by(|(pa, a), (pb, b)| {
+            let depth = |p: &str| p.matches('/').count();
+            phase(a).cmp(&phase(b)).then_with(|| match phase(a) {
+                1 => depth(pb).cmp(&depth(pa)),
+                _ => depth(pa).cmp(&depth(pb)).then_with(|| pa.cmp(pb)),
+            })
+        });
         for (path, action) in actions {
             match action {
                 Action::Delete => fs.rm(&path, false).await?,
+                Action::RemoveDir => {
+                    // Left where something not of the command's is still in it.
+                    if fs.readdir(&path).await?.is_empty() {
+                        fs.rm(&path, false).await?;
+                    }
+                }
+                Action::MakeDir { mode } => {
+                    fs.mkdir(&path).await?;
+                    fs.chmod(&path, mode & 0o777).await?;
+                }
+                Action::Link { target } => Self::put_link(fs, &path, &target)?,
                 Action::Write { bytes, mode } => {
                     if caps.write_bytes {
                         fs.write_file_bytes(&path, &bytes).await?;
@@ -181,5 +242,43 @@ impl Checkpoints {
         }
         self.commit(&mut sessions, session).await?;
         Ok(report)
+    }
+
+    /// A path's key as the file tools see it (a link followed).
+    async fn now(&self, fs: &dyn FsProvider, path: &str) -> Result<Now> {
+        Ok(match self.observe(fs, path).await? {
+            Observed::NotAFile => Now::Skip(SkipReason::NotAFile),
+            Observed::TooLarge(_) => Now::Skip(SkipReason::TooLarge),
+            Observed::Missing => Now::Key(None, None),
+            Observed::File(bytes) => Now::Key(Some(sha256(&bytes)), None),
+            Observed::NotText => Now::Key(Some("not-utf8".to_string()), None),
+        })
+    }
+
+    /// A path's key as it is: a link or a directory itself.
+    #[cfg(unix)]
+    async fn now_as_is(&self, fs: &dyn FsProvider, path: &str) -> Result<Now> {
+        use super::shell::Seen;
+        Ok(match self.seen(super::shell::local(fs)?, path).await? {
+            Seen::TooLarge(_) => Now::Skip(SkipReason::TooLarge),
+            Seen::Other => Now::Skip(SkipReason::NotAFile),
+            Seen::File { bytes, mode } => Now::Key(Some(sha256(&bytes)), Some(mode)),
+            seen => Now::Key(seen.key(), None),
+        })
+    }
+
+    #[cfg(not(unix))]
+    async fn now_as_is(&self, fs: &dyn FsProvider, path: &str) -> Result<Now> {
+        self.now(fs, path).await
+    }
+
+    #[cfg(unix)]
+    fn put_link(fs: &dyn FsProvider, path: &str, target: &[u8]) -> Result<()> {
+        super::shell::local(fs)?.symlink_sync(path, target)
+    }
+
+    #[cfg(not(unix))]
+    fn put_link(_fs: &dyn FsProvider, path: &str, _target: &[u8]) -> Result<()> {
+        Err(Error::new(Code::Io, format!("Cannot restore the link {}: links are restored on unix only.", shown(path))))
     }
 }

@@ -206,7 +206,7 @@ async fn agent_write(ck: &Checkpoints, fs: &TestFs, session: &str, turn: u32, pa
 }
 
 fn with_store(store: Arc<dyn CheckpointStore>, max_turns: usize, max_file_bytes: u64) -> Checkpoints {
-    Checkpoints::new(store, CheckpointOptions { max_turns, max_file_bytes, keep_skipped: false }).unwrap()
+    Checkpoints::new(store, CheckpointOptions { max_turns, max_file_bytes, ..CheckpointOptions::default() }).unwrap()
 }
 
 fn turns(list: &[TurnChanges]) -> Vec<(u32, Vec<&str>)> {

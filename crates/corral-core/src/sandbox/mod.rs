@@ -72,7 +72,38 @@ pub struct SandboxRequest {
     /// Input while the command runs, for an adapter that `takes_input`. Not part of the request
     /// a JS adapter receives.
     pub input: Option<crate::shell::Input>,
+    /// Overlay mode: where the command's changes are recorded before they apply. Not part of the
+    /// request a JS adapter receives.
+    pub record: Option<ChangeRecord>,
+    /// Overlay mode: where the command's layer is made (`changesDir`; under the temp directory
+    /// when `None`). Not part of the request a JS adapter receives.
+    pub changes_dir: Option<PathBuf>,
 }
+
+/// Where an adapter that runs commands over an overlay (`changes: 'overlay'`) records what a
+/// command changed before applying it: a SandboxShell's `checkpoints`, under the call's session
+/// and turn.
+#[derive(Clone)]
+pub struct ChangeRecord {
+    pub checkpoints: Arc<crate::checkpoints::Checkpoints>,
+    pub fs: Arc<dyn crate::fs::FsProvider>,
+    pub session: String,
+    pub turn: u32,
+}
+
+impl std::fmt::Debug for ChangeRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeRecord").field("session", &self.session).field("turn", &self.turn).finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for ChangeRecord {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.checkpoints, &other.checkpoints) && self.session == other.session && self.turn == other.turn
+    }
+}
+
+impl Eq for ChangeRecord {}
 
 /// Runs one command in some sandbox (`SandboxAdapter` in index.d.ts). Like a `ShellProvider`, `run`
 /// resolves for a non-zero exit, a timeout or a cancel, and fails only when the command could
@@ -86,6 +117,10 @@ pub trait SandboxAdapter: Send + Sync {
     /// Whether commands run on the host itself (only [`NoopSandbox`]): SandboxShell then gives
     /// them NodeWorkspace's base environment, and `inheritEnv: true` the whole host environment.
     fn runs_on_host(&self) -> bool {
+        false
+    }
+    /// Whether commands run over an overlay and their changes go through `SandboxRequest::record`.
+    fn records_changes(&self) -> bool {
         false
     }
     /// Whether `SandboxRequest::input` reaches the command while it runs.
@@ -134,6 +169,10 @@ pub struct SandboxShell {
     cwd: SandboxCwd,
     env: BTreeMap<String, String>,
     inherit: InheritEnv,
+    /// `checkpoints`: where an overlay adapter records each command's changes.
+    checkpoints: Option<(Arc<crate::checkpoints::Checkpoints>, Arc<dyn crate::fs::FsProvider>)>,
+    /// `changesDir`: where an overlay adapter makes each command's layer.
+    changes_dir: Option<PathBuf>,
 }
 
 /// Where commands run: a directory of this machine (a local sandbox, a bind mount), confined
@@ -172,7 +211,48 @@ impl SandboxShell {
             Ok(_) => return Err(Error::config(format!("SandboxShell: cwd \"{}\" is not a directory", cwd.display()))),
             Err(_) => SandboxCwd::Remote(cwd.to_path_buf()),
         };
-        Ok(SandboxShell { adapter, cwd, env, inherit })
+        Ok(SandboxShell { adapter, cwd, env, inherit, checkpoints: None, changes_dir: None })
+    }
+
+    /// `changesDir`: an existing directory outside the shell's cwd, where an overlay adapter
+    /// makes each command's layer.
+    pub fn with_changes_dir(mut self, dir: &Path) -> Result<Self> {
+        let real = std::fs::canonicalize(dir).ok().filter(|p| p.is_dir()).ok_or_else(|| {
+            Error::config(format!("SandboxShell: changesDir {} is not a directory on this machine.", dir.display()))
+        })?;
+        if real.starts_with(self.cwd()) || self.cwd().starts_with(&real) {
+            return Err(Error::config(format!(
+                "SandboxShell: changesDir {} must lie outside the shell's cwd (and not hold it): a command would see its own layers.",
+                real.display()
+            )));
+        }
+        self.changes_dir = Some(real);
+        Ok(self)
+    }
+
+    /// `checkpoints`: every change a command makes is recorded under the call's session and turn
+    /// before it applies, so `rewind` undoes commands as it undoes the file tools. The adapter
+    /// must run commands over an overlay (`changes: 'overlay'`) and `fs` be a NodeWorkspace whose
+    /// root is this shell's cwd.
+    pub fn with_checkpoints(
+        mut self,
+        checkpoints: Arc<crate::checkpoints::Checkpoints>,
+        fs: Arc<dyn crate::fs::FsProvider>,
+    ) -> Result<Self> {
+        if !self.adapter.records_changes() {
+            return Err(Error::config(
+                "SandboxShell: checkpoints record what commands change, which needs an adapter that runs them over an overlay (LinuxSandbox with changes: 'overlay').",
+            ));
+        }
+        let same_root = fs.as_local().is_some_and(|l| l.root() == self.cwd());
+        if !same_root {
+            return Err(Error::config(format!(
+                "SandboxShell: checkpoints must be a WorkspaceCheckpoints over a NodeWorkspace whose root is the shell's cwd ({}).",
+                self.cwd().display()
+            )));
+        }
+        self.checkpoints = Some((checkpoints, fs));
+        Ok(self)
     }
 
     /// The path commands run in (unless a call names a subdirectory): the real host path when
@@ -264,6 +344,13 @@ impl ShellProvider for SandboxShell {
             on_output: options.on_output,
             capture_bytes: options.capture_bytes,
             input: options.input,
+            record: self.checkpoints.as_ref().map(|(checkpoints, fs)| ChangeRecord {
+                checkpoints: checkpoints.clone(),
+                fs: fs.clone(),
+                session: options.session_id.clone().unwrap_or_else(|| crate::tools::DEFAULT_SESSION.to_string()),
+                turn: options.turn.unwrap_or(0),
+            }),
+            changes_dir: self.changes_dir.clone(),
         };
         run_guarded(self.adapter.clone(), req, options.cancel).await
     }

@@ -33,6 +33,8 @@ impl SandboxRequest {
             mount: None,
             capture_bytes: None,
             input: None,
+            record: None,
+            changes_dir: None,
         })
     }
 

@@ -23,11 +23,18 @@ pub struct Changes {
     pub refused: Vec<Refusal>,
     /// Kept in a layer, not applied (yet).
     pub pending: bool,
+    /// Applied, but past what the checkpoints keep (`maxTurnBytes`, `maxFileBytes`): a rewind
+    /// cannot undo them. Named in the note only.
+    pub not_undoable: Vec<String>,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.modified.is_empty() && self.deleted.is_empty() && self.refused.is_empty()
+        self.added.is_empty()
+            && self.modified.is_empty()
+            && self.deleted.is_empty()
+            && self.refused.is_empty()
+            && self.not_undoable.is_empty()
     }
 
     /// `{ added, modified, deleted, refused: [{ path, reason }], pending }`.
@@ -58,6 +65,7 @@ impl Changes {
             deleted: list("deleted")?,
             refused,
             pending: v.get("pending").and_then(Value::as_bool).unwrap_or(false),
+            not_undoable: Vec::new(),
         })
     }
 
@@ -85,6 +93,13 @@ impl Changes {
                 line.push_str(&format!(", and {} more refused", self.refused.len() - NOTE_PATHS));
             }
         }
+        if !self.not_undoable.is_empty() {
+            let shown: Vec<&str> = self.not_undoable.iter().take(NOTE_PATHS).map(String::as_str).collect();
+            line.push_str(&format!("; cannot be undone (too large): {}", shown.join(", ")));
+            if self.not_undoable.len() > NOTE_PATHS {
+                line.push_str(&format!(", and {} more", self.not_undoable.len() - NOTE_PATHS));
+            }
+        }
         if self.pending {
             line.push_str(" (pending, not applied)");
         }
@@ -104,6 +119,7 @@ mod tests {
             deleted: vec!["c.ts".into()],
             refused: vec![Refusal { path: "lib/.git".into(), reason: "protected".into() }],
             pending: false,
+            not_undoable: Vec::new(),
         };
         let line = c.note().unwrap();
         assert!(line.starts_with("Changes: M a.ts, A n0.ts, "), "{line}");

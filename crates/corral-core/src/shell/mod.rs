@@ -122,6 +122,11 @@ pub struct ExecOptions {
     /// control group): a background process ends whole. (Every command, this or not, ends when
     /// this process ends: `exec/guard.rs`.)
     pub end_with_shell: bool,
+    /// The tool call's session, turn and id (the shell tool fills them from its `ctx`): a
+    /// SandboxShell with checkpoints records a command's changes under them.
+    pub session_id: Option<String>,
+    pub turn: Option<u32>,
+    pub tool_call_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

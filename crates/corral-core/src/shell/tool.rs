@@ -401,7 +401,8 @@ pub async fn run(
     timeout_ms: Option<u64>,
     cancel: Option<Cancel>,
 ) -> Result<Value> {
-    let call = Call { command, timeout_ms, stdin: None, tool_call_id: None, session: crate::tools::DEFAULT_SESSION };
+    let call =
+        Call { command, timeout_ms, stdin: None, tool_call_id: None, session: crate::tools::DEFAULT_SESSION, turn: 0 };
     run_with_grace(shell, opts, &call, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL).await
 }
 
@@ -424,6 +425,9 @@ pub struct Call<'a> {
     pub tool_call_id: Option<String>,
     /// The call's session (`ctx.sessionId`): where its output's markers are numbered.
     pub session: &'a str,
+    /// The call's turn (`ctx.turn`): a SandboxShell with checkpoints records the command's
+    /// changes under it.
+    pub turn: u32,
 }
 
 async fn run_with_grace(
@@ -467,6 +471,9 @@ async fn run_with_grace(
                 cancel: cancel.clone(),
                 on_output: progress.as_ref().and_then(|p| p.sink()),
                 capture_bytes: Some(capture_for(opts.max_output_chars, opts.spill.is_some())),
+                session_id: Some(call.session.to_string()),
+                turn: Some(call.turn),
+                tool_call_id: call.tool_call_id.clone(),
                 ..ExecOptions::default()
             },
         );
@@ -590,10 +597,10 @@ pub async fn call(
     shell: &dyn ShellProvider,
     opts: &ShellToolOptions,
     args: &Value,
-    tool_call_id: Option<String>,
-    session: &str,
+    ctx: &crate::tools::Ctx,
     cancel: Option<Cancel>,
 ) -> Result<Value> {
+    let session = ctx.session_id.as_str();
     if let Err(e) = check_call_args(opts, args) {
         return Err(match &opts.redactor {
             Some(r) => r.redact_error(e, session),
@@ -604,8 +611,9 @@ pub async fn call(
         command: args.get("command").and_then(Value::as_str).unwrap_or_default(),
         timeout_ms: args.get("timeout_ms").and_then(Value::as_f64).map(|t| t as u64),
         stdin: args.get("stdin").and_then(Value::as_str).map(str::to_string),
-        tool_call_id,
+        tool_call_id: ctx.tool_call_id.clone(),
         session,
+        turn: ctx.turn,
     };
     run_with_grace(shell, opts, &call, cancel, PROVIDER_GRACE_AFTER_TIMEOUT, PROVIDER_GRACE_AFTER_CANCEL).await
 }

@@ -187,7 +187,7 @@ async fn a_provider_that_ignores_the_timeout_is_not_waited_on_forever() {
     let v = run_with_grace(
         &fake,
         &opts,
-        &Call { command: "x", timeout_ms: None, stdin: None, tool_call_id: None, session: "default" },
+        &Call { command: "x", timeout_ms: None, stdin: None, tool_call_id: None, session: "default", turn: 0 },
         None,
         grace,
         grace,
@@ -204,7 +204,7 @@ async fn a_provider_that_ignores_the_timeout_is_not_waited_on_forever() {
     let v = run_with_grace(
         &fake,
         &ShellToolOptions::default(),
-        &Call { command: "x", timeout_ms: None, stdin: None, tool_call_id: None, session: "default" },
+        &Call { command: "x", timeout_ms: None, stdin: None, tool_call_id: None, session: "default", turn: 0 },
         Some(cancel),
         grace,
         grace,

@@ -17,7 +17,11 @@ impl ExecOptions {
     /// `exec(command, { cwd?, timeoutMs?, env?, stdin?, onOutput? })` (the facade takes `signal`
     /// off and gives it as `cancel`; `onOutput` is for a JavaScript provider and ignored here).
     pub fn from_json(v: &Value, cancel: Option<Cancel>) -> Result<ExecOptions> {
-        let r = call_options("exec options", v, &["cwd", "timeoutMs", "env", "stdin", "onOutput"])?;
+        let r = call_options(
+            "exec options",
+            v,
+            &["cwd", "timeoutMs", "env", "stdin", "onOutput", "sessionId", "turn", "toolCallId"],
+        )?;
         let bad = |f: &str| Error::new(Code::InvalidArguments, format!("exec options: {f} has the wrong type."));
         let text = |f: &str| match r.get(f) {
             None => Ok(None),
@@ -33,6 +37,16 @@ impl ExecOptions {
             env: r.string_map("env").map_err(|_| bad("env"))?,
             stdin: text("stdin")?,
             cancel,
+            session_id: text("sessionId")?,
+            turn: match r.get("turn") {
+                None => None,
+                Some(n) => Some(
+                    n.as_f64()
+                        .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u32::MAX as f64)
+                        .ok_or_else(|| bad("turn"))? as u32,
+                ),
+            },
+            tool_call_id: text("toolCallId")?,
             ..ExecOptions::default()
         })
     }
@@ -48,6 +62,15 @@ impl ExecOptions {
         }
         if let Some(s) = &self.stdin {
             v["stdin"] = json!(s);
+        }
+        if let Some(s) = &self.session_id {
+            v["sessionId"] = json!(s);
+        }
+        if let Some(t) = self.turn {
+            v["turn"] = json!(t);
+        }
+        if let Some(s) = &self.tool_call_id {
+            v["toolCallId"] = json!(s);
         }
         v
     }

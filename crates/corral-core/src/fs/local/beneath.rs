@@ -150,7 +150,7 @@ pub(super) fn permissions(st: &libc::stat) -> u32 {
     (st.st_mode & 0o7777) as u32
 }
 
-fn readlinkat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
+pub(super) fn readlinkat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; 4096];
     // SAFETY: a valid descriptor, a NUL-terminated name and a buffer of the given size.
     let n = unsafe { libc::readlinkat(dir.as_raw_fd(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };

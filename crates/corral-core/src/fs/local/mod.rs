@@ -28,6 +28,23 @@ mod portable;
 #[cfg(unix)]
 mod unix;
 
+/// What a path holds, its last component not followed (`LocalFs::entry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEntry {
+    Missing,
+    File {
+        size: u64,
+        mode: u32,
+    },
+    /// A symbolic link and its target.
+    Link(Vec<u8>),
+    Dir {
+        mode: u32,
+    },
+    /// A device, socket or FIFO.
+    Other,
+}
+
 #[derive(Debug)]
 struct Root {
     /// The real, absolute root.

@@ -199,6 +199,64 @@ impl LocalFs {
         r.map_err(|e| Error::io(&rel, &e))
     }
 
+    /// What is at `path` itself, reached through no link at all (a path below a link is
+    /// missing as such): the checkpoints of a command's changes see files, links and directories
+    /// alike.
+    pub(crate) fn entry_sync(&self, path: &str) -> Result<super::HostEntry> {
+        let rel = normalize(path, self.flavor)?;
+        let (parent, name) = match rel.rsplit_once('/') {
+            Some((p, n)) => (p, n),
+            None => ("", rel.as_str()),
+        };
+        let missing = |e: &io::Error| matches!(errno(e), libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::EXDEV);
+        let dir = match parent {
+            "" => self.root_fd().try_clone_to_owned().map_err(|e| Error::io(&rel, &e))?,
+            p => match beneath::open_no_links(self.root_fd(), Path::new(p), beneath::DIR_ONLY) {
+                Ok(d) => d,
+                Err(e) if missing(&e) => return Ok(super::HostEntry::Missing),
+                Err(e) => return Err(Error::io(&rel, &e)),
+            },
+        };
+        let name = cstr(name).map_err(|e| Error::io(&rel, &e))?;
+        let st = match fstatat(dir.as_fd(), Some(&name)) {
+            Ok(st) => st,
+            Err(e) if missing(&e) => return Ok(super::HostEntry::Missing),
+            Err(e) => return Err(Error::io(&rel, &e)),
+        };
+        Ok(match kind(&st) {
+            libc::S_IFREG => super::HostEntry::File { size: st.st_size as u64, mode: permissions(&st) },
+            libc::S_IFDIR => super::HostEntry::Dir { mode: permissions(&st) },
+            libc::S_IFLNK => {
+                let target = beneath::readlinkat(dir.as_fd(), &name).map_err(|e| Error::io(&rel, &e))?;
+                super::HostEntry::Link(target)
+            }
+            _ => super::HostEntry::Other,
+        })
+    }
+
+    /// Puts a link at `path` (replacing a file or link there in one rename); parents are made.
+    pub(crate) fn symlink_sync(&self, path: &str, target: &[u8]) -> Result<()> {
+        let (rel, found) = self.found(path, Last::CreateParents)?;
+        let Some(name) = &found.name else { return Err(is_a_directory(&rel)) };
+        let dir = found.dir.as_fd();
+        let tmp = cstr(&format!(".corral-{:016x}.tmp", rand::random::<u64>())).map_err(|e| Error::io(&rel, &e))?;
+        let target =
+            std::ffi::CString::new(target).map_err(|_| Error::new(Code::InvalidArguments, "a NUL byte in a link"))?;
+        // SAFETY: NUL-terminated strings and a descriptor of ours.
+        let r = unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), tmp.as_ptr()) };
+        if r < 0 {
+            return Err(Error::io(&rel, &io::Error::last_os_error()));
+        }
+        // SAFETY: as above.
+        if unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) } < 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
+            return Err(Error::io(&rel, &e));
+        }
+        Ok(())
+    }
+
     pub(super) fn get_mode_sync(&self, path: &str) -> Result<u32> {
         let st = self.attempt(path, Last::Follow, |_, f| {
             let st = fstatat(f.dir.as_fd(), f.name.as_deref())?;

@@ -638,6 +638,10 @@ impl SandboxAdapter for LinuxSandbox {
         true
     }
 
+    fn records_changes(&self) -> bool {
+        self.options.overlay && self.session.is_none()
+    }
+
     /// Stops the broker listener this sandbox made; a later run makes a new one.
     async fn close(&self) -> Result<()> {
         let taken = self.egress.lock().await.take();
@@ -661,7 +665,7 @@ impl SandboxAdapter for LinuxSandbox {
         // Overlay mode: the command's layer, made last, just before it starts (its stamp).
         let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
         let layer = match self.options.overlay && self.session.is_none() {
-            true => Some(overlay::Layer::new(&mount)?),
+            true => Some(overlay::Layer::new(&mount, req.changes_dir.as_deref())?),
             false => None,
         };
         let layer_fd = layer.as_ref().map(|l| l.descriptor(userns.as_ref())).transpose()?;
@@ -669,6 +673,7 @@ impl SandboxAdapter for LinuxSandbox {
         if let Some(l) = &layer {
             plan.layer_dir = cstr(&l.dir)?;
         }
+        let req_record = req.record.clone();
         let mut env = req.env.clone();
         if let Some(port) = forward {
             env.extend(super::proxy_env(&format!("http://127.0.0.1:{port}"), "localhost,127.0.0.1"));
@@ -723,7 +728,7 @@ impl SandboxAdapter for LinuxSandbox {
         let removed = super::protect::sweep_blocking(watch).await;
         super::protect::add_notes(&mut r, removed);
         if let Some(layer) = layer {
-            r.changes = Some(overlay::finish(layer, mount, self.protected()).await);
+            r.changes = Some(overlay::finish(layer, mount, self.protected(), req_record).await);
         }
         Ok(r)
     }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use super::attacks::{sh, shell};
 use super::*;
+use crate::sandbox::SandboxShell;
 use crate::shell::changes::Changes;
+use crate::shell::{ExecOptions, ShellProvider};
 
 fn overlay() -> LinuxSandboxOptions {
     LinuxSandboxOptions { overlay: true, ..Default::default() }
@@ -61,7 +63,7 @@ async fn the_host_is_untouched_while_the_command_runs_and_gets_its_changes_when_
     assert_eq!(std::fs::read_link(cwd.join("link")).unwrap(), Path::new("a.txt"));
     assert!(cwd.join("empty").is_dir());
     // Nothing of the layer is left behind.
-    let base = overlay::layer::base_dir().unwrap();
+    let base = overlay::layer::base_dir(None).unwrap();
     let left: Vec<_> = walkdir(&base).into_iter().filter(|p| p.to_string_lossy().contains("layer-")).collect();
     assert!(left.is_empty(), "layers left: {left:?}");
 }
@@ -233,4 +235,160 @@ fn construction_is_refused_where_overlay_mounts_fail() {
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("1 passed"), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Every entry below `dir`: its kind, permission bits and content (a link's target).
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (char, u32, Vec<u8>)> {
+    let mut out = std::collections::BTreeMap::new();
+    for p in walkdir(dir) {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+        let entry = if m.file_type().is_symlink() {
+            ('l', 0, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes())
+        } else if m.is_dir() {
+            ('d', m.mode() & 0o777, Vec::new())
+        } else {
+            ('f', m.mode() & 0o777, std::fs::read(&p).unwrap())
+        };
+        out.insert(rel, entry);
+    }
+    out
+}
+
+type Ck = Arc<crate::checkpoints::Checkpoints>;
+type Fs = Arc<dyn crate::fs::FsProvider>;
+
+fn workspace(dir: &Path) -> Fs {
+    Arc::new(crate::fs::local::LocalFs::new(dir.to_str().unwrap()).unwrap())
+}
+
+fn with_checkpoints(options: LinuxSandboxOptions) -> (tempfile::TempDir, PathBuf, SandboxShell, Ck, Fs) {
+    let (d, cwd, s) = shell(options);
+    let checkpoints = Arc::new(crate::checkpoints::Checkpoints::in_memory());
+    let fs = workspace(&cwd);
+    let s = s.with_checkpoints(checkpoints.clone(), fs.clone()).unwrap();
+    (d, cwd, s, checkpoints, fs)
+}
+
+async fn in_turn(s: &SandboxShell, turn: u32, cmd: &str) -> ExecResult {
+    let o =
+        ExecOptions { timeout_ms: Some(30_000), session_id: Some("s1".into()), turn: Some(turn), ..Default::default() };
+    let r = s.exec(cmd, o).await.unwrap();
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    r
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_rewind_after_a_turn_of_commands_gives_back_the_tree_as_it_was() {
+    let (_d, cwd, s, checkpoints, fs) = with_checkpoints(overlay());
+    write(&cwd, "a.txt", "one\n");
+    write(&cwd, "b.txt", "bee\n");
+    write(&cwd, "c.txt", "sea\n");
+    write(&cwd, "run.sh", "echo run\n");
+    write(&cwd, "dir1/x", "x\n");
+    write(&cwd, "dir1/deep/y", "y\n");
+    write(&cwd, "swap", "a file\n");
+    std::os::unix::fs::symlink("b.txt", cwd.join("old-link")).unwrap();
+    std::fs::create_dir(cwd.join("empty-before")).unwrap();
+    let before = snapshot(&cwd);
+    in_turn(
+        &s,
+        1,
+        "echo two >> a.txt && rm b.txt && mv c.txt c2.txt && chmod +x run.sh && rm -rf dir1 \
+                    && mkdir -p made/deeper && echo f > made/deeper/f && ln -s a.txt new-link \
+                    && rm old-link && echo now a file > old-link && rm swap && mkdir swap && echo in > swap/in \
+                    && rmdir empty-before && mkdir empty-after",
+    )
+    .await;
+    in_turn(&s, 2, "echo three >> a.txt && rm -rf swap && ln -s nowhere swap").await;
+    assert_ne!(snapshot(&cwd), before);
+    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
+    assert!(report.skipped.is_empty(), "{report:?}");
+    assert_eq!(snapshot(&cwd), before, "{report:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_direct_exec_records_under_the_default_session_and_turn_zero() {
+    let (_d, cwd, s, checkpoints, fs) = with_checkpoints(overlay());
+    write(&cwd, "a.txt", "one\n");
+    let r = sh(&s, "echo two > a.txt && echo new > n.txt").await;
+    assert_eq!(changes(&r).modified, vec!["a.txt"]);
+    let turns = checkpoints.list("default").await.unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!((turns[0].turn, turns[0].paths.clone()), (0, vec!["a.txt".to_string(), "n.txt".to_string()]));
+    let report = checkpoints.rewind(fs.as_ref(), "default", 0, false, false).await.unwrap();
+    assert_eq!((report.restored, report.deleted), (vec!["a.txt".to_string()], vec!["n.txt".to_string()]));
+    assert_eq!(read(&cwd, "a.txt"), "one\n");
+    assert!(!cwd.join("n.txt").exists());
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_change_past_max_turn_bytes_applies_and_is_named_as_not_undoable() {
+    let (_d, cwd, s) = shell(overlay());
+    let opts = crate::checkpoints::CheckpointOptions { max_turn_bytes: 10, ..Default::default() };
+    let checkpoints = Arc::new(
+        crate::checkpoints::Checkpoints::new(Arc::new(crate::checkpoints::MemoryCheckpointStore::new()), opts).unwrap(),
+    );
+    let fs = workspace(&cwd);
+    let s = s.with_checkpoints(checkpoints.clone(), fs.clone()).unwrap();
+    write(&cwd, "small.txt", "tiny\n");
+    write(&cwd, "big.txt", "more than ten bytes\n");
+    let r = in_turn(&s, 1, "echo x > small.txt && echo y > big.txt").await;
+    let c = changes(&r);
+    assert_eq!(c.modified, vec!["big.txt", "small.txt"]);
+    assert_eq!(c.not_undoable, vec!["big.txt"]);
+    assert!(c.note().unwrap().contains("cannot be undone (too large): big.txt"), "{c:?}");
+    assert_eq!(read(&cwd, "big.txt"), "y\n");
+    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
+    assert_eq!(report.restored, vec!["small.txt"]);
+    assert_eq!(report.skipped.len(), 1);
+    assert_eq!(report.skipped[0].reason, crate::checkpoints::SkipReason::TooLarge);
+}
+
+#[test]
+fn checkpoints_need_an_overlay_adapter() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let noop = SandboxShell::new(Arc::new(crate::sandbox::NoopSandbox), &cwd, Default::default(), Default::default());
+    let ck = Arc::new(crate::checkpoints::Checkpoints::in_memory());
+    let e = noop.unwrap().with_checkpoints(ck, workspace(&cwd)).err().unwrap();
+    assert_eq!(e.code, Code::Configuration);
+    assert!(e.message.contains("changes: 'overlay'"), "{e:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn checkpoints_over_another_directory_than_the_shells_cwd_are_refused() {
+    let (_d, cwd, s) = shell(overlay());
+    std::fs::create_dir(cwd.join("sub")).unwrap();
+    let ck = Arc::new(crate::checkpoints::Checkpoints::in_memory());
+    let e = s.with_checkpoints(ck, workspace(&cwd.join("sub"))).err().unwrap();
+    assert_eq!(e.code, Code::Configuration);
+    assert!(e.message.contains("whose root is the shell's cwd"), "{e:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn layers_live_in_changes_dir_while_a_command_runs_and_never_inside_cwd() {
+    let (_d, cwd, s) = shell(overlay());
+    let e = SandboxShell::new(s.adapter().clone(), &cwd, Default::default(), Default::default())
+        .unwrap()
+        .with_changes_dir(&cwd.join(".")) // the cwd itself
+        .err()
+        .unwrap();
+    assert_eq!(e.code, Code::Configuration, "{e:?}");
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let s = s.with_changes_dir(dir.path()).unwrap();
+    let run = sh(&s, "echo x > made.txt && sleep 1");
+    let look = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        walkdir(dir.path()).iter().any(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("layer-")))
+    };
+    let (r, seen) = tokio::join!(run, look);
+    assert!(seen, "no layer in changesDir while the command ran");
+    assert_eq!(changes(&r).added, vec!["made.txt"]);
+    assert!(!walkdir(dir.path()).iter().any(|p| p.to_string_lossy().contains("layer-")), "a layer was left");
 }

@@ -332,6 +332,8 @@ impl SessionSandbox {
             on_output: None,
             capture_bytes: None,
             input: None,
+            record: None,
+            changes_dir: None,
         })
     }
 

@@ -21,6 +21,8 @@ fn plan_for(sb: &LinuxSandbox, dir: &std::path::Path) -> (Plan, Option<OwnedFd>,
         on_output: None,
         capture_bytes: None,
         input: None,
+        record: None,
+        changes_dir: None,
     };
     let (plan, trees, _) = sb.plan(&req, None, None).unwrap();
     let userns = sb.userns_for(&trees).unwrap();
@@ -193,6 +195,8 @@ fn req(cwd: &std::path::Path, command: &str) -> SandboxRequest {
         on_output: None,
         capture_bytes: None,
         input: None,
+        record: None,
+        changes_dir: None,
     }
 }
 

@@ -276,6 +276,8 @@ fn request(cwd: &str, command: &str) -> SandboxRequest {
         on_output: None,
         capture_bytes: None,
         input: None,
+        record: None,
+        changes_dir: None,
     }
 }
 

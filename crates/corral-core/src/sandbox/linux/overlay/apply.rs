@@ -84,50 +84,113 @@ fn temp_name(name: &CStr) -> io::Result<CString> {
 struct Applier<'a> {
     root: OwnedFd,
     upper: &'a Path,
-    protected: &'a Protected,
     stamp: Stamp,
     out: Changes,
-    /// Directories whose change was refused or failed: nothing below them applies.
-    skipped: Vec<PathBuf>,
 }
 
 fn shown(rel: &Path) -> String {
     rel.to_string_lossy().into_owned()
 }
 
-/// Applies `ops` (from `capture`) to the tree at `host`.
-pub fn apply(ops: &[Op], upper: &Path, host: &Path, protected: &Protected, stamp: Stamp) -> Changes {
-    let root = match std::fs::File::open(host) {
-        Ok(f) => OwnedFd::from(f),
+fn open_root(host: &Path) -> io::Result<OwnedFd> {
+    std::fs::File::open(host).map(OwnedFd::from)
+}
+
+/// The operations that may apply, and those refused: under a protected name, of a kind a tree
+/// does not hold, or on a path the host changed since the command started; nothing below a
+/// refused directory applies either.
+pub fn plan(ops: Vec<Op>, host: &Path, protected: &Protected, stamp: Stamp) -> (Vec<Op>, Vec<Refusal>) {
+    let root = match open_root(host) {
+        Ok(r) => r,
         Err(e) => {
             let reason = format!("the working directory could not be opened ({e})");
-            let refused = ops.iter().map(|o| Refusal { path: shown(o.path()), reason: reason.clone() }).collect();
-            return Changes { refused, ..Changes::default() };
+            return (
+                Vec::new(),
+                ops.iter().map(|o| Refusal { path: shown(o.path()), reason: reason.clone() }).collect(),
+            );
         }
     };
-    let mut a = Applier { root, upper, protected, stamp, out: Changes::default(), skipped: Vec::new() };
+    let mut refused: Vec<Refusal> = Vec::new();
+    let mut below: Vec<PathBuf> = Vec::new();
+    let mut kept = Vec::with_capacity(ops.len());
     for op in ops {
         let rel = op.path();
-        if a.skipped.iter().any(|s| rel.starts_with(s)) {
+        if below.iter().any(|s| rel.starts_with(s)) {
             continue;
         }
-        if protected.covers(rel) {
-            a.refuse(rel, PROTECTED.into());
-            continue;
-        }
-        if let Err(e) = a.one(op) {
-            a.refuse(rel, format!("not applied: {e}"));
+        let reason = if protected.covers(rel) {
+            Some(PROTECTED.to_string())
+        } else if let Op::Refuse { reason, .. } = &op {
+            Some((*reason).to_string())
+        } else if matches!(op, Op::Put { .. } | Op::Remove { .. } | Op::MakeDir { .. })
+            && changed(root.as_fd(), rel, stamp, matches!(op, Op::MakeDir { .. }))
+        {
+            Some(CHANGED.to_string())
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => {
+                refused.push(Refusal { path: shown(rel), reason });
+                below.push(rel.to_path_buf());
+            }
+            None => kept.push(op),
         }
     }
-    a.out
+    (kept, refused)
+}
+
+/// Whether the host changed `rel` since `stamp` (a directory, with `dirs_ok`, never counts: what
+/// the command put below it joins it).
+fn changed(root: BorrowedFd<'_>, rel: &Path, stamp: Stamp, dirs_ok: bool) -> bool {
+    let Some(name) = rel.file_name() else { return false };
+    let Ok(dir) = open_beneath(root, rel.parent().unwrap_or(Path::new("")), libc::O_PATH | libc::O_DIRECTORY) else {
+        return false;
+    };
+    let Ok(name) = cstr(name.as_bytes()) else { return false };
+    match lstat_at(dir.as_fd(), &name) {
+        Ok(Some(st)) => !(dirs_ok && is_dir(&st)) && changed_since(&st, stamp),
+        _ => false,
+    }
+}
+
+/// Applies `ops` (planned) to the tree at `host`: the report, and per operation whether it was
+/// carried out.
+pub fn apply(ops: &[Op], upper: &Path, host: &Path, stamp: Stamp) -> (Changes, Vec<bool>) {
+    let root = match open_root(host) {
+        Ok(r) => r,
+        Err(e) => {
+            let reason = format!("not applied: the working directory could not be opened ({e})");
+            let refused = ops.iter().map(|o| Refusal { path: shown(o.path()), reason: reason.clone() }).collect();
+            return (Changes { refused, ..Changes::default() }, vec![false; ops.len()]);
+        }
+    };
+    let mut a = Applier { root, upper, stamp, out: Changes::default() };
+    let mut done = Vec::with_capacity(ops.len());
+    let mut failed: Vec<PathBuf> = Vec::new();
+    for op in ops {
+        let rel = op.path();
+        if failed.iter().any(|f| rel.starts_with(f)) {
+            done.push(false);
+            continue;
+        }
+        match a.one(op) {
+            Ok(true) => done.push(true),
+            Ok(false) => {
+                failed.push(rel.to_path_buf());
+                done.push(false);
+            }
+            Err(e) => {
+                a.out.refused.push(Refusal { path: shown(rel), reason: format!("not applied: {e}") });
+                failed.push(rel.to_path_buf());
+                done.push(false);
+            }
+        }
+    }
+    (a.out, done)
 }
 
 impl Applier<'_> {
-    fn refuse(&mut self, rel: &Path, reason: String) {
-        self.out.refused.push(Refusal { path: shown(rel), reason });
-        self.skipped.push(rel.to_path_buf());
-    }
-
     /// The directory holding `rel` and its name there.
     fn parent(&self, rel: &Path) -> io::Result<(OwnedFd, CString)> {
         let name = rel.file_name().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -136,53 +199,68 @@ impl Applier<'_> {
         Ok((dir, cstr(name.as_bytes())?))
     }
 
-    fn one(&mut self, op: &Op) -> io::Result<()> {
+    /// A host change made since the plan was checked: refused now.
+    fn raced(&mut self, rel: &Path) -> bool {
+        self.out.refused.push(Refusal { path: shown(rel), reason: CHANGED.into() });
+        false
+    }
+
+    /// Carries out one operation; `false` when it was refused here (the host changed it).
+    fn one(&mut self, op: &Op) -> io::Result<bool> {
         match op {
-            Op::Refuse { path, reason } => {
-                self.refuse(path, (*reason).to_string());
-                Ok(())
-            }
+            Op::Refuse { .. } => Ok(false),
             Op::ModeDir { path, mode } => {
                 let dir = open_beneath(self.root.as_fd(), path, libc::O_RDONLY | libc::O_DIRECTORY)?;
                 // SAFETY: a descriptor of ours.
-                check(unsafe { libc::fchmod(dir.as_raw_fd(), mode & 0o1777) }).map(drop)
+                check(unsafe { libc::fchmod(dir.as_raw_fd(), mode & 0o1777) }).map(|_| true)
             }
             Op::MakeDir { path, mode, empty } => {
                 let (dir, name) = self.parent(path)?;
-                // SAFETY: a descriptor of ours and a NUL-terminated name.
-                match check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode & 0o1777) }) {
-                    Ok(_) => {
-                        if *empty {
-                            self.out.added.push(format!("{}/", shown(path)));
-                        }
-                        Ok(())
+                if let Some(st) = lstat_at(dir.as_fd(), &name)? {
+                    if is_dir(&st) {
+                        return Ok(true); // the host made it too: what the command put below it joins it
                     }
-                    // The host made it too since: what the command put below it joins it.
-                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => match lstat_at(dir.as_fd(), &name)? {
-                        Some(st) if is_dir(&st) => Ok(()),
-                        _ => {
-                            self.refuse(path, CHANGED.into());
-                            Ok(())
-                        }
-                    },
-                    Err(e) => Err(e),
+                    return Ok(self.raced(path));
                 }
+                // SAFETY: a descriptor of ours and a NUL-terminated name.
+                check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode & 0o1777) })?;
+                if *empty {
+                    self.out.added.push(format!("{}/", shown(path)));
+                }
+                Ok(true)
             }
             Op::Remove { path } => {
                 let (dir, name) = self.parent(path)?;
-                self.remove(dir.as_fd(), &name, path)
+                match lstat_at(dir.as_fd(), &name)? {
+                    None => return Ok(true),
+                    Some(st) if is_dir(&st) || changed_since(&st, self.stamp) => return Ok(self.raced(path)),
+                    Some(_) => {}
+                }
+                // SAFETY: a descriptor of ours and a NUL-terminated name.
+                check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) })?;
+                self.out.deleted.push(shown(path));
+                Ok(true)
+            }
+            Op::RemoveDir { path } => {
+                let (dir, name) = self.parent(path)?;
+                // SAFETY: a descriptor of ours and a NUL-terminated name.
+                match check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }) {
+                    Ok(_) => Ok(true),
+                    // What was kept below it (refused, or made by the host since) keeps it.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::ENOENT)) => Ok(false),
+                    Err(e) => Err(e),
+                }
             }
             Op::Put { path, entry, existed } => {
                 let (dir, name) = self.parent(path)?;
                 if let Some(st) = lstat_at(dir.as_fd(), &name)? {
                     if changed_since(&st, self.stamp) || is_dir(&st) {
-                        self.refuse(path, CHANGED.into());
-                        return Ok(());
+                        return Ok(self.raced(path));
                     }
                 }
                 self.put(dir.as_fd(), &name, path, entry)?;
                 if *existed { &mut self.out.modified } else { &mut self.out.added }.push(shown(path));
-                Ok(())
+                Ok(true)
             }
         }
     }
@@ -226,43 +304,6 @@ impl Applier<'_> {
             unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
         }
         r.map(drop)
-    }
-
-    /// Removes `name` from `dir`: a file or link, or a directory with everything below it but
-    /// what is protected or changed since the command started (kept, and reported).
-    fn remove(&mut self, dir: BorrowedFd<'_>, name: &CStr, rel: &Path) -> io::Result<()> {
-        let Some(st) = lstat_at(dir, name)? else { return Ok(()) };
-        if self.protected.covers(rel) {
-            self.out.refused.push(Refusal { path: shown(rel), reason: PROTECTED.into() });
-            return Ok(());
-        }
-        if !is_dir(&st) {
-            if changed_since(&st, self.stamp) {
-                self.out.refused.push(Refusal { path: shown(rel), reason: CHANGED.into() });
-                return Ok(());
-            }
-            // SAFETY: a descriptor of ours and a NUL-terminated name.
-            check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) })?;
-            self.out.deleted.push(shown(rel));
-            return Ok(());
-        }
-        let sub = open_beneath(dir, Path::new(OsStr::from_bytes(name.to_bytes())), libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let mut names: Vec<CString> = Vec::new();
-        for e in std::fs::read_dir(format!("/proc/self/fd/{}", sub.as_raw_fd()))? {
-            names.push(cstr(e?.file_name().as_bytes())?);
-        }
-        names.sort();
-        for n in names {
-            let child = rel.join(OsStr::from_bytes(n.to_bytes()));
-            self.remove(sub.as_fd(), &n, &child)?;
-        }
-        // SAFETY: a descriptor of ours and a NUL-terminated name.
-        match check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }) {
-            Ok(_) => Ok(()),
-            // What was kept below it keeps it.
-            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => Ok(()),
-            Err(e) => Err(e),
-        }
     }
 }
 

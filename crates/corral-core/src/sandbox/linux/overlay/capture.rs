@@ -24,8 +24,10 @@ pub enum Op {
     MakeDir { path: PathBuf, mode: u32, empty: bool },
     /// A host directory's permission bits.
     ModeDir { path: PathBuf, mode: u32 },
-    /// What the host has at `path` goes, a whole directory with what it holds.
+    /// The host's file or link at `path` goes.
     Remove { path: PathBuf },
+    /// The host's directory at `path` goes (what it held is removed by the operations before).
+    RemoveDir { path: PathBuf },
     /// Something the layer holds that has no place in a working tree.
     Refuse { path: PathBuf, reason: &'static str },
 }
@@ -37,6 +39,7 @@ impl Op {
             | Op::MakeDir { path, .. }
             | Op::ModeDir { path, .. }
             | Op::Remove { path }
+            | Op::RemoveDir { path }
             | Op::Refuse { path, .. } => path,
         }
     }
@@ -99,7 +102,7 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
         // Everything the host has here and the layer does not name is gone.
         for h in self::names(&host.join(rel)).unwrap_or_default() {
             if names.binary_search(&h).is_err() {
-                ops.push(Op::Remove { path: rel.join(h) });
+                remove(host, &rel.join(h), ops);
             }
         }
     }
@@ -110,7 +113,7 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
         let hm = if host_dir { std::fs::symlink_metadata(host.join(&r)).ok() } else { None };
         if whiteout(&u, &um) {
             if hm.is_some() {
-                ops.push(Op::Remove { path: r });
+                remove(host, &r, ops);
             }
             continue;
         }
@@ -125,7 +128,7 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
                 walk(upper, host, &r, true, ops)?;
             } else {
                 if hm.is_some() {
-                    ops.push(Op::Remove { path: r.clone() });
+                    remove(host, &r, ops);
                 }
                 let at = ops.len();
                 ops.push(Op::MakeDir { path: r.clone(), mode, empty: false });
@@ -157,9 +160,22 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
             continue;
         };
         if host_is_dir {
-            ops.push(Op::Remove { path: r.clone() });
+            remove(host, &r, ops);
         }
         ops.push(Op::Put { path: r, entry, existed: hm.is_some() && !host_is_dir });
     }
     Ok(())
+}
+
+/// Removes what the host has at `rel`: a directory's entries first (deepest first), then it.
+fn remove(host: &Path, rel: &Path, ops: &mut Vec<Op>) {
+    let is_dir = std::fs::symlink_metadata(host.join(rel)).is_ok_and(|m| m.is_dir());
+    if !is_dir {
+        ops.push(Op::Remove { path: rel.to_path_buf() });
+        return;
+    }
+    for name in names(&host.join(rel)).unwrap_or_default() {
+        remove(host, &rel.join(name), ops);
+    }
+    ops.push(Op::RemoveDir { path: rel.to_path_buf() });
 }

@@ -30,23 +30,27 @@ fn io_err(what: &str, e: io::Error) -> Error {
     Error::new(Code::Io, format!("LinuxSandbox: could not prepare the command's overlay layer: {what} ({e})."))
 }
 
-/// Directories on the way to a layer: searchable by all (as root, the command's user finds its
-/// layer there), listed and written by this user only; each layer itself is 0700.
-const PASSAGE: u32 = 0o711;
-
-/// `<temp>/corral-changes-<uid>`: made by this user, mode 0711, not a link; refused otherwise
-/// (another user of a shared temp directory could have made it first).
-pub fn base_dir() -> Result<PathBuf> {
+/// `<temp>/corral-changes-<uid>`: made by this user, mode 0700, not a link; refused otherwise
+/// (another user of a shared temp directory could have made it first). A `changesDir` given is
+/// the caller's own and used as it is.
+pub fn base_dir(given: Option<&Path>) -> Result<PathBuf> {
+    if let Some(dir) = given {
+        return Ok(dir.to_path_buf());
+    }
     // SAFETY: raw syscall.
     let uid = unsafe { libc::geteuid() };
     let base = std::env::temp_dir().join(format!("corral-changes-{uid}"));
-    match std::fs::DirBuilder::new().mode(PASSAGE).create(&base) {
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(io_err("making its directory", e)),
     }
     let m = std::fs::symlink_metadata(&base).map_err(|e| io_err("reading its directory", e))?;
-    if !m.is_dir() || m.uid() != uid || m.mode() & 0o066 != 0 {
+    if m.is_dir() && m.uid() == uid && m.mode() & 0o077 != 0 {
+        // Ours, but opened up since: closed again.
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| io_err("setting its directory's mode", e))?;
+    } else if !m.is_dir() || m.uid() != uid {
         return Err(Error::new(
             Code::Io,
             format!(
@@ -61,11 +65,11 @@ pub fn base_dir() -> Result<PathBuf> {
 impl Layer {
     /// A new layer for a command over `mount` (its real path). The upper layer's top takes the
     /// mode of `mount`, which the overlay shows as the working directory's.
-    pub fn new(mount: &Path) -> Result<Layer> {
-        let base = base_dir()?;
+    pub fn new(mount: &Path, changes_dir: Option<&Path>) -> Result<Layer> {
+        let base = base_dir(changes_dir)?;
         let key = hex::encode(&Sha256::digest(mount.as_os_str().as_bytes())[..8]);
         let keyed = base.join(key);
-        match std::fs::DirBuilder::new().mode(PASSAGE).create(&keyed) {
+        match std::fs::DirBuilder::new().mode(0o700).create(&keyed) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_err("making its directory", e)),

@@ -17,18 +17,101 @@ use std::path::{Path, PathBuf};
 pub use apply::Protected;
 pub use layer::Layer;
 
+use crate::checkpoints::ShellChange;
+use crate::sandbox::ChangeRecord;
 use crate::shell::changes::{Changes, Refusal};
 
-/// Reads and applies what the command left in `layer` to `mount`, then removes the layer.
-pub async fn finish(layer: Layer, mount: PathBuf, protected: Protected) -> Changes {
-    let work = tokio::task::spawn_blocking(move || {
+/// Reads what the command left in `layer`, records it (with `record`), applies it to `mount`,
+/// then removes the layer.
+pub async fn finish(layer: Layer, mount: PathBuf, protected: Protected, record: Option<ChangeRecord>) -> Changes {
+    let keyed = record.is_some();
+    let prepared = tokio::task::spawn_blocking(move || {
         let upper = layer.upper();
-        match capture::capture(&upper, &mount) {
-            Ok(ops) => apply::apply(&ops, &upper, &mount, &protected, layer.stamp),
-            Err(e) => unread(e.to_string()),
+        let ops = capture::capture(&upper, &mount)?;
+        let (ops, refused) = apply::plan(ops, &mount, &protected, layer.stamp);
+        let keys: Vec<Option<ShellChange>> =
+            if keyed { ops.iter().map(|op| shell_change(op, &upper)).collect() } else { Vec::new() };
+        Ok::<_, std::io::Error>((layer, mount, ops, refused, keys))
+    })
+    .await;
+    let (layer, mount, ops, refused, keys) = match prepared {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return unread(e.to_string()),
+        Err(e) => return unread(e.to_string()),
+    };
+    let mut not_undoable: Vec<String> = Vec::new();
+    let mut recorded: Vec<String> = Vec::new();
+    if let Some(r) = &record {
+        let changes: Vec<ShellChange> = keys.iter().flatten().cloned().collect();
+        match r.checkpoints.before_shell_changes(&*r.fs, &r.session, r.turn, &changes).await {
+            Ok(flags) => {
+                not_undoable = changes.iter().zip(flags).filter(|(_, ok)| !ok).map(|(c, _)| c.path.clone()).collect();
+                recorded = changes.into_iter().map(|c| c.path).collect();
+            }
+            Err(e) => {
+                // Nothing recorded: nothing applies.
+                let reason = format!("not applied: its checkpoint could not be saved ({})", e.message);
+                let mut out = Changes { refused, ..Changes::default() };
+                out.refused.extend(
+                    ops.iter().map(|o| Refusal { path: o.path().to_string_lossy().into(), reason: reason.clone() }),
+                );
+                return out;
+            }
         }
-    });
-    work.await.unwrap_or_else(|e| unread(e.to_string()))
+        // What has no key (a directory's mode, a name that is not UTF-8) is applied unrecorded.
+        not_undoable.extend(
+            ops.iter()
+                .zip(&keys)
+                .filter(|(op, k)| k.is_none() && !matches!(op, capture::Op::ModeDir { .. }))
+                .map(|(op, _)| op.path().to_string_lossy().into_owned()),
+        );
+    }
+    let applied = tokio::task::spawn_blocking(move || {
+        let upper = layer.upper();
+        let out = apply::apply(&ops, &upper, &mount, layer.stamp);
+        (out, ops)
+    })
+    .await;
+    let ((mut changes, done), ops) = match applied {
+        Ok(a) => a,
+        Err(e) => return unread(e.to_string()),
+    };
+    if let Some(r) = &record {
+        let done: Vec<(String, bool)> = ops
+            .iter()
+            .zip(&done)
+            .filter_map(|(op, d)| {
+                op.path().to_str().filter(|p| recorded.iter().any(|r| r == p)).map(|p| (p.to_string(), *d))
+            })
+            .collect();
+        if let Err(e) = r.checkpoints.after_shell_changes(&r.session, r.turn, &done).await {
+            changes.not_undoable.push(format!("(the checkpoint could not be completed: {})", e.message));
+        }
+    }
+    changes.refused.splice(0..0, refused);
+    not_undoable.sort();
+    not_undoable.dedup();
+    changes.not_undoable.extend(not_undoable);
+    for list in [&mut changes.added, &mut changes.modified, &mut changes.deleted] {
+        list.sort();
+    }
+    changes.refused.sort_by(|a, b| a.path.cmp(&b.path));
+    changes
+}
+
+/// The change `op` makes, as checkpoints record it (`None`: nothing to record, or a name that is
+/// not UTF-8).
+fn shell_change(op: &capture::Op, upper: &Path) -> Option<ShellChange> {
+    let path = op.path().to_str()?.to_string();
+    Some(match op {
+        capture::Op::Put { entry: capture::Entry::File { .. }, .. } => {
+            ShellChange::file(path, &std::fs::read(upper.join(op.path())).ok()?)
+        }
+        capture::Op::Put { entry: capture::Entry::Link { target }, .. } => ShellChange::link(path, target.as_bytes()),
+        capture::Op::MakeDir { .. } => ShellChange::dir(path),
+        capture::Op::Remove { .. } | capture::Op::RemoveDir { .. } => ShellChange::deleted(path),
+        capture::Op::ModeDir { .. } | capture::Op::Refuse { .. } => return None,
+    })
 }
 
 fn unread(e: String) -> Changes {
