@@ -89,6 +89,21 @@ export interface ExecOptions {
    * (onProgress): call it with each piece of output as it comes.
    */
   onOutput?: (stream: 'stdout' | 'stderr', text: string) => void;
+  /** The tool call's session, turn and id (the shell tool fills them from its `ctx`): a SandboxShell with `checkpoints` records a command's changes under them (default `'default'` and 0). */
+  sessionId?: string;
+  turn?: number;
+  toolCallId?: string;
+}
+
+/** What a command changed in its working directory (`changes: 'overlay'`); paths relative to cwd, a new empty directory as `dir/`. */
+export interface ExecChanges {
+  added: string[];
+  modified: string[];
+  deleted: string[];
+  /** Not applied: `protected` (a new `.git`), `changed on the host` (a conflict), or why it failed. */
+  refused: { path: string; reason: string }[];
+  /** Kept in a layer, not applied. */
+  pending: boolean;
 }
 
 export interface ExecResult {
@@ -100,6 +115,8 @@ export interface ExecResult {
   signal?: string;
   /** From a sandbox with limits: the limit that stopped the command (memory, cpu, pids, file size). */
   note?: string;
+  /** Overlay mode (`LinuxSandbox({ changes: 'overlay' })`): what the command changed. */
+  changes?: ExecChanges;
 }
 
 export interface ShellProvider {
@@ -432,7 +449,8 @@ export declare class WorkspaceCheckpoints {
    * reference forgets them): the checkpoint stays in list() with only those paths, and a later
    * `rewind(n, { force: true })` restores them.
    */
-  constructor(fs: FsProvider, options?: { store?: WorkspaceCheckpointStore; maxTurns?: number; maxFileBytes?: number; keepSkipped?: boolean });
+  /** `maxTurnBytes` (default 100 MB): the most bytes of backups one turn keeps of what commands changed; a change past it still applies and is named as not undoable. */
+  constructor(fs: FsProvider, options?: { store?: WorkspaceCheckpointStore; maxTurns?: number; maxFileBytes?: number; keepSkipped?: boolean; maxTurnBytes?: number });
   /** `sessionId` defaults to `'default'`, as the tools' context does. */
   list(options?: { sessionId?: string }): Promise<{ turn: number; paths: string[] }[]>;
   rewind(toTurn: number, options?: { sessionId?: string; dryRun?: boolean; force?: boolean }): Promise<RewindReport>;
@@ -637,6 +655,13 @@ export interface LinuxSandboxOptions {
   hostUid?: number;
   /** Let the command make AF_UNIX sockets (socketpair always works). Default false. */
   allowUnixSockets?: boolean;
+  /**
+   * Default 'direct'. 'overlay': each command runs over an overlay of its cwd (`writable` paths
+   * outside it stay direct); the host tree is untouched while it runs, and when it ends what it
+   * changed is applied (a new `.git` and paths the host changed meanwhile are refused) and
+   * reported as `ExecResult.changes`. Needs overlayfs in a user namespace (Linux 5.11 or later).
+   */
+  changes?: 'direct' | 'overlay';
 }
 
 export interface LinuxSandboxProbe {
@@ -664,7 +689,13 @@ export declare class LinuxSandbox implements SandboxAdapter {
 
 /** A ShellProvider over any SandboxAdapter. */
 export declare class SandboxShell implements ShellProvider {
-  constructor(adapter: SandboxAdapter, options: { cwd: string; env?: Record<string, string>; inheritEnv?: string[] | boolean });
+  /**
+   * `checkpoints` (an adapter with `changes: 'overlay'`, a WorkspaceCheckpoints over a
+   * NodeWorkspace whose root is `cwd`): every command's changes are recorded under the call's
+   * session and turn before they apply, so `rewind` undoes them. `changesDir`: where each
+   * command's layer is made (default under the OS temp directory; never inside `cwd`).
+   */
+  constructor(adapter: SandboxAdapter, options: { cwd: string; env?: Record<string, string>; inheritEnv?: string[] | boolean; checkpoints?: WorkspaceCheckpoints; changesDir?: string });
   readonly shell: string;
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
 }

@@ -559,7 +559,8 @@ adapterMethods(LinuxSandbox);
 class SandboxShell {
   constructor(adapter, options) {
     const adapterHandle = nativeAdapter(adapter);
-    shellOf.set(this, keep(native.NativeShell.sandbox(adapterHandle, optionData(options ?? null)), adapterHandle));
+    const ckpt = options?.checkpoints == null ? undefined : nativeCheckpoints(options.checkpoints, 'SandboxShell');
+    shellOf.set(this, keep(native.NativeShell.sandbox(adapterHandle, optionData(options ?? null), ckpt), adapterHandle, ckpt));
   }
   get shell() { return shellOf.get(this).shell; }
 }
@@ -598,9 +599,9 @@ class WorkspaceCheckpoints {
   clear(options) { return checkpointsOf.get(this).clear(optionData(options ?? null)); }
 }
 
-function nativeCheckpoints(c) {
+function nativeCheckpoints(c, who = 'createFsTools') {
   const h = c && checkpointsOf.get(c);
-  if (!h) throw new ConfigurationError('createFsTools: checkpoints must be a WorkspaceCheckpoints.');
+  if (!h) throw new ConfigurationError(`${who}: checkpoints must be a WorkspaceCheckpoints.`);
   return h;
 }
 const checkpointsOf = handles.checkpoints;

@@ -56,6 +56,13 @@ pub struct NativeCheckpoints {
     fs: Arc<dyn FsProvider>,
 }
 
+impl NativeCheckpoints {
+    /// The workspace the checkpoints were made over.
+    pub(crate) fn fs(&self) -> Arc<dyn FsProvider> {
+        self.fs.clone()
+    }
+}
+
 #[napi]
 impl NativeCheckpoints {
     #[napi(constructor, catch_unwind)]

@@ -52,11 +52,22 @@ impl NativeShell {
         NativeShell { inner: s.clone(), stub: Some(s), remote: None }
     }
 
-    /// `new SandboxShell(adapter, { cwd, env?, inheritEnv? })`.
+    /// `new SandboxShell(adapter, { cwd, env?, inheritEnv?, checkpoints?, changesDir? })`.
     #[napi(factory, catch_unwind)]
-    pub fn sandbox(adapter: &crate::sandbox::NativeSandbox, options: Value) -> Result<NativeShell> {
-        let o = corral_core::shell::exec::DirOptions::sandbox_shell(&options).napi()?;
-        let shell = corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), o.dir, o.env, o.inherit).napi()?;
+    pub fn sandbox(
+        adapter: &crate::sandbox::NativeSandbox,
+        options: Value,
+        checkpoints: Option<&crate::ckpt::NativeCheckpoints>,
+    ) -> Result<NativeShell> {
+        let (o, changes_dir) = corral_core::shell::exec::DirOptions::sandbox_shell(&options).napi()?;
+        let mut shell =
+            corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), o.dir, o.env, o.inherit).napi()?;
+        if let Some(c) = checkpoints {
+            shell = shell.with_checkpoints(c.inner.clone(), c.fs()).napi()?;
+        }
+        if let Some(dir) = changes_dir {
+            shell = shell.with_changes_dir(std::path::Path::new(&dir)).napi()?;
+        }
         Ok(NativeShell { inner: Arc::new(shell), stub: None, remote: None })
     }
 

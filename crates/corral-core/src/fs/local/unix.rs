@@ -234,9 +234,14 @@ impl LocalFs {
         })
     }
 
-    /// Puts a link at `path` (replacing a file or link there in one rename); parents are made.
+    /// Puts a link at `path` (replacing a file or link there, never what a link there leads to,
+    /// in one rename); parents are made.
     pub(crate) fn symlink_sync(&self, path: &str, target: &[u8]) -> Result<()> {
-        let (rel, found) = self.found(path, Last::CreateParents)?;
+        let rel = normalize(path, self.flavor)?;
+        if let Some((parent, _)) = rel.rsplit_once('/') {
+            self.mkdir_sync(parent)?;
+        }
+        let (rel, found) = self.found(&rel, Last::NoFollow)?;
         let Some(name) = &found.name else { return Err(is_a_directory(&rel)) };
         let dir = found.dir.as_fd();
         let tmp = cstr(&format!(".corral-{:016x}.tmp", rand::random::<u64>())).map_err(|e| Error::io(&rel, &e))?;

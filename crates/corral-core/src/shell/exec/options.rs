@@ -32,17 +32,36 @@ pub struct DirOptions {
 }
 
 impl DirOptions {
-    fn read(what: &'static str, v: &Value, key: &str, missing: &str) -> Result<DirOptions> {
-        let r = Reader::new(what, v, &[key, "env", "inheritEnv"])?;
+    fn read<'v>(
+        what: &'static str,
+        v: &'v Value,
+        key: &str,
+        missing: &str,
+        more: &[&str],
+    ) -> Result<(DirOptions, Reader<'v>)> {
+        let known: Vec<&str> = [key, "env", "inheritEnv"].iter().chain(more).copied().collect();
+        let r = Reader::new(what, v, &known)?;
         let dir = r.string(key)?.ok_or_else(|| r.err(missing))?;
-        Ok(DirOptions { dir, env: r.string_map("env")?, inherit: InheritEnv::read(&r, "inheritEnv")? })
+        let o = DirOptions { dir, env: r.string_map("env")?, inherit: InheritEnv::read(&r, "inheritEnv")? };
+        Ok((o, r))
     }
 
     pub fn node_workspace(v: &Value) -> Result<DirOptions> {
-        DirOptions::read("NodeWorkspace", v, "root", "root must be a path to an existing directory.")
+        DirOptions::read("NodeWorkspace", v, "root", "root must be a path to an existing directory.", &[])
+            .map(|(o, _)| o)
     }
 
-    pub fn sandbox_shell(v: &Value) -> Result<DirOptions> {
-        DirOptions::read("SandboxShell", v, "cwd", "cwd must be an absolute path.")
+    /// `SandboxShell(adapter, { cwd, env?, inheritEnv?, checkpoints?, changesDir? })`: the
+    /// directory options, and `changesDir` (the checkpoints handle travels beside the options).
+    pub fn sandbox_shell(v: &Value) -> Result<(DirOptions, Option<String>)> {
+        let (o, r) = DirOptions::read(
+            "SandboxShell",
+            v,
+            "cwd",
+            "cwd must be an absolute path.",
+            &["checkpoints", "changesDir"],
+        )?;
+        let changes_dir = r.string("changesDir")?;
+        Ok((o, changes_dir))
     }
 }
