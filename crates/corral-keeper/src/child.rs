@@ -84,6 +84,11 @@ pub struct Plan {
     /// The layer directory's path: without a user namespace of the parent's, the child copies
     /// the layer's mount from there (checked to be the same directory).
     pub layer_dir: CString,
+    /// Below the command's own layer, the layers of earlier commands whose changes are pending
+    /// (newest first): their `upper` directories are the overlay's upper lower layers, above the
+    /// host's tree. Descriptors as `layer`, and their paths as `layer_dir`.
+    pub lowers: Vec<libc::c_int>,
+    pub lower_dirs: Vec<CString>,
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {
@@ -539,7 +544,7 @@ pub fn make_private() -> io::Result<()> {
 /// layer's `upper` and `work` above. Every path goes through a descriptor, so nothing in a path
 /// (a `:` or `,`, a link planted since) can change what is mounted. Unprivileged overlays keep
 /// their whiteouts' and opaque directories' marks in `user.overlay.*` (`userxattr`).
-fn overlay(at: &CStr, layer: libc::c_int) -> io::Result<()> {
+fn overlay(at: &CStr, layer: libc::c_int, lowers: &[libc::c_int]) -> io::Result<()> {
     // The view made every mount read-only, the layer's too.
     let attr = MountAttr { attr_set: 0, attr_clr: MOUNT_ATTR_RDONLY, propagation: 0, userns_fd: 0 };
     // SAFETY: an empty NUL-terminated path and a mount_attr of the size given.
@@ -554,8 +559,9 @@ fn overlay(at: &CStr, layer: libc::c_int) -> io::Result<()> {
         )
     })?;
     let lower = open_dir_nofollow(at)?;
+    let pending: String = lowers.iter().map(|l| format!("/proc/self/fd/{l}/upper:")).collect();
     let data = format!(
-        "lowerdir=/proc/self/fd/{lower},upperdir=/proc/self/fd/{layer}/upper,workdir=/proc/self/fd/{layer}/work,userxattr"
+        "lowerdir={pending}/proc/self/fd/{lower},upperdir=/proc/self/fd/{layer}/upper,workdir=/proc/self/fd/{layer}/work,userxattr"
     );
     let data = CString::new(data).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let kind = c"overlay";
@@ -579,17 +585,20 @@ fn layer_tree(fd: libc::c_int, path: &CStr, detached: bool) -> io::Result<(libc:
     Ok((tree, id))
 }
 
-/// Where the layer is attached while the overlay is made: in the view's own /tmp, which the
-/// command's user owns (no host directory on the way to search), removed again after.
-const LAYER_AT: &CStr = c"/tmp/.corral-layer";
+/// Where layer `i` is attached while the overlay is made (0: the command's own, then the pending
+/// ones): in the view's own /tmp, which the command's user owns (no host directory on the way to
+/// search), removed again after.
+fn layer_at(i: usize) -> io::Result<CString> {
+    CString::new(format!("/tmp/.corral-layer-{i}")).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
 
-/// Attaches the layer's tree at [`LAYER_AT`] (an overlay's layers must be mounts of this
-/// namespace) and opens it there.
-fn attach_layer(tree: libc::c_int, id: (u64, u64)) -> io::Result<libc::c_int> {
+/// Attaches a layer's tree at `at` (an overlay's layers must be mounts of this namespace) and
+/// opens it there.
+fn attach_layer(tree: libc::c_int, id: (u64, u64), at: &CStr) -> io::Result<libc::c_int> {
     // SAFETY: a NUL-terminated path.
-    check(unsafe { libc::mkdir(LAYER_AT.as_ptr(), 0o700) } as libc::c_long)?;
-    attach(tree, LAYER_AT)?;
-    let own = open_dir_nofollow(LAYER_AT)?;
+    check(unsafe { libc::mkdir(at.as_ptr(), 0o700) } as libc::c_long)?;
+    attach(tree, at)?;
+    let own = open_dir_nofollow(at)?;
     if identity(own)? != id {
         // SAFETY: our own descriptor.
         unsafe { libc::close(own) };
@@ -626,6 +635,10 @@ fn view(plan: &Plan) -> io::Result<()> {
         Some(fd) => Some(layer_tree(fd, &plan.layer_dir, !plan.trees.is_empty())?),
         None => None,
     };
+    let mut lowers = Vec::with_capacity(plan.lowers.len());
+    for (fd, dir) in plan.lowers.iter().zip(&plan.lower_dirs) {
+        lowers.push(layer_tree(*fd, dir, !plan.trees.is_empty())?);
+    }
     let mut devices = [-1; MAX_DEVICES];
     for (slot, dev) in devices.iter_mut().zip(&plan.devices) {
         *slot = clone_tree(dev, false)?;
@@ -686,14 +699,21 @@ fn view(plan: &Plan) -> io::Result<()> {
         attach_at(*tree, at)?;
     }
     if let (Some((tree, id)), Some(mount)) = (layer, plan.writable.first()) {
-        let layer = attach_layer(tree, id)?;
-        overlay(mount, layer)?;
-        // The overlay holds its own copy of the layer's mount.
-        // SAFETY: our own descriptor and NUL-terminated paths.
-        unsafe {
-            libc::close(layer);
-            libc::umount2(LAYER_AT.as_ptr(), libc::MNT_DETACH);
-            libc::rmdir(LAYER_AT.as_ptr());
+        let mut attached = vec![(attach_layer(tree, id, &layer_at(0)?)?, layer_at(0)?)];
+        for (i, (tree, id)) in lowers.into_iter().enumerate() {
+            let at = layer_at(i + 1)?;
+            attached.push((attach_layer(tree, id, &at)?, at));
+        }
+        let below: Vec<libc::c_int> = attached[1..].iter().map(|(fd, _)| *fd).collect();
+        overlay(mount, attached[0].0, &below)?;
+        // The overlay holds its own copies of the layers' mounts.
+        for (fd, at) in attached {
+            // SAFETY: our own descriptor and NUL-terminated paths.
+            unsafe {
+                libc::close(fd);
+                libc::umount2(at.as_ptr(), libc::MNT_DETACH);
+                libc::rmdir(at.as_ptr());
+            }
         }
     }
     for p in &plan.pins {

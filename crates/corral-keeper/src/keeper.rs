@@ -169,7 +169,7 @@ impl Keeper {
     /// Forks the command's first process.
     fn start(&mut self, mut run: Run, received: Vec<OwnedFd>) -> io::Result<Command> {
         let fixed = if run.stdin { 3 } else { 2 };
-        let named = run.plan.userns.iter().chain(&run.plan.trees).chain(&run.plan.layer);
+        let named = run.plan.userns.iter().chain(&run.plan.trees).chain(&run.plan.layer).chain(&run.plan.lowers);
         let fd_at = |i: i32| -> io::Result<RawFd> {
             usize::try_from(i)
                 .ok()
@@ -184,6 +184,7 @@ impl Keeper {
         run.plan.userns = run.plan.userns.map(fd_at).transpose()?;
         run.plan.trees = run.plan.trees.iter().map(|i| fd_at(*i)).collect::<io::Result<_>>()?;
         run.plan.layer = run.plan.layer.map(fd_at).transpose()?;
+        run.plan.lowers = run.plan.lowers.iter().map(|i| fd_at(*i)).collect::<io::Result<_>>()?;
         let mut pipe = [-1; 2];
         // SAFETY: a two-element array.
         if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {

@@ -239,6 +239,11 @@ impl Run {
         };
         opt_i32(&mut e, p.layer);
         e.cstr(&p.layer_dir);
+        e.u32(p.lowers.len() as u32);
+        for l in &p.lowers {
+            e.i32(*l);
+        }
+        e.cstrs(&p.lower_dirs);
         e.0
     }
 
@@ -279,6 +284,8 @@ impl Run {
         let landlock = if d.bool()? { Some(crate::landlock::Plan { handled: d.u64()? }) } else { None };
         let layer = read_opt_i32(d)?;
         let layer_dir = d.cstr()?;
+        let lowers = (0..d.count(4)?).map(|_| d.i32()).collect::<io::Result<_>>()?;
+        let lower_dirs = d.cstrs()?;
         d.end()?;
         let plan = Plan {
             user_ns,
@@ -306,6 +313,8 @@ impl Run {
             session_tmp,
             layer,
             layer_dir,
+            lowers,
+            lower_dirs,
             landlock,
         };
         Ok(Run { id, argv, env, cgroups, stdin, plan })

@@ -78,6 +78,9 @@ pub struct SandboxRequest {
     /// Overlay mode: where the command's layer is made (`changesDir`; under the temp directory
     /// when `None`). Not part of the request a JS adapter receives.
     pub changes_dir: Option<PathBuf>,
+    /// Overlay mode with `applyChanges: 'manual'`: where the command's changeset is kept, and
+    /// the pending ones it sees below its own. Not part of the request a JS adapter receives.
+    pub pending: Option<PendingSlot>,
 }
 
 /// Where an adapter that runs commands over an overlay (`changes: 'overlay'`) records what a
@@ -104,6 +107,25 @@ impl PartialEq for ChangeRecord {
 }
 
 impl Eq for ChangeRecord {}
+
+/// A SandboxShell's pending changesets (`applyChanges: 'manual'`), held as the adapter that
+/// makes them knows them (LinuxSandbox's `overlay::pending::Pending`).
+#[derive(Clone)]
+pub struct PendingSlot(pub Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for PendingSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingSlot")
+    }
+}
+
+impl PartialEq for PendingSlot {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PendingSlot {}
 
 /// Runs one command in some sandbox (`SandboxAdapter` in index.d.ts). Like a `ShellProvider`, `run`
 /// resolves for a non-zero exit, a timeout or a cancel, and fails only when the command could
@@ -173,6 +195,8 @@ pub struct SandboxShell {
     checkpoints: Option<(Arc<crate::checkpoints::Checkpoints>, Arc<dyn crate::fs::FsProvider>)>,
     /// `changesDir`: where an overlay adapter makes each command's layer.
     changes_dir: Option<PathBuf>,
+    /// `applyChanges: 'manual'`: the changesets kept pending.
+    pending: Option<PendingSlot>,
 }
 
 /// Where commands run: a directory of this machine (a local sandbox, a bind mount), confined
@@ -211,7 +235,63 @@ impl SandboxShell {
             Ok(_) => return Err(Error::config(format!("SandboxShell: cwd \"{}\" is not a directory", cwd.display()))),
             Err(_) => SandboxCwd::Remote(cwd.to_path_buf()),
         };
-        Ok(SandboxShell { adapter, cwd, env, inherit, checkpoints: None, changes_dir: None })
+        Ok(SandboxShell { adapter, cwd, env, inherit, checkpoints: None, changes_dir: None, pending: None })
+    }
+
+    /// `applyChanges: 'manual'`: each command's changeset is kept pending (later commands see
+    /// it) until `apply_changes`, or dropped by `discard_changes`.
+    pub fn with_manual_changes(mut self) -> Result<Self> {
+        if !self.adapter.records_changes() {
+            return Err(Error::config(
+                "SandboxShell: applyChanges: 'manual' keeps what commands change, which needs an adapter that runs them over an overlay (LinuxSandbox with changes: 'overlay').",
+            ));
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let pending = linux::overlay::pending::Pending::new(self.cwd());
+            self.pending = Some(PendingSlot(Arc::new(pending)));
+        }
+        Ok(self)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn pending(&self) -> Option<Arc<linux::overlay::pending::Pending>> {
+        self.pending.as_ref().and_then(|p| p.0.clone().downcast().ok())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn pending(&self) -> Option<std::convert::Infallible> {
+        None
+    }
+
+    /// `pendingChanges()`: `[{ id, command, changes: [{ path, kind }], diff }]` (none without
+    /// `applyChanges: 'manual'`).
+    pub async fn pending_changes(&self) -> Result<serde_json::Value> {
+        match self.pending() {
+            #[cfg(target_os = "linux")]
+            Some(p) => p.list().await,
+            _ => Ok(serde_json::Value::Array(Vec::new())),
+        }
+    }
+
+    /// `applyChanges(id?)`: the pending changesets up to and including `id` (all without one),
+    /// applied oldest first; `[{ id, changes }]`.
+    pub async fn apply_changes(&self, id: Option<&str>) -> Result<serde_json::Value> {
+        match self.pending() {
+            #[cfg(target_os = "linux")]
+            Some(p) => p.apply(id).await,
+            _ => Ok(serde_json::Value::Array(Vec::new())),
+        }
+    }
+
+    /// `discardChanges(id?)`: drops changeset `id` and every one after it (all without one);
+    /// their ids.
+    pub async fn discard_changes(&self, id: Option<&str>) -> Result<serde_json::Value> {
+        match self.pending() {
+            #[cfg(target_os = "linux")]
+            Some(p) => p.discard(id).await,
+            _ => Ok(serde_json::Value::Array(Vec::new())),
+        }
     }
 
     /// `changesDir`: an existing directory outside the shell's cwd, where an overlay adapter
@@ -351,6 +431,7 @@ impl ShellProvider for SandboxShell {
                 turn: options.turn.unwrap_or(0),
             }),
             changes_dir: self.changes_dir.clone(),
+            pending: self.pending.clone(),
         };
         run_guarded(self.adapter.clone(), req, options.cancel).await
     }

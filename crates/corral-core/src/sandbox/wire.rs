@@ -35,6 +35,7 @@ impl SandboxRequest {
             input: None,
             record: None,
             changes_dir: None,
+            pending: None,
         })
     }
 

@@ -558,6 +558,8 @@ impl LinuxSandbox {
             landlock: self.probe.landlock.map(landlock::Plan::new),
             layer: None,
             layer_dir: CString::default(),
+            lowers: Vec::new(),
+            lower_dirs: Vec::new(),
         };
         if !binds.is_empty() {
             session_plan::translate(&mut plan, binds)?;
@@ -668,10 +670,21 @@ impl SandboxAdapter for LinuxSandbox {
             true => Some(overlay::Layer::new(&mount, req.changes_dir.as_deref())?),
             false => None,
         };
-        let layer_fd = layer.as_ref().map(|l| l.descriptor(userns.as_ref())).transpose()?;
+        // Manual mode: the pending changesets' layers below the command's own, newest first.
+        let pending = req.pending.as_ref().and_then(|p| p.0.clone().downcast::<overlay::pending::Pending>().ok());
+        let lowers = match (&pending, &layer) {
+            (Some(p), Some(_)) => p.lowers().await?,
+            _ => Vec::new(),
+        };
         let mut plan = plan;
+        let mut layer_fds = Vec::new();
         if let Some(l) = &layer {
             plan.layer_dir = cstr(&l.dir)?;
+            layer_fds.push(overlay::layer::descriptor(&l.dir, userns.as_ref())?);
+            for dir in &lowers {
+                plan.lower_dirs.push(cstr(dir)?);
+                layer_fds.push(overlay::layer::descriptor(dir, userns.as_ref())?);
+            }
         }
         let req_record = req.record.clone();
         let mut env = req.env.clone();
@@ -686,7 +699,7 @@ impl SandboxAdapter for LinuxSandbox {
         let pids_refused = Arc::new(AtomicU64::new(0));
         let isolation = Isolation {
             launch: Some(Box::new(move |launch| {
-                Box::pin(async move { keeper.spawn(launch, plan, userns, trees, layer_fd).await })
+                Box::pin(async move { keeper.spawn(launch, plan, userns, trees, layer_fds).await })
             })),
             pids_max: limits.pids,
             pids_unlimited: Some(Arc::new(AtomicBool::new(false))),
@@ -728,7 +741,10 @@ impl SandboxAdapter for LinuxSandbox {
         let removed = super::protect::sweep_blocking(watch).await;
         super::protect::add_notes(&mut r, removed);
         if let Some(layer) = layer {
-            r.changes = Some(overlay::finish(layer, mount, self.protected(), req_record).await);
+            r.changes = Some(match pending {
+                Some(p) => p.keep(layer, &req.command, req_record, self.protected()).await,
+                None => overlay::finish(layer, mount, self.protected(), req_record).await,
+            });
         }
         Ok(r)
     }

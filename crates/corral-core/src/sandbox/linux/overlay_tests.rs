@@ -392,3 +392,46 @@ async fn layers_live_in_changes_dir_while_a_command_runs_and_never_inside_cwd() 
     assert_eq!(changes(&r).added, vec!["made.txt"]);
     assert!(!walkdir(dir.path()).iter().any(|p| p.to_string_lossy().contains("layer-")), "a layer was left");
 }
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn manual_mode_stacks_three_commands_applies_one_discards_one_and_applies_the_rest() {
+    let (_d, cwd, s, checkpoints, fs) = with_checkpoints(overlay());
+    let s = s.with_manual_changes().unwrap();
+    write(&cwd, "a.txt", "0\n");
+    let before = snapshot(&cwd);
+    let one = in_turn(&s, 1, "echo 1 > a.txt").await;
+    assert!(changes(&one).pending, "{one:?}");
+    assert_eq!(changes(&one).modified, vec!["a.txt"]);
+    // Later commands see what is pending.
+    let two = in_turn(&s, 1, "cat a.txt && echo 2 >> a.txt && echo b > b.txt").await;
+    assert_eq!(two.stdout, "1\n");
+    let three = in_turn(&s, 2, "rm b.txt && echo c > c.txt && cat a.txt").await;
+    assert_eq!(three.stdout, "1\n2\n");
+    assert_eq!(changes(&three).deleted, vec!["b.txt"]);
+    assert_eq!(snapshot(&cwd), before, "a pending change reached the host");
+    let listed = s.pending_changes().await.unwrap();
+    let ids: Vec<&str> = listed.as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(listed[1]["command"], "cat a.txt && echo 2 >> a.txt && echo b > b.txt");
+    assert_eq!(listed[1]["changes"], serde_json::json!([{ "path": "a.txt", "kind": "modified" }, { "path": "b.txt", "kind": "added" }]));
+    let diff = listed[1]["diff"].as_str().unwrap();
+    assert!(diff.contains("--- a/a.txt\n+++ b/a.txt\n") && diff.contains(" 1\n+2\n") && diff.contains("+++ b/b.txt\n"), "{diff}");
+    let (c1, c3) = (ids[0].to_string(), ids[2].to_string());
+    let applied = s.apply_changes(Some(&c1)).await.unwrap();
+    assert_eq!(applied[0]["changes"]["modified"], serde_json::json!(["a.txt"]));
+    assert_eq!(read(&cwd, "a.txt"), "1\n");
+    assert_eq!(s.discard_changes(Some(&c3)).await.unwrap(), serde_json::json!([c3]));
+    let rest = s.apply_changes(None).await.unwrap();
+    assert_eq!(rest.as_array().unwrap().len(), 1);
+    assert_eq!(read(&cwd, "a.txt"), "1\n2\n");
+    assert_eq!(read(&cwd, "b.txt"), "b\n");
+    assert!(!cwd.join("c.txt").exists());
+    assert_eq!(s.pending_changes().await.unwrap(), serde_json::json!([]));
+    // What was applied was recorded under the turns of the commands that made it.
+    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
+    assert!(report.skipped.is_empty(), "{report:?}");
+    assert_eq!(snapshot(&cwd), before);
+    let e = s.apply_changes(Some("c99")).await.err().unwrap();
+    assert_eq!(e.code, Code::NotFound);
+}

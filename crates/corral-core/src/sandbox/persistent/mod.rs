@@ -334,6 +334,7 @@ impl SessionSandbox {
             input: None,
             record: None,
             changes_dir: None,
+            pending: None,
         })
     }
 

@@ -247,15 +247,16 @@ impl Keeper {
         Ok((fd, port as u16))
     }
 
-    /// Starts one command under `plan`; `userns`, `trees` and `layer` are the descriptors the plan
-    /// names (the plan's indices are set here).
+    /// Starts one command under `plan`; `userns`, `trees` and `layers` (overlay mode: the
+    /// command's own layer, then the pending ones) are the descriptors the plan names (the plan's
+    /// indices are set here).
     pub async fn spawn(
         &self,
         req: LaunchRequest,
         mut plan: Plan,
         userns: Option<OwnedFd>,
         trees: Vec<OwnedFd>,
-        layer: Option<OwnedFd>,
+        layers: Vec<OwnedFd>,
     ) -> io::Result<Launched> {
         let inner = &self.inner;
         if !inner.alive.load(Ordering::SeqCst) {
@@ -283,8 +284,14 @@ impl Keeper {
                 fds.len() as i32 - 1
             })
             .collect();
-        if let Some(l) = &layer {
-            plan.layer = Some(fds.len() as i32);
+        // Overlay mode: the command's own layer, then the pending ones below it.
+        for (i, l) in layers.iter().enumerate() {
+            let at = fds.len() as i32;
+            if i == 0 {
+                plan.layer = Some(at);
+            } else {
+                plan.lowers.push(at);
+            }
             fds.push(l.as_raw_fd());
         }
         let id = inner.next.fetch_add(1, Ordering::Relaxed);
@@ -301,7 +308,7 @@ impl Keeper {
             return Err(if inner.alive.load(Ordering::SeqCst) { e } else { gone() });
         }
         // The keeper has its own copies now.
-        drop((out_w, err_w, userns, trees, layer));
+        drop((out_w, err_w, userns, trees, layers));
         let stdin = stdin.map(|(r, w)| {
             drop(r);
             w

@@ -278,6 +278,7 @@ fn request(cwd: &str, command: &str) -> SandboxRequest {
         input: None,
         record: None,
         changes_dir: None,
+        pending: None,
     }
 }
 

@@ -9,6 +9,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::capture::{Entry, Op};
@@ -24,7 +25,7 @@ pub struct Protected {
 }
 
 impl Protected {
-    fn covers(&self, rel: &Path) -> bool {
+    pub(super) fn covers(&self, rel: &Path) -> bool {
         rel.components().any(|c| self.names.iter().any(|n| c.as_os_str() == OsStr::new(n)))
             || self.paths.iter().any(|p| rel.starts_with(p))
     }
@@ -85,6 +86,8 @@ struct Applier<'a> {
     root: OwnedFd,
     upper: &'a Path,
     stamp: Stamp,
+    /// Paths corral itself changed since the command started: never a conflict.
+    ours: &'a HashSet<PathBuf>,
     out: Changes,
 }
 
@@ -99,7 +102,13 @@ fn open_root(host: &Path) -> io::Result<OwnedFd> {
 /// The operations that may apply, and those refused: under a protected name, of a kind a tree
 /// does not hold, or on a path the host changed since the command started; nothing below a
 /// refused directory applies either.
-pub fn plan(ops: Vec<Op>, host: &Path, protected: &Protected, stamp: Stamp) -> (Vec<Op>, Vec<Refusal>) {
+pub fn plan(
+    ops: Vec<Op>,
+    host: &Path,
+    protected: &Protected,
+    stamp: Stamp,
+    ours: &HashSet<PathBuf>,
+) -> (Vec<Op>, Vec<Refusal>) {
     let root = match open_root(host) {
         Ok(r) => r,
         Err(e) => {
@@ -123,6 +132,7 @@ pub fn plan(ops: Vec<Op>, host: &Path, protected: &Protected, stamp: Stamp) -> (
         } else if let Op::Refuse { reason, .. } = &op {
             Some((*reason).to_string())
         } else if matches!(op, Op::Put { .. } | Op::Remove { .. } | Op::MakeDir { .. })
+            && !ours.contains(rel)
             && changed(root.as_fd(), rel, stamp, matches!(op, Op::MakeDir { .. }))
         {
             Some(CHANGED.to_string())
@@ -156,7 +166,7 @@ fn changed(root: BorrowedFd<'_>, rel: &Path, stamp: Stamp, dirs_ok: bool) -> boo
 
 /// Applies `ops` (planned) to the tree at `host`: the report, and per operation whether it was
 /// carried out.
-pub fn apply(ops: &[Op], upper: &Path, host: &Path, stamp: Stamp) -> (Changes, Vec<bool>) {
+pub fn apply(ops: &[Op], upper: &Path, host: &Path, stamp: Stamp, ours: &HashSet<PathBuf>) -> (Changes, Vec<bool>) {
     let root = match open_root(host) {
         Ok(r) => r,
         Err(e) => {
@@ -165,7 +175,7 @@ pub fn apply(ops: &[Op], upper: &Path, host: &Path, stamp: Stamp) -> (Changes, V
             return (Changes { refused, ..Changes::default() }, vec![false; ops.len()]);
         }
     };
-    let mut a = Applier { root, upper, stamp, out: Changes::default() };
+    let mut a = Applier { root, upper, stamp, ours, out: Changes::default() };
     let mut done = Vec::with_capacity(ops.len());
     let mut failed: Vec<PathBuf> = Vec::new();
     for op in ops {
@@ -197,6 +207,11 @@ impl Applier<'_> {
         let dir =
             open_beneath(self.root.as_fd(), rel.parent().unwrap_or(Path::new("")), libc::O_PATH | libc::O_DIRECTORY)?;
         Ok((dir, cstr(name.as_bytes())?))
+    }
+
+    /// Whether the host changed `rel` (as `st` finds it) since the command started.
+    fn changed(&self, st: &libc::stat, rel: &Path) -> bool {
+        !self.ours.contains(rel) && changed_since(st, self.stamp)
     }
 
     /// A host change made since the plan was checked: refused now.
@@ -233,7 +248,7 @@ impl Applier<'_> {
                 let (dir, name) = self.parent(path)?;
                 match lstat_at(dir.as_fd(), &name)? {
                     None => return Ok(true),
-                    Some(st) if is_dir(&st) || changed_since(&st, self.stamp) => return Ok(self.raced(path)),
+                    Some(st) if is_dir(&st) || self.changed(&st, path) => return Ok(self.raced(path)),
                     Some(_) => {}
                 }
                 // SAFETY: a descriptor of ours and a NUL-terminated name.
@@ -254,7 +269,7 @@ impl Applier<'_> {
             Op::Put { path, entry, existed } => {
                 let (dir, name) = self.parent(path)?;
                 if let Some(st) = lstat_at(dir.as_fd(), &name)? {
-                    if changed_since(&st, self.stamp) || is_dir(&st) {
+                    if self.changed(&st, path) || is_dir(&st) {
                         return Ok(self.raced(path));
                     }
                 }

@@ -88,21 +88,97 @@ fn same_content(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The operations that make `host` what the overlay of `upper` on it showed.
-pub fn capture(upper: &Path, host: &Path) -> io::Result<Vec<Op>> {
+/// What a command's overlay had below its upper layer: the host tree, and over it (newest
+/// first) the upper layers of commands whose changes are still pending, merged as the overlay
+/// merged them (whiteouts hide, opaque directories stop the layers below).
+pub struct Lower {
+    pub layers: Vec<PathBuf>,
+    pub host: PathBuf,
+}
+
+impl Lower {
+    pub fn host(host: &Path) -> Lower {
+        Lower { layers: Vec::new(), host: host.to_path_buf() }
+    }
+
+    /// Where `rel` is found, and its status (a link not followed); `None` when the merged tree
+    /// has nothing there.
+    pub fn find(&self, rel: &Path) -> Option<(PathBuf, std::fs::Metadata)> {
+        for layer in &self.layers {
+            let mut stop = false;
+            let mut at = layer.clone();
+            let comps: Vec<_> = rel.components().collect();
+            for (i, c) in comps.iter().enumerate() {
+                at.push(c);
+                let Ok(m) = std::fs::symlink_metadata(&at) else { break };
+                if whiteout(&at, &m) {
+                    return None;
+                }
+                if i + 1 == comps.len() {
+                    return Some((at, m));
+                }
+                if !m.is_dir() {
+                    return None; // a file or a link here hides the layers below
+                }
+                if opaque(&at) {
+                    stop = true;
+                }
+            }
+            if stop {
+                return None;
+            }
+        }
+        let at = self.host.join(rel);
+        std::fs::symlink_metadata(&at).ok().map(|m| (at, m))
+    }
+
+    /// The names the merged directory `rel` holds, sorted.
+    pub fn names(&self, rel: &Path) -> Vec<OsString> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut hidden = std::collections::BTreeSet::new();
+        for layer in &self.layers {
+            let dir = layer.join(rel);
+            let Ok(m) = std::fs::symlink_metadata(&dir) else { continue };
+            if !m.is_dir() {
+                return seen.into_iter().collect();
+            }
+            for n in names(&dir).unwrap_or_default() {
+                let p = dir.join(&n);
+                let whited = std::fs::symlink_metadata(&p).is_ok_and(|m| whiteout(&p, &m));
+                if whited {
+                    hidden.insert(n);
+                } else if !hidden.contains(&n) {
+                    seen.insert(n);
+                }
+            }
+            if opaque(&dir) {
+                return seen.into_iter().collect();
+            }
+        }
+        for n in names(&self.host.join(rel)).unwrap_or_default() {
+            if !hidden.contains(&n) {
+                seen.insert(n);
+            }
+        }
+        seen.into_iter().collect()
+    }
+}
+
+/// The operations that make `lower` what the overlay of `upper` on it showed.
+pub fn capture(upper: &Path, lower: &Lower) -> io::Result<Vec<Op>> {
     let mut ops = Vec::new();
-    walk(upper, host, Path::new(""), true, &mut ops)?;
+    walk(upper, lower, Path::new(""), true, &mut ops)?;
     Ok(ops)
 }
 
-fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>) -> io::Result<()> {
+fn walk(upper: &Path, lower: &Lower, rel: &Path, lower_dir: bool, ops: &mut Vec<Op>) -> io::Result<()> {
     let here = upper.join(rel);
     let names = names(&here)?;
-    if host_dir && !rel.as_os_str().is_empty() && opaque(&here) {
-        // Everything the host has here and the layer does not name is gone.
-        for h in self::names(&host.join(rel)).unwrap_or_default() {
+    if lower_dir && !rel.as_os_str().is_empty() && opaque(&here) {
+        // Everything the tree below has here and the layer does not name is gone.
+        for h in lower.names(rel) {
             if names.binary_search(&h).is_err() {
-                remove(host, &rel.join(h), ops);
+                remove(lower, &rel.join(h), ops);
             }
         }
     }
@@ -110,10 +186,12 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
         let r = rel.join(&name);
         let u = upper.join(&r);
         let um = std::fs::symlink_metadata(&u)?;
-        let hm = if host_dir { std::fs::symlink_metadata(host.join(&r)).ok() } else { None };
+        let found = if lower_dir { lower.find(&r) } else { None };
+        let hm = found.as_ref().map(|(_, m)| m.clone());
+        let below = found.map(|(p, _)| p);
         if whiteout(&u, &um) {
             if hm.is_some() {
-                remove(host, &r, ops);
+                remove(lower, &r, ops);
             }
             continue;
         }
@@ -125,14 +203,14 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
                 if hm.as_ref().is_some_and(|h| h.mode() & 0o7777 != mode) {
                     ops.push(Op::ModeDir { path: r.clone(), mode });
                 }
-                walk(upper, host, &r, true, ops)?;
+                walk(upper, lower, &r, true, ops)?;
             } else {
                 if hm.is_some() {
-                    remove(host, &r, ops);
+                    remove(lower, &r, ops);
                 }
                 let at = ops.len();
                 ops.push(Op::MakeDir { path: r.clone(), mode, empty: false });
-                walk(upper, host, &r, false, ops)?;
+                walk(upper, lower, &r, false, ops)?;
                 let empty = ops.len() == at + 1;
                 ops[at] = Op::MakeDir { path: r, mode, empty };
             }
@@ -141,7 +219,10 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
         let entry = if kind.is_file() {
             let mode = um.mode() & 0o7777;
             let same = hm.as_ref().is_some_and(|h| {
-                h.is_file() && h.mode() & 0o7777 == mode && h.len() == um.len() && same_content(&u, &host.join(&r))
+                h.is_file()
+                    && h.mode() & 0o7777 == mode
+                    && h.len() == um.len()
+                    && below.as_ref().is_some_and(|b| same_content(&u, b))
             });
             if same {
                 continue;
@@ -150,7 +231,7 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
         } else if kind.is_symlink() {
             let target = std::fs::read_link(&u)?.into_os_string();
             let same = hm.as_ref().is_some_and(|h| h.file_type().is_symlink())
-                && std::fs::read_link(host.join(&r)).is_ok_and(|t| t.into_os_string() == target);
+                && below.as_ref().is_some_and(|b| std::fs::read_link(b).is_ok_and(|t| t.into_os_string() == target));
             if same {
                 continue;
             }
@@ -160,22 +241,22 @@ fn walk(upper: &Path, host: &Path, rel: &Path, host_dir: bool, ops: &mut Vec<Op>
             continue;
         };
         if host_is_dir {
-            remove(host, &r, ops);
+            remove(lower, &r, ops);
         }
         ops.push(Op::Put { path: r, entry, existed: hm.is_some() && !host_is_dir });
     }
     Ok(())
 }
 
-/// Removes what the host has at `rel`: a directory's entries first (deepest first), then it.
-fn remove(host: &Path, rel: &Path, ops: &mut Vec<Op>) {
-    let is_dir = std::fs::symlink_metadata(host.join(rel)).is_ok_and(|m| m.is_dir());
+/// Removes what the tree below has at `rel`: a directory's entries first (deepest first), then it.
+fn remove(lower: &Lower, rel: &Path, ops: &mut Vec<Op>) {
+    let is_dir = lower.find(rel).is_some_and(|(_, m)| m.is_dir());
     if !is_dir {
         ops.push(Op::Remove { path: rel.to_path_buf() });
         return;
     }
-    for name in names(&host.join(rel)).unwrap_or_default() {
-        remove(host, &rel.join(name), ops);
+    for name in lower.names(rel) {
+        remove(lower, &rel.join(name), ops);
     }
     ops.push(Op::RemoveDir { path: rel.to_path_buf() });
 }

@@ -103,18 +103,19 @@ impl Layer {
         self.dir.join("upper")
     }
 
-    /// The layer's directory as the child mounts it: opened through no link, and as root an
-    /// idmapped tree through the command's user namespace (so root-owned files below the
-    /// overlay can be copied up by the command's root).
-    pub fn descriptor(&self, userns: Option<&OwnedFd>) -> Result<OwnedFd> {
-        let path = CString::new(self.dir.as_os_str().as_bytes()).map_err(|_| Error::config("a NUL byte in a path"))?;
-        let fd = corral_keeper::child::open_dir_nofollow(&path).map_err(|e| io_err("opening it", e))?;
-        // SAFETY: a descriptor open_dir_nofollow just gave us.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        match userns {
-            Some(ns) => super::super::userns::tree(fd.as_raw_fd(), Some(ns)).map_err(|e| io_err("idmapping it", e)),
-            None => Ok(fd),
-        }
+}
+
+/// A layer's directory as the child mounts it: opened through no link, and as root an idmapped
+/// tree through the command's user namespace (so root-owned files below the overlay can be
+/// copied up by the command's root).
+pub fn descriptor(dir: &Path, userns: Option<&OwnedFd>) -> Result<OwnedFd> {
+    let path = CString::new(dir.as_os_str().as_bytes()).map_err(|_| Error::config("a NUL byte in a path"))?;
+    let fd = corral_keeper::child::open_dir_nofollow(&path).map_err(|e| io_err("opening it", e))?;
+    // SAFETY: a descriptor open_dir_nofollow just gave us.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    match userns {
+        Some(ns) => super::super::userns::tree(fd.as_raw_fd(), Some(ns)).map_err(|e| io_err("idmapping it", e)),
+        None => Ok(fd),
     }
 }
 

@@ -7,6 +7,7 @@
 mod apply;
 mod capture;
 pub mod layer;
+pub mod pending;
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -24,11 +25,26 @@ use crate::shell::changes::{Changes, Refusal};
 /// Reads what the command left in `layer`, records it (with `record`), applies it to `mount`,
 /// then removes the layer.
 pub async fn finish(layer: Layer, mount: PathBuf, protected: Protected, record: Option<ChangeRecord>) -> Changes {
+    finish_with(layer, mount, protected, record, Default::default()).await
+}
+
+/// As `finish`; a path in `ours` was changed by corral since the command started (an earlier
+/// pending changeset applied just before), not by the host, and is no conflict.
+pub(super) async fn finish_with(
+    layer: Layer,
+    mount: PathBuf,
+    protected: Protected,
+    record: Option<ChangeRecord>,
+    ours: std::collections::HashSet<PathBuf>,
+) -> Changes {
     let keyed = record.is_some();
+    let ours = std::sync::Arc::new(ours);
+    let ours_then = ours.clone();
     let prepared = tokio::task::spawn_blocking(move || {
+        let ours = ours_then;
         let upper = layer.upper();
-        let ops = capture::capture(&upper, &mount)?;
-        let (ops, refused) = apply::plan(ops, &mount, &protected, layer.stamp);
+        let ops = capture::capture(&upper, &capture::Lower::host(&mount))?;
+        let (ops, refused) = apply::plan(ops, &mount, &protected, layer.stamp, &ours);
         let keys: Vec<Option<ShellChange>> =
             if keyed { ops.iter().map(|op| shell_change(op, &upper)).collect() } else { Vec::new() };
         Ok::<_, std::io::Error>((layer, mount, ops, refused, keys))
@@ -68,7 +84,7 @@ pub async fn finish(layer: Layer, mount: PathBuf, protected: Protected, record: 
     }
     let applied = tokio::task::spawn_blocking(move || {
         let upper = layer.upper();
-        let out = apply::apply(&ops, &upper, &mount, layer.stamp);
+        let out = apply::apply(&ops, &upper, &mount, layer.stamp, &ours);
         (out, ops)
     })
     .await;
@@ -114,7 +130,7 @@ fn shell_change(op: &capture::Op, upper: &Path) -> Option<ShellChange> {
     })
 }
 
-fn unread(e: String) -> Changes {
+pub(super) fn unread(e: String) -> Changes {
     Changes {
         refused: vec![Refusal { path: ".".into(), reason: format!("the command's changes could not be read ({e})") }],
         ..Changes::default()

@@ -1,0 +1,232 @@
+//! `applyChanges: 'manual'`: each command's changeset is kept in its layer instead of applied.
+//! Later commands see the pending ones (their upper layers are the overlay's lower layers above
+//! the host's tree, newest first); `apply` applies the oldest ones up to a given changeset, in
+//! order, each through the same path as an automatic one (protected names refused, host changes
+//! since its command started refused, recorded in checkpoints); `discard` drops a changeset and
+//! every one after it (they were made over it).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{json, Value};
+
+use super::capture::{self, Entry, Lower, Op};
+use super::{finish_with, Layer, Protected};
+use crate::error::{Code, Error, Result};
+use crate::sandbox::ChangeRecord;
+use crate::shell::changes::{Changes, Refusal};
+
+/// The most changesets kept pending at once (each is a layer of every later command's overlay).
+pub const MAX_PENDING: usize = 32;
+
+struct Set {
+    id: String,
+    command: String,
+    layer: Layer,
+    record: Option<ChangeRecord>,
+    protected: Protected,
+}
+
+#[derive(Default)]
+struct State {
+    /// Oldest first.
+    sets: Vec<Set>,
+    /// The paths earlier changesets changed when they were applied: each pending changeset's
+    /// command started before, so they are no host change to it. Forgotten once none is pending.
+    ours: HashSet<PathBuf>,
+}
+
+/// A SandboxShell's pending changesets.
+pub struct Pending {
+    mount: PathBuf,
+    state: tokio::sync::Mutex<State>,
+    next: AtomicU64,
+}
+
+impl Pending {
+    pub fn new(mount: &Path) -> Pending {
+        Pending { mount: mount.to_path_buf(), state: Default::default(), next: AtomicU64::new(1) }
+    }
+
+    /// The pending layers' directories, newest first: what a new command sees below its own.
+    pub async fn lowers(&self) -> Result<Vec<PathBuf>> {
+        let state = self.state.lock().await;
+        let sets = &state.sets;
+        if sets.len() >= MAX_PENDING {
+            return Err(Error::new(
+                Code::TooLarge,
+                format!("{MAX_PENDING} changesets are pending: apply or discard some (applyChanges, discardChanges) before the next command."),
+            ));
+        }
+        Ok(sets.iter().rev().map(|s| s.layer.dir.clone()).collect())
+    }
+
+    /// Keeps a finished command's layer as the newest pending changeset; what it changed, as a
+    /// command that applied would report it, with `pending: true`.
+    pub async fn keep(
+        &self,
+        layer: Layer,
+        command: &str,
+        record: Option<ChangeRecord>,
+        protected: Protected,
+    ) -> Changes {
+        let mut state = self.state.lock().await;
+        let lower =
+            Lower { layers: state.sets.iter().rev().map(|s| s.layer.upper()).collect(), host: self.mount.clone() };
+        let upper = layer.upper();
+        let described = {
+            let protected = protected.clone();
+            tokio::task::spawn_blocking(move || capture::capture(&upper, &lower).map(|ops| describe(&ops, &protected)))
+                .await
+        };
+        let mut changes = match described {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return super::unread(e.to_string()),
+            Err(e) => return super::unread(e.to_string()),
+        };
+        if changes.is_empty() {
+            return changes; // nothing to keep: the layer goes
+        }
+        changes.pending = true;
+        let id = format!("c{}", self.next.fetch_add(1, Ordering::Relaxed));
+        state.sets.push(Set { id, command: command.to_string(), layer, record, protected });
+        changes
+    }
+
+    /// `pendingChanges()`: `[{ id, command, changes: [{ path, kind }], diff }]`, oldest first.
+    pub async fn list(&self) -> Result<Value> {
+        let state = self.state.lock().await;
+        let sets = &state.sets;
+        let mut out = Vec::new();
+        for (i, set) in sets.iter().enumerate() {
+            let lower = Lower { layers: sets[..i].iter().rev().map(|s| s.layer.upper()).collect(), host: self.mount.clone() };
+            let (upper, protected) = (set.layer.upper(), set.protected.clone());
+            let listed = tokio::task::spawn_blocking(move || -> std::io::Result<(Vec<Value>, String)> {
+                let ops = capture::capture(&upper, &lower)?;
+                let c = describe(&ops, &protected);
+                let mut changes: Vec<Value> = Vec::new();
+                for (kind, paths) in [("added", &c.added), ("modified", &c.modified), ("deleted", &c.deleted)] {
+                    changes.extend(paths.iter().map(|p| json!({ "path": p, "kind": kind })));
+                }
+                changes.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
+                Ok((changes, diff(&ops, &upper, &lower)))
+            })
+            .await
+            .map_err(|e| Error::new(Code::Io, format!("Could not read a pending changeset: {e}")))?
+            .map_err(|e| Error::new(Code::Io, format!("Could not read a pending changeset: {e}")))?;
+            out.push(json!({ "id": set.id, "command": set.command, "changes": listed.0, "diff": listed.1 }));
+        }
+        Ok(Value::Array(out))
+    }
+
+    /// Applies the pending changesets up to and including `id` (all without one), oldest first;
+    /// what each changed, `[{ id, changes }]`.
+    pub async fn apply(&self, id: Option<&str>) -> Result<Value> {
+        let mut state = self.state.lock().await;
+        let end = match id {
+            None => state.sets.len(),
+            Some(id) => state.sets.iter().position(|s| s.id == id).map(|i| i + 1).ok_or_else(|| unknown(id))?,
+        };
+        let mut done = Vec::new();
+        let taken: Vec<Set> = state.sets.drain(..end).collect();
+        for set in taken {
+            let changes =
+                finish_with(set.layer, self.mount.clone(), set.protected, set.record, state.ours.clone()).await;
+            for p in changes.added.iter().chain(&changes.modified).chain(&changes.deleted) {
+                state.ours.insert(PathBuf::from(p.trim_end_matches('/')));
+            }
+            done.push(json!({ "id": set.id, "changes": changes.to_json() }));
+        }
+        if state.sets.is_empty() {
+            state.ours.clear();
+        }
+        Ok(Value::Array(done))
+    }
+
+    /// Discards the changeset `id` and every one after it (all without one); their ids.
+    pub async fn discard(&self, id: Option<&str>) -> Result<Value> {
+        let mut state = self.state.lock().await;
+        let start = match id {
+            None => 0,
+            Some(id) => state.sets.iter().position(|s| s.id == id).ok_or_else(|| unknown(id))?,
+        };
+        let gone: Vec<Value> = state.sets.drain(start..).map(|s| Value::from(s.id)).collect();
+        if state.sets.is_empty() {
+            state.ours.clear();
+        }
+        Ok(Value::Array(gone))
+    }
+}
+
+fn unknown(id: &str) -> Error {
+    Error::new(Code::NotFound, format!("No pending changeset {id:?} (see pendingChanges())."))
+}
+
+/// What `ops` would change, as `ExecResult.changes` says it (nothing applied).
+fn describe(ops: &[Op], protected: &Protected) -> Changes {
+    let mut c = Changes::default();
+    let mut refused: Vec<PathBuf> = Vec::new();
+    for op in ops {
+        let rel = op.path();
+        if refused.iter().any(|r| rel.starts_with(r)) {
+            continue;
+        }
+        let shown = rel.to_string_lossy().into_owned();
+        if protected.covers(rel) {
+            c.refused.push(Refusal { path: shown, reason: "protected".into() });
+            refused.push(rel.to_path_buf());
+            continue;
+        }
+        match op {
+            Op::Put { existed: true, .. } => c.modified.push(shown),
+            Op::Put { .. } => c.added.push(shown),
+            Op::MakeDir { empty: true, .. } => c.added.push(format!("{shown}/")),
+            Op::Remove { .. } => c.deleted.push(shown),
+            Op::Refuse { reason, .. } => {
+                c.refused.push(Refusal { path: shown, reason: (*reason).to_string() });
+                refused.push(rel.to_path_buf());
+            }
+            Op::MakeDir { .. } | Op::RemoveDir { .. } | Op::ModeDir { .. } => {}
+        }
+    }
+    c
+}
+
+/// What a file or link shows in a diff: its text, `None` for bytes that are not text.
+fn shown_text(path: &Path) -> Option<String> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if m.file_type().is_symlink() {
+        return Some(format!("(link to {})\n", std::fs::read_link(path).ok()?.display()));
+    }
+    let bytes = std::fs::read(path).ok()?;
+    String::from_utf8(bytes).ok().filter(|t| !t.contains('\0'))
+}
+
+/// A unified diff of `ops` (binary files named).
+fn diff(ops: &[Op], upper: &Path, lower: &Lower) -> String {
+    let mut out = String::new();
+    for op in ops {
+        let rel = op.path();
+        let name = rel.to_string_lossy();
+        let (before, after) = match op {
+            Op::Put { entry: Entry::File { .. } | Entry::Link { .. }, existed, .. } => {
+                let before = if *existed { lower.find(rel).map(|(p, _)| shown_text(&p)) } else { Some(Some(String::new())) };
+                (before.flatten(), shown_text(&upper.join(rel)))
+            }
+            Op::Remove { .. } => (lower.find(rel).and_then(|(p, _)| shown_text(&p)), Some(String::new())),
+            _ => continue,
+        };
+        let (a, b) = (
+            if matches!(op, Op::Put { existed: false, .. }) { "/dev/null".to_string() } else { format!("a/{name}") },
+            if matches!(op, Op::Remove { .. }) { "/dev/null".to_string() } else { format!("b/{name}") },
+        );
+        match (before, after) {
+            (Some(before), Some(after)) => {
+                out.push_str(&similar::TextDiff::from_lines(&before, &after).unified_diff().header(&a, &b).to_string())
+            }
+            _ => out.push_str(&format!("Binary files {a} and {b} differ\n")),
+        }
+    }
+    out
+}
