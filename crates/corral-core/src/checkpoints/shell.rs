@@ -35,6 +35,11 @@ impl ShellChange {
         ShellChange { path, to: sha256(content) }
     }
 
+    /// A file whose content has this SHA-256 will be at `path`.
+    pub fn file_digest(path: String, sha256: &[u8; 32]) -> ShellChange {
+        ShellChange { path, to: hex::encode(sha256) }
+    }
+
     /// A link to `target` will be at `path`.
     pub fn link(path: String, target: &[u8]) -> ShellChange {
         ShellChange { path, to: link_key(target) }

@@ -40,23 +40,29 @@ fn again_without_landlock(name: &str) {
     )
     .unwrap();
     let prog: seccompiler::BpfProgram = filter.try_into().unwrap();
+    let (passed, out) = in_child(&format!("sandbox::linux::attacks::{name}"), NO_LANDLOCK, Some(prog));
+    assert!(passed, "without Landlock:\n{out}");
+}
+
+/// Runs the test `path` again in a child process of this test binary, with `env` set (the test
+/// reads it to know it is the child) and, with `filter`, under that seccomp program: whether it
+/// passed, and what it printed. What crashes or is refused there cannot take the run with it.
+pub(super) fn in_child(path: &str, env: &str, filter: Option<seccompiler::BpfProgram>) -> (bool, String) {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([&format!("sandbox::linux::attacks::{name}"), "--exact", "--ignored", "--test-threads=1"]);
-    cmd.env(NO_LANDLOCK, "1");
-    // SAFETY: prctl and the filter's installation are raw syscalls on data made before the fork.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-            seccompiler::apply_filter(&prog).map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))
-        });
+    cmd.args([path, "--exact", "--ignored", "--test-threads=1"]);
+    cmd.env(env, "1");
+    if let Some(prog) = filter {
+        // SAFETY: prctl and the filter's installation are raw syscalls on data made before the fork.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                seccompiler::apply_filter(&prog).map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))
+            });
+        }
     }
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "without Landlock:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    (out.status.success() && text.contains("1 passed"), format!("{text}\n{}", String::from_utf8_lossy(&out.stderr)))
 }
 
 /// A sandbox shell over a fresh working directory (under `/var/tmp`, not the private `/tmp`, so

@@ -572,15 +572,22 @@ impl LinuxSandbox {
     /// What an overlay's changes may not bring to the host: every `.git` and the other bare
     /// `protect` names at any depth, and the other `protect` entries (relative to the working
     /// directory); nothing with `protect: []`, as the sweep after a direct command.
-    fn protected(&self) -> overlay::Protected {
+    fn protected(&self, mount: &Path) -> overlay::Protected {
         if self.options.protect.is_empty() {
             return overlay::Protected::default();
         }
         let (names, paths): (Vec<&String>, Vec<&String>) =
             self.options.protect.iter().partition(|e| super::protect::is_name(e));
+        let relative = |p: &String| -> Option<PathBuf> {
+            let p = Path::new(p);
+            match p.is_absolute() {
+                true => p.strip_prefix(mount).ok().map(Path::to_path_buf),
+                false => Some(p.strip_prefix("./").unwrap_or(p).to_path_buf()),
+            }
+        };
         overlay::Protected {
             names: std::iter::once(".git".to_string()).chain(names.into_iter().cloned()).collect(),
-            paths: paths.into_iter().map(|p| PathBuf::from(p.trim_start_matches("./"))).collect(),
+            paths: paths.into_iter().filter_map(relative).collect(),
         }
     }
 
@@ -670,6 +677,16 @@ impl SandboxAdapter for LinuxSandbox {
             true => Some(overlay::Layer::new(&mount, req.changes_dir.as_deref())?),
             false => None,
         };
+        // A command that could reach layers would write its own changeset, or another's.
+        if let Some(l) = &layer {
+            let writable = std::iter::once(mount.clone()).chain(self.options.writable.iter().map(PathBuf::from));
+            if let Some(w) = writable.into_iter().find(|w| l.dir.starts_with(w)) {
+                return Err(Error::config(format!(
+                    "LinuxSandbox: the command's layer would lie in {}, which the command can write; give the SandboxShell a changesDir outside its cwd and writable paths.",
+                    w.display()
+                )));
+            }
+        }
         // Manual mode: the pending changesets' layers below the command's own, newest first.
         let pending = req.pending.as_ref().and_then(|p| p.0.clone().downcast::<overlay::pending::Pending>().ok());
         let lowers = match (&pending, &layer) {
@@ -742,8 +759,8 @@ impl SandboxAdapter for LinuxSandbox {
         super::protect::add_notes(&mut r, removed);
         if let Some(layer) = layer {
             r.changes = Some(match pending {
-                Some(p) => p.keep(layer, &req.command, req_record, self.protected()).await,
-                None => overlay::finish(layer, mount, self.protected(), req_record).await,
+                Some(p) => p.keep(layer, &req.command, req_record, self.protected(&mount)).await,
+                None => overlay::finish(layer, mount.clone(), self.protected(&mount), req_record).await,
             });
         }
         Ok(r)

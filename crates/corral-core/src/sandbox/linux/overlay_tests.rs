@@ -217,24 +217,9 @@ fn construction_is_refused_where_overlay_mounts_fail() {
     )
     .unwrap();
     let prog: seccompiler::BpfProgram = filter.try_into().unwrap();
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "sandbox::linux::overlay_tests::construction_is_refused_where_overlay_mounts_fail",
-        "--exact",
-        "--ignored",
-        "--test-threads=1",
-    ]);
-    cmd.env(NO_OVERLAY, "1");
-    // SAFETY: prctl and the filter's installation are raw syscalls on data made before the fork.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-            seccompiler::apply_filter(&prog).map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))
-        });
-    }
-    let out = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.contains("1 passed"), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let test = "sandbox::linux::overlay_tests::construction_is_refused_where_overlay_mounts_fail";
+    let (passed, out) = super::attacks::in_child(test, NO_OVERLAY, Some(prog));
+    assert!(passed, "{out}");
 }
 
 /// Every entry below `dir`: its kind, permission bits and content (a link's target).
@@ -414,9 +399,15 @@ async fn manual_mode_stacks_three_commands_applies_one_discards_one_and_applies_
     let ids: Vec<&str> = listed.as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 3);
     assert_eq!(listed[1]["command"], "cat a.txt && echo 2 >> a.txt && echo b > b.txt");
-    assert_eq!(listed[1]["changes"], serde_json::json!([{ "path": "a.txt", "kind": "modified" }, { "path": "b.txt", "kind": "added" }]));
+    assert_eq!(
+        listed[1]["changes"],
+        serde_json::json!([{ "path": "a.txt", "kind": "modified" }, { "path": "b.txt", "kind": "added" }])
+    );
     let diff = listed[1]["diff"].as_str().unwrap();
-    assert!(diff.contains("--- a/a.txt\n+++ b/a.txt\n") && diff.contains(" 1\n+2\n") && diff.contains("+++ b/b.txt\n"), "{diff}");
+    assert!(
+        diff.contains("--- a/a.txt\n+++ b/a.txt\n") && diff.contains(" 1\n+2\n") && diff.contains("+++ b/b.txt\n"),
+        "{diff}"
+    );
     let (c1, c3) = (ids[0].to_string(), ids[2].to_string());
     let applied = s.apply_changes(Some(&c1)).await.unwrap();
     assert_eq!(applied[0]["changes"]["modified"], serde_json::json!(["a.txt"]));
@@ -434,4 +425,114 @@ async fn manual_mode_stacks_three_commands_applies_one_discards_one_and_applies_
     assert_eq!(snapshot(&cwd), before);
     let e = s.apply_changes(Some("c99")).await.err().unwrap();
     assert_eq!(e.code, Code::NotFound);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attacks on the apply step
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_command_that_moves_a_parent_of_cwd_and_links_another_in_its_place_applies_nothing() {
+    // `writable` is cwd's grandparent: the command renames cwd's parent (allowed: only a mount
+    // point itself cannot be renamed) and puts a link chain where it was, leading to a directory
+    // it cannot write; a change applied through the path would land there.
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    let base_path = std::fs::canonicalize(base.path()).unwrap();
+    let (w, target) = (base_path.join("w"), base_path.join("target"));
+    std::fs::create_dir_all(w.join("app/repo")).unwrap();
+    std::fs::create_dir(&target).unwrap();
+    let options =
+        LinuxSandboxOptions { overlay: true, writable: vec![w.to_str().unwrap().into()], ..Default::default() };
+    let sb = Arc::new(LinuxSandbox::new(options).unwrap());
+    let cwd = w.join("app/repo");
+    let s = SandboxShell::new(sb, &cwd, Default::default(), Default::default()).unwrap();
+    let attack = format!(
+        "echo evil > passwd && mv {w}/app {w}/x && mkdir -p {w}/y && ln -s {t} {w}/y/repo && ln -s {w}/y {w}/app",
+        w = w.display(),
+        t = target.display()
+    );
+    let r = sh(&s, &attack).await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert!(!target.join("passwd").exists(), "the change was applied through the planted links");
+    let c = changes(&r);
+    assert!(c.added.is_empty(), "{c:?}");
+    assert!(c.refused.iter().any(|x| x.reason.contains("moved or replaced")), "{c:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_git_directory_in_another_case_is_refused_too() {
+    let (_d, cwd, s) = shell(overlay());
+    std::fs::create_dir(cwd.join(".git")).unwrap();
+    let r = sh(&s, "mkdir -p .GIT/hooks && echo evil > .GIT/hooks/pre-commit && mkdir -p sub/.Git && echo x > sub/.Git/config && echo ok > ok").await;
+    let c = changes(&r);
+    let refused: Vec<&str> = c.refused.iter().map(|x| x.path.as_str()).collect();
+    assert_eq!(refused, vec![".GIT", "sub/.Git"], "{c:?}");
+    assert!(!cwd.join(".GIT").exists() && !cwd.join("sub/.Git").exists());
+    assert_eq!(c.added, vec!["ok"]);
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn layers_in_a_path_the_command_can_write_are_refused() {
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    let base_path = std::fs::canonicalize(base.path()).unwrap();
+    let (cwd, shared) = (base_path.join("cwd"), base_path.join("shared"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&shared).unwrap();
+    let options =
+        LinuxSandboxOptions { overlay: true, writable: vec![shared.to_str().unwrap().into()], ..Default::default() };
+    let s =
+        SandboxShell::new(Arc::new(LinuxSandbox::new(options).unwrap()), &cwd, Default::default(), Default::default())
+            .unwrap()
+            .with_changes_dir(&shared)
+            .unwrap();
+    let e = s.exec("echo x > a", ExecOptions::default()).await.expect_err("a layer the command could write");
+    assert_eq!(e.code, Code::Configuration, "{e:?}");
+    assert!(!cwd.join("a").exists());
+}
+
+/// Set in the child `a_tree_nested_twenty_thousand_deep_is_applied_and_its_layer_removed` starts.
+const DEEP: &str = "CORRAL_TEST_DEEP_TREE";
+
+#[test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+fn a_tree_nested_twenty_thousand_deep_is_handled_and_its_layer_removed() {
+    if std::env::var_os(DEEP).is_none() {
+        // In a child process: a stack overflow there fails this test instead of the run.
+        let test = "sandbox::linux::overlay_tests::a_tree_nested_twenty_thousand_deep_is_handled_and_its_layer_removed";
+        let (passed, out) = super::attacks::in_child(test, DEEP, None);
+        assert!(passed, "{out}");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let layers = tempfile::tempdir_in("/var/tmp").unwrap();
+        let s = SandboxShell::new(
+            Arc::new(LinuxSandbox::new(overlay()).unwrap()),
+            dir.path(),
+            Default::default(),
+            Default::default(),
+        )
+        .unwrap()
+        .with_changes_dir(layers.path())
+        .unwrap();
+        // As deep as the shell can go (its cwd's path grows past PATH_MAX well before 20,000).
+        let r = sh(&s, "i=0; while [ $i -lt 20000 ]; do mkdir a && cd a || break; i=$((i+1)); done; echo $i").await;
+        assert!(r.stdout.trim().parse::<usize>().unwrap() > overlay::capture::MAX_DEPTH, "{r:?}");
+        let c = changes(&r);
+        assert!(c.refused.iter().any(|x| x.reason.contains("more than 512 deep")), "{c:?}");
+        assert!(c.added.is_empty());
+        // Whatever was applied, nothing of the layer is left.
+        let key = hex::encode(
+            &<sha2::Sha256 as sha2::Digest>::digest(
+                std::fs::canonicalize(dir.path()).unwrap().as_os_str().as_encoded_bytes(),
+            )[..8],
+        );
+        let keyed = std::fs::canonicalize(layers.path()).unwrap().join(key);
+        let left = std::fs::read_dir(&keyed).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(left, 0, "a layer was left in {}", keyed.display());
+        let _ = std::process::Command::new("rm").arg("-rf").arg(dir.path()).status();
+    });
 }

@@ -136,8 +136,11 @@ async fn a_killed_keeper_takes_its_commands_with_it() {
     assert!(exit.is_err(), "a command of a dead keeper reported {exit:?}");
     wait_until("the command ended with the keeper", || !running(l.pid));
     let (plan, userns, trees) = plan_for(&sb, &cwd);
-    let e =
-        k.spawn(request(&["true"]), plan, userns, trees, Vec::new()).await.err().expect("a dead keeper started a command");
+    let e = k
+        .spawn(request(&["true"]), plan, userns, trees, Vec::new())
+        .await
+        .err()
+        .expect("a dead keeper started a command");
     assert!(e.to_string().contains("keeper process ended"), "{e}");
 }
 

@@ -4,12 +4,11 @@
 //! A path under a protected name is refused; so is one the host changed since the command started
 //! (its change time is the layer's stamp or later). The rest applies.
 
+use std::collections::HashSet;
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::capture::{Entry, Op};
@@ -25,8 +24,10 @@ pub struct Protected {
 }
 
 impl Protected {
+    /// Whether `rel` lies under a protected name (ASCII case folded: a case-insensitive file
+    /// system would take `.GIT` for `.git`) or path.
     pub(super) fn covers(&self, rel: &Path) -> bool {
-        rel.components().any(|c| self.names.iter().any(|n| c.as_os_str() == OsStr::new(n)))
+        rel.components().any(|c| self.names.iter().any(|n| c.as_os_str().as_bytes().eq_ignore_ascii_case(n.as_bytes())))
             || self.paths.iter().any(|p| rel.starts_with(p))
     }
 }
@@ -47,11 +48,27 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// `rel` below `root`, through no link and never above it.
-fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+pub(super) fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
     if rel.as_os_str().is_empty() {
         return root.try_clone_to_owned();
     }
     crate::fs::local::open_no_links(root, rel, flags)
+}
+
+/// The directory holding `rel` below `root` (through no link) and its name there.
+fn parent_of(root: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, CString)> {
+    let name = rel.file_name().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let dir = open_beneath(root, rel.parent().unwrap_or(Path::new("")), libc::O_PATH | libc::O_DIRECTORY)?;
+    Ok((dir, cstr(name.as_bytes())?))
+}
+
+fn stat_fd(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: a zeroed stat filled by fstatat on a descriptor of ours, an empty path.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        check(libc::fstatat(fd.as_raw_fd(), c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW))?;
+        Ok(st)
+    }
 }
 
 fn lstat_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<libc::stat>> {
@@ -74,6 +91,10 @@ fn is_dir(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
+fn same_inode(a: &libc::stat, b: &libc::stat) -> bool {
+    (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+}
+
 /// A name no command would choose, for a file on its way into place.
 fn temp_name(name: &CStr) -> io::Result<CString> {
     let mut b = b".corral-apply-".to_vec();
@@ -82,58 +103,80 @@ fn temp_name(name: &CStr) -> io::Result<CString> {
     cstr(&b)
 }
 
-struct Applier<'a> {
-    root: OwnedFd,
-    upper: &'a Path,
-    stamp: Stamp,
-    /// Paths corral itself changed since the command started: never a conflict.
-    ours: &'a HashSet<PathBuf>,
-    out: Changes,
-}
-
 fn shown(rel: &Path) -> String {
     rel.to_string_lossy().into_owned()
 }
 
-fn open_root(host: &Path) -> io::Result<OwnedFd> {
-    std::fs::File::open(host).map(OwnedFd::from)
+/// Whether `rel` or a directory above it is in `set`.
+fn within(set: &HashSet<PathBuf>, rel: &Path) -> bool {
+    !set.is_empty() && rel.ancestors().any(|a| set.contains(a))
+}
+
+/// The path of an open descriptor, to reach its inode itself (`chmod`, a read-only reopen of an
+/// `O_PATH` descriptor) without resolving any name again.
+fn fd_path(fd: BorrowedFd<'_>) -> io::Result<CString> {
+    cstr(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes())
+}
+
+/// The layer's regular file at `rel`, reached from `upper` through no link: an `O_PATH`
+/// descriptor, its status, and its directory with its name there.
+fn layer_file(upper: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, libc::stat, OwnedFd, CString)> {
+    let (dir, name) = parent_of(upper, rel)?;
+    // SAFETY: a descriptor of ours and a NUL-terminated name.
+    let fd = check(unsafe {
+        libc::openat(dir.as_raw_fd(), name.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+    })?;
+    // SAFETY: a descriptor openat just gave us.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let st = stat_fd(fd.as_fd())?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok((fd, st, dir, name))
+}
+
+/// The SHA-256 of the layer's file at `rel`, read as a stream (a sparse file of many gigabytes
+/// is never held in memory).
+pub fn digest(upper: BorrowedFd<'_>, rel: &Path) -> io::Result<[u8; 32]> {
+    use sha2::Digest;
+    use std::io::Read;
+    let (fd, ..) = layer_file(upper, rel)?;
+    let mut file = std::fs::OpenOptions::new().read(true).open(OsStr::from_bytes(fd_path(fd.as_fd())?.as_bytes()))?;
+    let mut hash = sha2::Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match file.read(&mut buf)? {
+            0 => return Ok(hash.finalize().into()),
+            n => hash.update(&buf[..n]),
+        }
+    }
 }
 
 /// The operations that may apply, and those refused: under a protected name, of a kind a tree
 /// does not hold, or on a path the host changed since the command started; nothing below a
-/// refused directory applies either.
+/// refused directory applies either. `root`: the working directory, opened before.
 pub fn plan(
     ops: Vec<Op>,
-    host: &Path,
+    root: BorrowedFd<'_>,
     protected: &Protected,
     stamp: Stamp,
     ours: &HashSet<PathBuf>,
 ) -> (Vec<Op>, Vec<Refusal>) {
-    let root = match open_root(host) {
-        Ok(r) => r,
-        Err(e) => {
-            let reason = format!("the working directory could not be opened ({e})");
-            return (
-                Vec::new(),
-                ops.iter().map(|o| Refusal { path: shown(o.path()), reason: reason.clone() }).collect(),
-            );
-        }
-    };
     let mut refused: Vec<Refusal> = Vec::new();
-    let mut below: Vec<PathBuf> = Vec::new();
+    let mut below: HashSet<PathBuf> = HashSet::new();
     let mut kept = Vec::with_capacity(ops.len());
     for op in ops {
         let rel = op.path();
-        if below.iter().any(|s| rel.starts_with(s)) {
+        if within(&below, rel) {
             continue;
         }
         let reason = if protected.covers(rel) {
             Some(PROTECTED.to_string())
         } else if let Op::Refuse { reason, .. } = &op {
             Some((*reason).to_string())
-        } else if matches!(op, Op::Put { .. } | Op::Remove { .. } | Op::MakeDir { .. })
+        } else if matches!(op, Op::Put { .. } | Op::Remove { .. } | Op::MakeDir { .. } | Op::ModeDir { .. })
             && !ours.contains(rel)
-            && changed(root.as_fd(), rel, stamp, matches!(op, Op::MakeDir { .. }))
+            && changed(root, rel, stamp, matches!(op, Op::MakeDir { .. }))
         {
             Some(CHANGED.to_string())
         } else {
@@ -142,7 +185,7 @@ pub fn plan(
         match reason {
             Some(reason) => {
                 refused.push(Refusal { path: shown(rel), reason });
-                below.push(rel.to_path_buf());
+                below.insert(rel.to_path_buf());
             }
             None => kept.push(op),
         }
@@ -153,62 +196,69 @@ pub fn plan(
 /// Whether the host changed `rel` since `stamp` (a directory, with `dirs_ok`, never counts: what
 /// the command put below it joins it).
 fn changed(root: BorrowedFd<'_>, rel: &Path, stamp: Stamp, dirs_ok: bool) -> bool {
-    let Some(name) = rel.file_name() else { return false };
-    let Ok(dir) = open_beneath(root, rel.parent().unwrap_or(Path::new("")), libc::O_PATH | libc::O_DIRECTORY) else {
-        return false;
-    };
-    let Ok(name) = cstr(name.as_bytes()) else { return false };
+    let Ok((dir, name)) = parent_of(root, rel) else { return false };
     match lstat_at(dir.as_fd(), &name) {
         Ok(Some(st)) => !(dirs_ok && is_dir(&st)) && changed_since(&st, stamp),
         _ => false,
     }
 }
 
-/// Applies `ops` (planned) to the tree at `host`: the report, and per operation whether it was
-/// carried out.
-pub fn apply(ops: &[Op], upper: &Path, host: &Path, stamp: Stamp, ours: &HashSet<PathBuf>) -> (Changes, Vec<bool>) {
-    let root = match open_root(host) {
-        Ok(r) => r,
-        Err(e) => {
-            let reason = format!("not applied: the working directory could not be opened ({e})");
-            let refused = ops.iter().map(|o| Refusal { path: shown(o.path()), reason: reason.clone() }).collect();
-            return (Changes { refused, ..Changes::default() }, vec![false; ops.len()]);
-        }
-    };
-    let mut a = Applier { root, upper, stamp, ours, out: Changes::default() };
+struct Applier<'a> {
+    root: BorrowedFd<'a>,
+    upper: BorrowedFd<'a>,
+    stamp: Stamp,
+    /// Paths corral itself changed since the command started: never a conflict.
+    ours: &'a HashSet<PathBuf>,
+    out: Changes,
+    /// Directories' modes, set last (deepest first): a directory made read-only must not stop
+    /// what goes into it.
+    modes: Vec<(PathBuf, u32)>,
+}
+
+/// Applies `ops` (planned) from the layer's `upper` to the working directory `root`: the
+/// report, and per operation whether it was carried out.
+pub fn apply(
+    ops: &[Op],
+    upper: BorrowedFd<'_>,
+    root: BorrowedFd<'_>,
+    stamp: Stamp,
+    ours: &HashSet<PathBuf>,
+) -> (Changes, Vec<bool>) {
+    let mut a = Applier { root, upper, stamp, ours, out: Changes::default(), modes: Vec::new() };
     let mut done = Vec::with_capacity(ops.len());
-    let mut failed: Vec<PathBuf> = Vec::new();
+    let mut failed: HashSet<PathBuf> = HashSet::new();
     for op in ops {
         let rel = op.path();
-        if failed.iter().any(|f| rel.starts_with(f)) {
+        if within(&failed, rel) {
             done.push(false);
             continue;
         }
         match a.one(op) {
             Ok(true) => done.push(true),
             Ok(false) => {
-                failed.push(rel.to_path_buf());
+                failed.insert(rel.to_path_buf());
                 done.push(false);
             }
             Err(e) => {
                 a.out.refused.push(Refusal { path: shown(rel), reason: format!("not applied: {e}") });
-                failed.push(rel.to_path_buf());
+                failed.insert(rel.to_path_buf());
                 done.push(false);
             }
+        }
+    }
+    a.modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+    for (rel, mode) in std::mem::take(&mut a.modes) {
+        let r = open_beneath(a.root, &rel, libc::O_RDONLY | libc::O_DIRECTORY)
+            // SAFETY: a descriptor of ours.
+            .and_then(|d| check(unsafe { libc::fchmod(d.as_raw_fd(), mode & 0o1777) }));
+        if let Err(e) = r {
+            a.out.refused.push(Refusal { path: format!("{}/", shown(&rel)), reason: format!("mode not applied: {e}") });
         }
     }
     (a.out, done)
 }
 
 impl Applier<'_> {
-    /// The directory holding `rel` and its name there.
-    fn parent(&self, rel: &Path) -> io::Result<(OwnedFd, CString)> {
-        let name = rel.file_name().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let dir =
-            open_beneath(self.root.as_fd(), rel.parent().unwrap_or(Path::new("")), libc::O_PATH | libc::O_DIRECTORY)?;
-        Ok((dir, cstr(name.as_bytes())?))
-    }
-
     /// Whether the host changed `rel` (as `st` finds it) since the command started.
     fn changed(&self, st: &libc::stat, rel: &Path) -> bool {
         !self.ours.contains(rel) && changed_since(st, self.stamp)
@@ -220,17 +270,16 @@ impl Applier<'_> {
         false
     }
 
-    /// Carries out one operation; `false` when it was refused here (the host changed it).
+    /// Carries out one operation; `false` when it was refused here.
     fn one(&mut self, op: &Op) -> io::Result<bool> {
         match op {
             Op::Refuse { .. } => Ok(false),
             Op::ModeDir { path, mode } => {
-                let dir = open_beneath(self.root.as_fd(), path, libc::O_RDONLY | libc::O_DIRECTORY)?;
-                // SAFETY: a descriptor of ours.
-                check(unsafe { libc::fchmod(dir.as_raw_fd(), mode & 0o1777) }).map(|_| true)
+                self.modes.push((path.clone(), *mode));
+                Ok(true)
             }
             Op::MakeDir { path, mode, empty } => {
-                let (dir, name) = self.parent(path)?;
+                let (dir, name) = parent_of(self.root, path)?;
                 if let Some(st) = lstat_at(dir.as_fd(), &name)? {
                     if is_dir(&st) {
                         return Ok(true); // the host made it too: what the command put below it joins it
@@ -238,14 +287,15 @@ impl Applier<'_> {
                     return Ok(self.raced(path));
                 }
                 // SAFETY: a descriptor of ours and a NUL-terminated name.
-                check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode & 0o1777) })?;
+                check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) })?;
+                self.modes.push((path.clone(), *mode));
                 if *empty {
                     self.out.added.push(format!("{}/", shown(path)));
                 }
                 Ok(true)
             }
             Op::Remove { path } => {
-                let (dir, name) = self.parent(path)?;
+                let (dir, name) = parent_of(self.root, path)?;
                 match lstat_at(dir.as_fd(), &name)? {
                     None => return Ok(true),
                     Some(st) if is_dir(&st) || self.changed(&st, path) => return Ok(self.raced(path)),
@@ -257,17 +307,24 @@ impl Applier<'_> {
                 Ok(true)
             }
             Op::RemoveDir { path } => {
-                let (dir, name) = self.parent(path)?;
+                let (dir, name) = parent_of(self.root, path)?;
                 // SAFETY: a descriptor of ours and a NUL-terminated name.
                 match check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }) {
                     Ok(_) => Ok(true),
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(true),
                     // What was kept below it (refused, or made by the host since) keeps it.
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::ENOENT)) => Ok(false),
+                    Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                        self.out.refused.push(Refusal {
+                            path: format!("{}/", shown(path)),
+                            reason: "kept: it still holds what was not removed".into(),
+                        });
+                        Ok(false)
+                    }
                     Err(e) => Err(e),
                 }
             }
             Op::Put { path, entry, existed } => {
-                let (dir, name) = self.parent(path)?;
+                let (dir, name) = parent_of(self.root, path)?;
                 if let Some(st) = lstat_at(dir.as_fd(), &name)? {
                     if self.changed(&st, path) || is_dir(&st) {
                         return Ok(self.raced(path));
@@ -280,10 +337,10 @@ impl Applier<'_> {
         }
     }
 
-    /// The layer's file or link at `rel` replaces `name` in `dir` in one rename.
+    /// The layer's file or link at `rel` replaces `name` in `dir` in one rename. The layer is
+    /// reached through descriptors and no link, and the inode that lands is checked to be the one
+    /// that was prepared.
     fn put(&self, dir: BorrowedFd<'_>, name: &CStr, rel: &Path, entry: &Entry) -> io::Result<()> {
-        let src = self.upper.join(rel);
-        let src_c = cstr(src.as_os_str().as_bytes())?;
         let tmp = temp_name(name)?;
         match entry {
             Entry::Link { target } => {
@@ -292,23 +349,34 @@ impl Applier<'_> {
                 check(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), tmp.as_ptr()) })?;
             }
             Entry::File { mode } => {
-                // No setuid or setgid bit and no file capability reaches the host: the command's
-                // root is not the host's.
-                // SAFETY: NUL-terminated strings; the layer is this process's and the command is over.
+                let (src, st, src_dir, src_name) = layer_file(self.upper, rel)?;
+                let at = fd_path(src.as_fd())?;
+                // No setuid or setgid bit, no file capability and no overlay mark reaches the
+                // host: the command's root is not the host's. Done on the inode itself.
+                // SAFETY: a NUL-terminated path to our own descriptor.
                 unsafe {
-                    libc::lremovexattr(src_c.as_ptr(), c"security.capability".as_ptr());
-                    check(libc::chmod(src_c.as_ptr(), mode & 0o1777))?;
+                    check(libc::chmod(at.as_ptr(), mode & 0o1777))?;
                 }
+                strip_xattrs(&at);
                 // The layer's file itself where the two share a mount, else a copy.
-                // SAFETY: NUL-terminated strings and a descriptor of ours.
+                // SAFETY: descriptors of ours and NUL-terminated names.
                 let moved =
-                    unsafe { libc::renameat(libc::AT_FDCWD, src_c.as_ptr(), dir.as_raw_fd(), tmp.as_ptr()) } == 0;
-                if !moved {
+                    unsafe { libc::renameat(src_dir.as_raw_fd(), src_name.as_ptr(), dir.as_raw_fd(), tmp.as_ptr()) }
+                        == 0;
+                if moved {
+                    // What moved must be the inode prepared, not one put there since.
+                    let landed = lstat_at(dir, &tmp)?;
+                    if !landed.is_some_and(|l| same_inode(&l, &st)) {
+                        // SAFETY: as above.
+                        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
+                        return Err(io::Error::other("the command's file changed while it was applied"));
+                    }
+                } else {
                     let e = io::Error::last_os_error();
                     if e.raw_os_error() != Some(libc::EXDEV) {
                         return Err(e);
                     }
-                    copy_into(&src, dir, &tmp, mode & 0o1777)?;
+                    copy_into(&at, dir, &tmp, mode & 0o1777)?;
                 }
             }
         }
@@ -322,9 +390,30 @@ impl Applier<'_> {
     }
 }
 
-/// Copies the layer's file at `src` to a new file `tmp` in `dir` with `mode`.
-fn copy_into(src: &Path, dir: BorrowedFd<'_>, tmp: &CStr, mode: u32) -> io::Result<()> {
-    let mut from = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(src)?;
+/// Removes the extended attributes that must not reach the host from the inode at `at` (a
+/// descriptor's path): a file capability, and what the overlay keeps of its own.
+fn strip_xattrs(at: &CStr) {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: a NUL-terminated path and a buffer of the size given.
+    let n = unsafe { libc::listxattr(at.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 {
+        return;
+    }
+    for name in buf[..n as usize].split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        if name == b"security.capability" || name.starts_with(b"user.overlay.") || name.starts_with(b"trusted.overlay.")
+        {
+            if let Ok(c) = CString::new(name) {
+                // SAFETY: NUL-terminated strings.
+                unsafe { libc::removexattr(at.as_ptr(), c.as_ptr()) };
+            }
+        }
+    }
+}
+
+/// Copies the layer's file (the inode `src`, a descriptor's path) to a new file `tmp` in `dir`
+/// with `mode`.
+fn copy_into(src: &CStr, dir: BorrowedFd<'_>, tmp: &CStr, mode: u32) -> io::Result<()> {
+    let mut from = std::fs::OpenOptions::new().read(true).open(OsStr::from_bytes(src.to_bytes()))?;
     // SAFETY: a descriptor of ours and a NUL-terminated name.
     let fd = check(unsafe {
         libc::openat(

@@ -164,6 +164,13 @@ impl Lower {
     }
 }
 
+/// How deep a changeset's directories may nest (each level is a frame of the walk).
+pub const MAX_DEPTH: usize = 512;
+
+fn too_deep() -> io::Error {
+    io::Error::other(format!("they nest directories more than {MAX_DEPTH} deep"))
+}
+
 /// The operations that make `lower` what the overlay of `upper` on it showed.
 pub fn capture(upper: &Path, lower: &Lower) -> io::Result<Vec<Op>> {
     let mut ops = Vec::new();
@@ -172,13 +179,16 @@ pub fn capture(upper: &Path, lower: &Lower) -> io::Result<Vec<Op>> {
 }
 
 fn walk(upper: &Path, lower: &Lower, rel: &Path, lower_dir: bool, ops: &mut Vec<Op>) -> io::Result<()> {
+    if rel.components().count() > MAX_DEPTH {
+        return Err(too_deep());
+    }
     let here = upper.join(rel);
     let names = names(&here)?;
     if lower_dir && !rel.as_os_str().is_empty() && opaque(&here) {
         // Everything the tree below has here and the layer does not name is gone.
         for h in lower.names(rel) {
             if names.binary_search(&h).is_err() {
-                remove(lower, &rel.join(h), ops);
+                remove(lower, &rel.join(h), ops)?;
             }
         }
     }
@@ -191,7 +201,7 @@ fn walk(upper: &Path, lower: &Lower, rel: &Path, lower_dir: bool, ops: &mut Vec<
         let below = found.map(|(p, _)| p);
         if whiteout(&u, &um) {
             if hm.is_some() {
-                remove(lower, &r, ops);
+                remove(lower, &r, ops)?;
             }
             continue;
         }
@@ -206,7 +216,7 @@ fn walk(upper: &Path, lower: &Lower, rel: &Path, lower_dir: bool, ops: &mut Vec<
                 walk(upper, lower, &r, true, ops)?;
             } else {
                 if hm.is_some() {
-                    remove(lower, &r, ops);
+                    remove(lower, &r, ops)?;
                 }
                 let at = ops.len();
                 ops.push(Op::MakeDir { path: r.clone(), mode, empty: false });
@@ -241,7 +251,7 @@ fn walk(upper: &Path, lower: &Lower, rel: &Path, lower_dir: bool, ops: &mut Vec<
             continue;
         };
         if host_is_dir {
-            remove(lower, &r, ops);
+            remove(lower, &r, ops)?;
         }
         ops.push(Op::Put { path: r, entry, existed: hm.is_some() && !host_is_dir });
     }
@@ -249,14 +259,18 @@ fn walk(upper: &Path, lower: &Lower, rel: &Path, lower_dir: bool, ops: &mut Vec<
 }
 
 /// Removes what the tree below has at `rel`: a directory's entries first (deepest first), then it.
-fn remove(lower: &Lower, rel: &Path, ops: &mut Vec<Op>) {
+fn remove(lower: &Lower, rel: &Path, ops: &mut Vec<Op>) -> io::Result<()> {
+    if rel.components().count() > MAX_DEPTH {
+        return Err(too_deep());
+    }
     let is_dir = lower.find(rel).is_some_and(|(_, m)| m.is_dir());
     if !is_dir {
         ops.push(Op::Remove { path: rel.to_path_buf() });
-        return;
+        return Ok(());
     }
     for name in lower.names(rel) {
-        remove(lower, &rel.join(name), ops);
+        remove(lower, &rel.join(name), ops)?;
     }
     ops.push(Op::RemoveDir { path: rel.to_path_buf() });
+    Ok(())
 }

@@ -24,15 +24,56 @@ pub struct Layer {
     pub dir: PathBuf,
     /// A host path whose change time is this or later was changed since the command started.
     pub stamp: Stamp,
+    /// The working directory's (device, inode) when the command started.
+    mount_id: (u64, u64),
+}
+
+/// `path` opened `O_PATH` through no link in any component.
+fn open_no_links(path: &Path) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fd = corral_keeper::child::open_dir_nofollow(&c)?;
+    // SAFETY: a descriptor open_dir_nofollow just gave us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn identity_of(path: &Path) -> io::Result<(u64, u64)> {
+    corral_keeper::child::identity(open_no_links(path)?.as_raw_fd())
 }
 
 fn io_err(what: &str, e: io::Error) -> Error {
     Error::new(Code::Io, format!("LinuxSandbox: could not prepare the command's overlay layer: {what} ({e})."))
 }
 
-/// `<temp>/corral-changes-<uid>`: made by this user, mode 0700, not a link; refused otherwise
-/// (another user of a shared temp directory could have made it first). A `changesDir` given is
-/// the caller's own and used as it is.
+/// `dir`, made if missing, as a private directory of this user: a directory (not a link) this
+/// user owns with mode 0700 (closed again where it was opened up). Another user of a shared
+/// directory could have made it first, or left a link there: refused.
+fn private_dir(dir: &Path) -> Result<()> {
+    // SAFETY: raw syscall.
+    let uid = unsafe { libc::geteuid() };
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err("making its directory", e)),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| io_err("reading its directory", e))?;
+    if !m.is_dir() || m.uid() != uid {
+        return Err(Error::new(
+            Code::Io,
+            format!(
+                "LinuxSandbox: {} is not a private directory of this user; the command was not run.",
+                dir.display()
+            ),
+        ));
+    }
+    if m.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| io_err("setting its directory's mode", e))?;
+    }
+    Ok(())
+}
+
+/// Where layers are made: `changesDir` when given (the caller's own directory), else
+/// `<temp>/corral-changes-<uid>` (a private directory of this user).
 pub fn base_dir(given: Option<&Path>) -> Result<PathBuf> {
     if let Some(dir) = given {
         return Ok(dir.to_path_buf());
@@ -40,25 +81,7 @@ pub fn base_dir(given: Option<&Path>) -> Result<PathBuf> {
     // SAFETY: raw syscall.
     let uid = unsafe { libc::geteuid() };
     let base = std::env::temp_dir().join(format!("corral-changes-{uid}"));
-    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io_err("making its directory", e)),
-    }
-    let m = std::fs::symlink_metadata(&base).map_err(|e| io_err("reading its directory", e))?;
-    if m.is_dir() && m.uid() == uid && m.mode() & 0o077 != 0 {
-        // Ours, but opened up since: closed again.
-        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| io_err("setting its directory's mode", e))?;
-    } else if !m.is_dir() || m.uid() != uid {
-        return Err(Error::new(
-            Code::Io,
-            format!(
-                "LinuxSandbox: {} is not a private directory of this user; the command was not run.",
-                base.display()
-            ),
-        ));
-    }
+    private_dir(&base)?;
     Ok(base)
 }
 
@@ -69,14 +92,12 @@ impl Layer {
         let base = base_dir(changes_dir)?;
         let key = hex::encode(&Sha256::digest(mount.as_os_str().as_bytes())[..8]);
         let keyed = base.join(key);
-        match std::fs::DirBuilder::new().mode(0o700).create(&keyed) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io_err("making its directory", e)),
-        }
+        // Its name can be guessed: it must be this user's own, in any `changesDir`.
+        private_dir(&keyed)?;
         let dir = keyed.join(format!("layer-{:016x}", rand::random::<u64>()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| io_err("making it", e))?;
-        let layer = Layer { dir, stamp: (0, 0) };
+        let mount_id = identity_of(mount).map_err(|e| io_err("opening the working directory", e))?;
+        let layer = Layer { dir, stamp: (0, 0), mount_id };
         let mode = std::fs::metadata(mount).map_err(|e| io_err("reading the working directory", e))?.mode();
         for d in ["upper", "work"] {
             std::fs::DirBuilder::new().mode(0o700).create(layer.dir.join(d)).map_err(|e| io_err("making it", e))?;
@@ -103,6 +124,23 @@ impl Layer {
         self.dir.join("upper")
     }
 
+    /// The working directory, opened through no link and checked to be the one the command
+    /// started over (a parent moved and replaced since, by another command, say, is refused).
+    pub fn open_mount(&self, mount: &Path) -> io::Result<OwnedFd> {
+        let moved = || {
+            io::Error::other("the working directory was moved or replaced while the command ran; nothing was applied")
+        };
+        let fd = open_no_links(mount).map_err(|_| moved())?;
+        if corral_keeper::child::identity(fd.as_raw_fd())? != self.mount_id {
+            return Err(moved());
+        }
+        Ok(fd)
+    }
+
+    /// The layer's upper directory, opened through no link.
+    pub fn open_upper(&self) -> io::Result<OwnedFd> {
+        open_no_links(&self.upper())
+    }
 }
 
 /// A layer's directory as the child mounts it: opened through no link, and as root an idmapped
@@ -121,21 +159,70 @@ pub fn descriptor(dir: &Path, userns: Option<&OwnedFd>) -> Result<OwnedFd> {
 
 impl Drop for Layer {
     fn drop(&mut self) {
-        // The overlay's own `work/work` is left without permissions; what remains of a command's
-        // upper layer may be too.
-        let _ = open_up(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = remove_tree(&self.dir);
     }
 }
 
-/// Gives this user search and write permission on every directory below `dir` (they are its own).
-fn open_up(dir: &Path) -> io::Result<()> {
+/// Removes `dir` and everything below it without recursion, however deep (a command can nest
+/// directories far past what a stack or the descriptor limit allows): one directory open at a
+/// time, going back up through `..`. Directories left without permissions (the overlay's
+/// `work/work`, a command's `chmod 000`) are opened up first; they are this user's own.
+fn remove_tree(dir: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut names: Vec<CString> = Vec::new();
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        if e.file_type()?.is_dir() {
-            open_up(&e.path())?;
+    let mut cur = std::fs::File::open(dir)?;
+    loop {
+        let listing = std::fs::read_dir(format!("/proc/self/fd/{}", cur.as_raw_fd()))?;
+        let mut down = None;
+        for e in listing {
+            let e = e?;
+            let name =
+                CString::new(e.file_name().into_vec()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            if e.file_type()?.is_dir() {
+                down = Some(name);
+                break;
+            }
+            // SAFETY: a descriptor of ours and a NUL-terminated name.
+            unsafe { libc::unlinkat(cur.as_raw_fd(), name.as_ptr(), 0) };
+        }
+        match down {
+            Some(name) => {
+                // SAFETY: as above.
+                unsafe { libc::fchmodat(cur.as_raw_fd(), name.as_ptr(), 0o700, 0) };
+                // SAFETY: as above.
+                let fd = unsafe {
+                    libc::openat(
+                        cur.as_raw_fd(),
+                        name.as_ptr(),
+                        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    )
+                };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                names.push(name);
+                // SAFETY: a descriptor openat just gave us.
+                cur = unsafe { std::fs::File::from_raw_fd(fd) };
+            }
+            None => {
+                let Some(name) = names.pop() else { break };
+                // SAFETY: as above.
+                let fd = unsafe {
+                    libc::openat(cur.as_raw_fd(), c"..".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC)
+                };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: a descriptor openat just gave us.
+                cur = unsafe { std::fs::File::from_raw_fd(fd) };
+                // SAFETY: as above.
+                if unsafe { libc::unlinkat(cur.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
         }
     }
-    Ok(())
+    drop(cur);
+    std::fs::remove_dir(dir)
 }

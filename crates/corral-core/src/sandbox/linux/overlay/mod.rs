@@ -5,12 +5,12 @@
 //! the meantime refused per path, modes and links kept, deletions applied.
 
 mod apply;
-mod capture;
+pub(super) mod capture;
 pub mod layer;
 pub mod pending;
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -42,21 +42,26 @@ pub(super) async fn finish_with(
     let ours_then = ours.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         let ours = ours_then;
-        let upper = layer.upper();
-        let ops = capture::capture(&upper, &capture::Lower::host(&mount))?;
-        let (ops, refused) = apply::plan(ops, &mount, &protected, layer.stamp, &ours);
+        // The working directory as the command had it (the same directory, reached through no
+        // link: one of its parents may have been moved and replaced since), and the layer, both
+        // held open: everything after goes through them.
+        let root = layer.open_mount(&mount)?;
+        let upper = layer.open_upper()?;
+        let below = PathBuf::from(format!("/proc/self/fd/{}", root.as_raw_fd()));
+        let ops = capture::capture(&layer.upper(), &capture::Lower::host(&below))?;
+        let (ops, refused) = apply::plan(ops, root.as_fd(), &protected, layer.stamp, &ours);
         let keys: Vec<Option<ShellChange>> =
-            if keyed { ops.iter().map(|op| shell_change(op, &upper)).collect() } else { Vec::new() };
-        Ok::<_, std::io::Error>((layer, mount, ops, refused, keys))
+            if keyed { ops.iter().map(|op| shell_change(op, upper.as_fd())).collect() } else { Vec::new() };
+        Ok::<_, std::io::Error>((layer, root, upper, ops, refused, keys))
     })
     .await;
-    let (layer, mount, ops, refused, keys) = match prepared {
+    let (layer, root, upper, ops, refused, keys) = match prepared {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => return unread(e.to_string()),
         Err(e) => return unread(e.to_string()),
     };
     let mut not_undoable: Vec<String> = Vec::new();
-    let mut recorded: Vec<String> = Vec::new();
+    let mut recorded: std::collections::HashSet<String> = Default::default();
     if let Some(r) = &record {
         let changes: Vec<ShellChange> = keys.iter().flatten().cloned().collect();
         match r.checkpoints.before_shell_changes(&*r.fs, &r.session, r.turn, &changes).await {
@@ -83,8 +88,8 @@ pub(super) async fn finish_with(
         );
     }
     let applied = tokio::task::spawn_blocking(move || {
-        let upper = layer.upper();
-        let out = apply::apply(&ops, &upper, &mount, layer.stamp, &ours);
+        let out = apply::apply(&ops, upper.as_fd(), root.as_fd(), layer.stamp, &ours);
+        drop(layer);
         (out, ops)
     })
     .await;
@@ -96,9 +101,7 @@ pub(super) async fn finish_with(
         let done: Vec<(String, bool)> = ops
             .iter()
             .zip(&done)
-            .filter_map(|(op, d)| {
-                op.path().to_str().filter(|p| recorded.iter().any(|r| r == p)).map(|p| (p.to_string(), *d))
-            })
+            .filter_map(|(op, d)| op.path().to_str().filter(|p| recorded.contains(*p)).map(|p| (p.to_string(), *d)))
             .collect();
         if let Err(e) = r.checkpoints.after_shell_changes(&r.session, r.turn, &done).await {
             changes.not_undoable.push(format!("(the checkpoint could not be completed: {})", e.message));
@@ -117,11 +120,11 @@ pub(super) async fn finish_with(
 
 /// The change `op` makes, as checkpoints record it (`None`: nothing to record, or a name that is
 /// not UTF-8).
-fn shell_change(op: &capture::Op, upper: &Path) -> Option<ShellChange> {
+fn shell_change(op: &capture::Op, upper: std::os::fd::BorrowedFd<'_>) -> Option<ShellChange> {
     let path = op.path().to_str()?.to_string();
     Some(match op {
         capture::Op::Put { entry: capture::Entry::File { .. }, .. } => {
-            ShellChange::file(path, &std::fs::read(upper.join(op.path())).ok()?)
+            ShellChange::file_digest(path, &apply::digest(upper, op.path()).ok()?)
         }
         capture::Op::Put { entry: capture::Entry::Link { target }, .. } => ShellChange::link(path, target.as_bytes()),
         capture::Op::MakeDir { .. } => ShellChange::dir(path),

@@ -100,7 +100,8 @@ impl Pending {
         let sets = &state.sets;
         let mut out = Vec::new();
         for (i, set) in sets.iter().enumerate() {
-            let lower = Lower { layers: sets[..i].iter().rev().map(|s| s.layer.upper()).collect(), host: self.mount.clone() };
+            let lower =
+                Lower { layers: sets[..i].iter().rev().map(|s| s.layer.upper()).collect(), host: self.mount.clone() };
             let (upper, protected) = (set.layer.upper(), set.protected.clone());
             let listed = tokio::task::spawn_blocking(move || -> std::io::Result<(Vec<Value>, String)> {
                 let ops = capture::capture(&upper, &lower)?;
@@ -211,7 +212,8 @@ fn diff(ops: &[Op], upper: &Path, lower: &Lower) -> String {
         let name = rel.to_string_lossy();
         let (before, after) = match op {
             Op::Put { entry: Entry::File { .. } | Entry::Link { .. }, existed, .. } => {
-                let before = if *existed { lower.find(rel).map(|(p, _)| shown_text(&p)) } else { Some(Some(String::new())) };
+                let before =
+                    if *existed { lower.find(rel).map(|(p, _)| shown_text(&p)) } else { Some(Some(String::new())) };
                 (before.flatten(), shown_text(&upper.join(rel)))
             }
             Op::Remove { .. } => (lower.find(rel).and_then(|(p, _)| shown_text(&p)), Some(String::new())),
