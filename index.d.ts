@@ -692,12 +692,27 @@ export declare class SandboxShell implements ShellProvider {
   /**
    * `checkpoints` (an adapter with `changes: 'overlay'`, a WorkspaceCheckpoints over a
    * NodeWorkspace whose root is `cwd`): every command's changes are recorded under the call's
-   * session and turn before they apply, so `rewind` undoes them. `changesDir`: where each
-   * command's layer is made (default under the OS temp directory; never inside `cwd`).
+   * session and turn before they apply, so `rewind` undoes them. `applyChanges` (default
+   * 'auto'): 'manual' keeps each command's changeset pending (later commands see it) until
+   * `applyChanges`. `changesDir`: where each command's layer is made (default under the OS temp
+   * directory; never inside `cwd`).
    */
-  constructor(adapter: SandboxAdapter, options: { cwd: string; env?: Record<string, string>; inheritEnv?: string[] | boolean; checkpoints?: WorkspaceCheckpoints; changesDir?: string });
+  constructor(adapter: SandboxAdapter, options: { cwd: string; env?: Record<string, string>; inheritEnv?: string[] | boolean; checkpoints?: WorkspaceCheckpoints; applyChanges?: 'auto' | 'manual'; changesDir?: string });
   readonly shell: string;
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+  /** With applyChanges: 'manual': the changesets kept pending, oldest first (`diff` unified, binary files named). */
+  pendingChanges(): Promise<PendingChangeset[]>;
+  /** Applies the pending changesets up to and including `id` (all without one), oldest first. */
+  applyChanges(id?: string): Promise<{ id: string; changes: ExecChanges }[]>;
+  /** Discards changeset `id` and every one after it (all without one); their ids. */
+  discardChanges(id?: string): Promise<string[]>;
+}
+
+export interface PendingChangeset {
+  id: string;
+  command: string;
+  changes: { path: string; kind: 'added' | 'modified' | 'deleted' }[];
+  diff: string;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -118,6 +118,35 @@ describe.skipIf(!usable)('shell undo over LinuxSandbox', () => {
     expect(readFileSync(join(t.root, 'a.txt'), 'utf8')).toBe('edited by a file tool\n');
   });
 
+  it("applyChanges: 'manual' stacks three commands; one applied, one discarded, the rest applied, and a rewind undoes what landed", async () => {
+    const { t, checkpoints, shell } = setup({ 'a.txt': '0\n' }, { applyChanges: 'manual' });
+    const before = snapshot(t.root);
+    const one = await shell.exec('echo 1 > a.txt', { sessionId: 'm', turn: 1 });
+    expect(one.changes).toEqual({ added: [], modified: ['a.txt'], deleted: [], refused: [], pending: true });
+    const two = await shell.exec('cat a.txt && echo 2 >> a.txt && echo b > b.txt', { sessionId: 'm', turn: 1 });
+    expect(two.stdout).toBe('1\n');
+    const three = await shell.exec('rm b.txt && printf "\\000" > bin && cat a.txt', { sessionId: 'm', turn: 2 });
+    expect(three.stdout).toBe('1\n2\n');
+    expect(snapshot(t.root)).toEqual(before);
+    const pending = await shell.pendingChanges();
+    expect(pending.map((p) => p.command)).toEqual(['echo 1 > a.txt', 'cat a.txt && echo 2 >> a.txt && echo b > b.txt', 'rm b.txt && printf "\\000" > bin && cat a.txt']);
+    expect(pending[1].changes).toEqual([{ path: 'a.txt', kind: 'modified' }, { path: 'b.txt', kind: 'added' }]);
+    expect(pending[1].diff).toContain('--- a/a.txt\n+++ b/a.txt\n');
+    expect(pending[2].diff).toContain('Binary files /dev/null and b/bin differ');
+    const [c1, , c3] = pending.map((p) => p.id);
+    expect(await shell.applyChanges(c1)).toEqual([{ id: c1, changes: { added: [], modified: ['a.txt'], deleted: [], refused: [], pending: false } }]);
+    expect(readFileSync(join(t.root, 'a.txt'), 'utf8')).toBe('1\n');
+    expect(await shell.discardChanges(c3)).toEqual([c3]);
+    expect((await shell.applyChanges()).length).toBe(1);
+    expect(readFileSync(join(t.root, 'a.txt'), 'utf8')).toBe('1\n2\n');
+    expect(existsSync(join(t.root, 'bin'))).toBe(false);
+    expect(await shell.pendingChanges()).toEqual([]);
+    await expect(shell.applyChanges('c99')).rejects.toThrow(/No pending changeset/);
+    expect((await checkpoints.rewind(1, { sessionId: 'm' })).skipped).toEqual([]);
+    expect(snapshot(t.root)).toEqual(before);
+    expect(() => new SandboxShell(new LinuxSandbox({ changes: 'overlay' }), { cwd: t.root, applyChanges: 'later' })).toThrow(/applyChanges must be 'auto' or 'manual'/);
+  });
+
   it('changesDir inside cwd is refused', () => {
     const t = tree({});
     mkdirSync(join(t.root, 'layers'));

@@ -563,6 +563,12 @@ class SandboxShell {
     shellOf.set(this, keep(native.NativeShell.sandbox(adapterHandle, optionData(options ?? null), ckpt), adapterHandle, ckpt));
   }
   get shell() { return shellOf.get(this).shell; }
+  /** With applyChanges: 'manual': the changesets kept pending, oldest first. */
+  pendingChanges() { return shellOf.get(this).pendingChanges(); }
+  /** Applies the pending changesets up to and including `id` (all without one). */
+  applyChanges(id) { return shellOf.get(this).settleChanges(false, id ?? undefined); }
+  /** Discards changeset `id` and every one after it (all without one). */
+  discardChanges(id) { return shellOf.get(this).settleChanges(true, id ?? undefined); }
 }
 execMethod(SandboxShell);
 

@@ -21,13 +21,15 @@ pub struct NativeShell {
     pub(crate) inner: Arc<dyn ShellProvider>,
     stub: Option<Arc<StubShell>>,
     remote: Option<Arc<RemoteShell>>,
+    /// A SandboxShell: its pending changesets.
+    sandbox: Option<Arc<corral_core::sandbox::SandboxShell>>,
 }
 
 impl NativeShell {
     /// A shell the core provides (a harness session's commands).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn of(inner: Arc<dyn ShellProvider>) -> NativeShell {
-        NativeShell { inner, stub: None, remote: None }
+        NativeShell { inner, stub: None, remote: None, sandbox: None }
     }
 }
 
@@ -41,6 +43,7 @@ impl NativeShell {
             inner: Arc::new(LocalShell::new(fs.root().to_path_buf(), o.env, o.inherit)),
             stub: None,
             remote: None,
+            sandbox: None,
         })
     }
 
@@ -49,7 +52,7 @@ impl NativeShell {
     pub fn memory(stub: Option<JsFn>) -> NativeShell {
         let stub = stub.map(|f| Arc::new(RemoteStub::new(JsCallback::dispatch(f))) as Arc<dyn ExecStub>);
         let s = Arc::new(StubShell::new(stub));
-        NativeShell { inner: s.clone(), stub: Some(s), remote: None }
+        NativeShell { inner: s.clone(), stub: Some(s), remote: None, sandbox: None }
     }
 
     /// `new SandboxShell(adapter, { cwd, env?, inheritEnv?, checkpoints?, changesDir? })`.
@@ -59,16 +62,45 @@ impl NativeShell {
         options: Value,
         checkpoints: Option<&crate::ckpt::NativeCheckpoints>,
     ) -> Result<NativeShell> {
-        let (o, changes_dir) = corral_core::shell::exec::DirOptions::sandbox_shell(&options).napi()?;
+        let (o, changes) = corral_core::shell::exec::DirOptions::sandbox_shell(&options).napi()?;
         let mut shell =
             corral_core::sandbox::SandboxShell::new(adapter.inner.clone(), o.dir, o.env, o.inherit).napi()?;
         if let Some(c) = checkpoints {
             shell = shell.with_checkpoints(c.inner.clone(), c.fs()).napi()?;
         }
-        if let Some(dir) = changes_dir {
+        if let Some(dir) = changes.dir {
             shell = shell.with_changes_dir(std::path::Path::new(&dir)).napi()?;
         }
-        Ok(NativeShell { inner: Arc::new(shell), stub: None, remote: None })
+        if changes.manual {
+            shell = shell.with_manual_changes().napi()?;
+        }
+        let shell = Arc::new(shell);
+        Ok(NativeShell { inner: shell.clone(), stub: None, remote: None, sandbox: Some(shell) })
+    }
+
+    /// A SandboxShell's `pendingChanges()`.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn pending_changes<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, Value>> {
+        let shell = self.sandbox.clone();
+        crate::spawn(env, async move {
+            match shell {
+                Some(s) => s.pending_changes().await,
+                None => Ok(Value::Array(Vec::new())),
+            }
+        })
+    }
+
+    /// A SandboxShell's `applyChanges(id?)`, or with `discard` its `discardChanges(id?)`.
+    #[napi(ts_return_type = "Promise<any>")]
+    pub fn settle_changes<'e>(&self, env: &'e Env, discard: bool, id: Option<String>) -> Result<PromiseRaw<'e, Value>> {
+        let shell = self.sandbox.clone();
+        crate::spawn(env, async move {
+            match (shell, discard) {
+                (Some(s), false) => s.apply_changes(id.as_deref()).await,
+                (Some(s), true) => s.discard_changes(id.as_deref()).await,
+                (None, _) => Ok(Value::Array(Vec::new())),
+            }
+        })
     }
 
     /// A `ShellProvider` written in JavaScript: the core's `RemoteShell` over `dispatch`.
@@ -76,7 +108,7 @@ impl NativeShell {
     pub fn from_js(dispatch: JsFn, shell: Option<String>, can_spawn: Option<bool>) -> NativeShell {
         let remote =
             Arc::new(RemoteShell::new(JsCallback::dispatch(dispatch), shell).with_spawn(can_spawn == Some(true)));
-        NativeShell { inner: remote.clone(), stub: None, remote: Some(remote) }
+        NativeShell { inner: remote.clone(), stub: None, remote: Some(remote), sandbox: None }
     }
 
     /// Output a JS shell's run `id` reports while it runs (its `options.onOutput`).

@@ -31,6 +31,12 @@ pub struct DirOptions {
     pub inherit: InheritEnv,
 }
 
+/// `SandboxShell`'s `changesDir` and `applyChanges: 'manual'`.
+pub struct ChangeOptions {
+    pub dir: Option<String>,
+    pub manual: bool,
+}
+
 impl DirOptions {
     fn read<'v>(
         what: &'static str,
@@ -51,17 +57,23 @@ impl DirOptions {
             .map(|(o, _)| o)
     }
 
-    /// `SandboxShell(adapter, { cwd, env?, inheritEnv?, checkpoints?, changesDir? })`: the
-    /// directory options, and `changesDir` (the checkpoints handle travels beside the options).
-    pub fn sandbox_shell(v: &Value) -> Result<(DirOptions, Option<String>)> {
+    /// `SandboxShell(adapter, { cwd, env?, inheritEnv?, checkpoints?, applyChanges?, changesDir? })`:
+    /// the directory options, and what becomes of commands' changes (the checkpoints handle
+    /// travels beside the options).
+    pub fn sandbox_shell(v: &Value) -> Result<(DirOptions, ChangeOptions)> {
         let (o, r) = DirOptions::read(
             "SandboxShell",
             v,
             "cwd",
             "cwd must be an absolute path.",
-            &["checkpoints", "changesDir"],
+            &["checkpoints", "applyChanges", "changesDir"],
         )?;
-        let changes_dir = r.string("changesDir")?;
-        Ok((o, changes_dir))
+        let manual = match r.get("applyChanges") {
+            None => false,
+            Some(Value::String(s)) if s == "auto" => false,
+            Some(Value::String(s)) if s == "manual" => true,
+            Some(_) => return Err(r.err("applyChanges must be 'auto' or 'manual'.")),
+        };
+        Ok((o, ChangeOptions { dir: r.string("changesDir")?, manual }))
     }
 }
