@@ -147,6 +147,26 @@ describe.skipIf(!usable)('shell undo over LinuxSandbox', () => {
     expect(() => new SandboxShell(new LinuxSandbox({ changes: 'overlay' }), { cwd: t.root, applyChanges: 'later' })).toThrow(/applyChanges must be 'auto' or 'manual'/);
   });
 
+  it("a background process's changes apply when it ends; a file tool edit made meanwhile is kept", async () => {
+    const { t, ws, shell } = setup({ 'a.txt': 'start\n' });
+    const tools = createShellTool(shell, { background: true, needsApproval: false });
+    const [run, output] = [tools.find((x) => x.name === 'shell'), tools.find((x) => x.name === 'process_output')];
+    try {
+      const { id } = await run.execute({ command: 'read go; echo bg > a.txt; echo new > b.txt', run_in_background: true });
+      await ws.writeFile('a.txt', 'edited while it ran\n');
+      expect(existsSync(join(t.root, 'b.txt'))).toBe(false);
+      await tools.find((x) => x.name === 'process_input').execute({ id, text: 'go\n' });
+      let last;
+      for (const started = Date.now(); Date.now() - started < 20_000 && (!last || last.running);) last = await output.execute({ id, wait_ms: 500 });
+      expect(last.running).toBe(false);
+      expect(last.note.split('\n').at(-1)).toBe('Changes: A b.txt; refused: a.txt (changed on the host)');
+      expect(readFileSync(join(t.root, 'a.txt'), 'utf8')).toBe('edited while it ran\n');
+      expect(readFileSync(join(t.root, 'b.txt'), 'utf8')).toBe('new\n');
+    } finally {
+      await tools.close();
+    }
+  });
+
   it('changesDir inside cwd is refused', () => {
     const t = tree({});
     mkdirSync(join(t.root, 'layers'));

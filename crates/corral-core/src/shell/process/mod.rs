@@ -86,12 +86,17 @@ pub struct Read {
 }
 
 impl Read {
-    /// The note a reader gets with the end: the lifetime reached, or what the adapter said.
+    /// The note a reader gets with the end: the lifetime reached, or what the adapter said; in
+    /// overlay mode, what the process changed as its last line.
     pub fn note(&self) -> Option<String> {
         let r = self.ended.as_ref()?;
-        r.note.clone().or_else(|| {
+        let said = r.note.clone().or_else(|| {
             r.timed_out.then(|| "The process reached its lifetime (backgroundTimeoutMs) and was stopped.".to_string())
-        })
+        });
+        match (said, r.changes.as_ref().and_then(|c| c.note())) {
+            (Some(said), Some(changes)) => Some(format!("{said}\n{changes}")),
+            (said, changes) => said.or(changes),
+        }
     }
 
     /// `{ id, running, stdout, stderr, exitCode?, signal?, note? }`, the output as text.
