@@ -25,6 +25,9 @@
 //   redact        redaction's cost on linux-source: read_file of 2,000 source files one call at a
 //                 time, and grep 'static' (default limits, and every match), with `redact` on
 //                 against off, runs interleaved
+//   undo          LinuxSandbox `changes: 'overlay'` against direct: `true`, a command writing
+//                 1,000 small files (the difference is capturing and applying them), and an npm
+//                 install of a local 300-file package
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync, rmSync, mkdtempSync, realpathSync } from 'node:fs';
 import { readFile, readdir, realpath, rename, open } from 'node:fs/promises';
@@ -384,6 +387,37 @@ async function benchLinuxSandbox(dir, linux) {
   }
 }
 
+// ---- shell undo: overlay mode against direct ---------------------------------------------------
+async function benchUndo(dir) {
+  const probe = LinuxSandbox.probe();
+  if (!(probe.mountNamespaces && probe.pidNamespaces && probe.netNamespaces)) {
+    return row({ name: 'overlay mode `true`', corral: 'skipped', peer: 'this kernel lacks namespaces', goal: '≤ direct + 2 ms' });
+  }
+  const root = join(dir, 'undo');
+  mkdirSync(join(root, 'vendor'), { recursive: true });
+  const direct = new SandboxShell(new LinuxSandbox(), { cwd: root });
+  const overlay = new SandboxShell(new LinuxSandbox({ changes: 'overlay' }), { cwd: root });
+  const exec = async (s, command) => {
+    const r = await s.exec(command, { timeoutMs: 300_000 });
+    if (r.exitCode !== 0) throw new Error(`${command}: ${JSON.stringify(r).slice(0, 400)}`);
+  };
+  const [d, o] = await paired(() => exec(direct, 'true'), () => exec(overlay, 'true'), 30);
+  row({ name: 'overlay mode `true`', corral: ms(o), peer: `direct ${ms(d)}`, ratio: `+${ms(o - d)}`, goal: '≤ direct + 2 ms', met: o - d <= 2 });
+  let n = 0;
+  const fresh = (body) => () => { n += 1; return body(`w${n}`); };
+  const thousand = (s) => fresh((d) => exec(s, `mkdir ${d} && cd ${d} && i=0; while [ $i -lt 1000 ]; do echo $i > f$i; i=$((i+1)); done`));
+  const [d1, o1] = await paired(thousand(direct), thousand(overlay), RUNS);
+  row({ name: 'a command writing 1,000 small files', corral: ms(o1), peer: `direct ${ms(d1)}`, ratio: `+${ms(o1 - d1)}`, goal: 'applied ≤ 50 ms', met: o1 - d1 <= 50 });
+  const pkg = join(dir, 'undo-pkg');
+  mkdirSync(join(pkg, 'lib'), { recursive: true });
+  writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'corral-bench-pkg', version: '1.0.0' }));
+  for (let i = 0; i < 299; i++) writeFileSync(join(pkg, 'lib', `m${i}.js`), `module.exports = ${i};\n`.repeat(20));
+  spawnSync('npm', ['pack', '--silent', '--pack-destination', join(root, 'vendor')], { cwd: pkg });
+  const npm = (s) => fresh((d) => exec(s, `mkdir ${d} && cd ${d} && npm init -y >/dev/null && npm install --offline --no-audit --no-fund --cache /tmp/npm-cache ../vendor/corral-bench-pkg-1.0.0.tgz >/dev/null`));
+  const [d2, o2] = await paired(npm(direct), npm(overlay), 3);
+  row({ name: 'npm install of a 300-file package', corral: ms(o2), peer: `direct ${ms(d2)}`, ratio: `${(o2 / d2).toFixed(2)}×`, goal: '≤ 1.2×', met: o2 / d2 <= 1.2 });
+}
+
 // ---- a harness session: a command, and a request through a forwarded port --------------------
 async function benchHarness(dir) {
   const probe = LinuxSandbox.probe();
@@ -524,6 +558,7 @@ try {
   if (wanted('linux')) await benchLinuxSandbox(dir, linux);
   if (wanted('harness')) await benchHarness(dir);
   if (wanted('docker')) await benchDocker(dir);
+  if (wanted('undo')) await benchUndo(dir);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -55,11 +55,37 @@ pub(super) fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: libc::c_int)
     crate::fs::local::open_no_links(root, rel, flags)
 }
 
-/// The directory holding `rel` below `root` (through no link) and its name there.
-fn parent_of(root: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, CString)> {
-    let name = rel.file_name().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let dir = open_beneath(root, rel.parent().unwrap_or(Path::new("")), libc::O_PATH | libc::O_DIRECTORY)?;
-    Ok((dir, cstr(name.as_bytes())?))
+/// The directories below one root, the last one opened kept for the next path in it: a
+/// changeset's paths come in tree order, so most share the directory of the one before. Only a
+/// command's own overlay could move a directory of the working directory, and it is over.
+struct Parents<'a> {
+    root: BorrowedFd<'a>,
+    last: Option<(PathBuf, OwnedFd)>,
+}
+
+impl<'a> Parents<'a> {
+    fn new(root: BorrowedFd<'a>) -> Parents<'a> {
+        Parents { root, last: None }
+    }
+
+    /// The directory holding `rel` (reached through no link) and its name there.
+    fn of(&mut self, rel: &Path) -> io::Result<(OwnedFd, CString)> {
+        let name = rel.file_name().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        if let Some((p, fd)) = &self.last {
+            if p == parent {
+                return Ok((fd.try_clone()?, cstr(name.as_bytes())?));
+            }
+        }
+        let dir = open_beneath(self.root, parent, libc::O_PATH | libc::O_DIRECTORY)?;
+        self.last = Some((parent.to_path_buf(), dir.try_clone()?));
+        Ok((dir, cstr(name.as_bytes())?))
+    }
+
+    /// Forgets the kept directory (one at or below `rel` was removed or replaced).
+    fn forget(&mut self) {
+        self.last = None;
+    }
 }
 
 fn stat_fd(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
@@ -120,8 +146,8 @@ fn fd_path(fd: BorrowedFd<'_>) -> io::Result<CString> {
 
 /// The layer's regular file at `rel`, reached from `upper` through no link: an `O_PATH`
 /// descriptor, its status, and its directory with its name there.
-fn layer_file(upper: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, libc::stat, OwnedFd, CString)> {
-    let (dir, name) = parent_of(upper, rel)?;
+fn layer_file(upper: &mut Parents<'_>, rel: &Path) -> io::Result<(OwnedFd, libc::stat, OwnedFd, CString)> {
+    let (dir, name) = upper.of(rel)?;
     // SAFETY: a descriptor of ours and a NUL-terminated name.
     let fd = check(unsafe {
         libc::openat(dir.as_raw_fd(), name.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -140,7 +166,7 @@ fn layer_file(upper: BorrowedFd<'_>, rel: &Path) -> io::Result<(OwnedFd, libc::s
 pub fn digest(upper: BorrowedFd<'_>, rel: &Path) -> io::Result<[u8; 32]> {
     use sha2::Digest;
     use std::io::Read;
-    let (fd, ..) = layer_file(upper, rel)?;
+    let (fd, ..) = layer_file(&mut Parents::new(upper), rel)?;
     let mut file = std::fs::OpenOptions::new().read(true).open(OsStr::from_bytes(fd_path(fd.as_fd())?.as_bytes()))?;
     let mut hash = sha2::Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
@@ -165,6 +191,7 @@ pub fn plan(
     let mut refused: Vec<Refusal> = Vec::new();
     let mut below: HashSet<PathBuf> = HashSet::new();
     let mut kept = Vec::with_capacity(ops.len());
+    let mut parents = Parents::new(root);
     for op in ops {
         let rel = op.path();
         if within(&below, rel) {
@@ -176,7 +203,7 @@ pub fn plan(
             Some((*reason).to_string())
         } else if matches!(op, Op::Put { .. } | Op::Remove { .. } | Op::MakeDir { .. } | Op::ModeDir { .. })
             && !ours.contains(rel)
-            && changed(root, rel, stamp, matches!(op, Op::MakeDir { .. }))
+            && changed(&mut parents, rel, stamp, matches!(op, Op::MakeDir { .. }))
         {
             Some(CHANGED.to_string())
         } else {
@@ -195,8 +222,8 @@ pub fn plan(
 
 /// Whether the host changed `rel` since `stamp` (a directory, with `dirs_ok`, never counts: what
 /// the command put below it joins it).
-fn changed(root: BorrowedFd<'_>, rel: &Path, stamp: Stamp, dirs_ok: bool) -> bool {
-    let Ok((dir, name)) = parent_of(root, rel) else { return false };
+fn changed(parents: &mut Parents<'_>, rel: &Path, stamp: Stamp, dirs_ok: bool) -> bool {
+    let Ok((dir, name)) = parents.of(rel) else { return false };
     match lstat_at(dir.as_fd(), &name) {
         Ok(Some(st)) => !(dirs_ok && is_dir(&st)) && changed_since(&st, stamp),
         _ => false,
@@ -205,7 +232,8 @@ fn changed(root: BorrowedFd<'_>, rel: &Path, stamp: Stamp, dirs_ok: bool) -> boo
 
 struct Applier<'a> {
     root: BorrowedFd<'a>,
-    upper: BorrowedFd<'a>,
+    host: Parents<'a>,
+    upper: Parents<'a>,
     stamp: Stamp,
     /// Paths corral itself changed since the command started: never a conflict.
     ours: &'a HashSet<PathBuf>,
@@ -224,7 +252,15 @@ pub fn apply(
     stamp: Stamp,
     ours: &HashSet<PathBuf>,
 ) -> (Changes, Vec<bool>) {
-    let mut a = Applier { root, upper, stamp, ours, out: Changes::default(), modes: Vec::new() };
+    let mut a = Applier {
+        root,
+        host: Parents::new(root),
+        upper: Parents::new(upper),
+        stamp,
+        ours,
+        out: Changes::default(),
+        modes: Vec::new(),
+    };
     let mut done = Vec::with_capacity(ops.len());
     let mut failed: HashSet<PathBuf> = HashSet::new();
     for op in ops {
@@ -279,7 +315,7 @@ impl Applier<'_> {
                 Ok(true)
             }
             Op::MakeDir { path, mode, empty } => {
-                let (dir, name) = parent_of(self.root, path)?;
+                let (dir, name) = self.host.of(path)?;
                 if let Some(st) = lstat_at(dir.as_fd(), &name)? {
                     if is_dir(&st) {
                         return Ok(true); // the host made it too: what the command put below it joins it
@@ -295,7 +331,7 @@ impl Applier<'_> {
                 Ok(true)
             }
             Op::Remove { path } => {
-                let (dir, name) = parent_of(self.root, path)?;
+                let (dir, name) = self.host.of(path)?;
                 match lstat_at(dir.as_fd(), &name)? {
                     None => return Ok(true),
                     Some(st) if is_dir(&st) || self.changed(&st, path) => return Ok(self.raced(path)),
@@ -307,7 +343,8 @@ impl Applier<'_> {
                 Ok(true)
             }
             Op::RemoveDir { path } => {
-                let (dir, name) = parent_of(self.root, path)?;
+                let (dir, name) = self.host.of(path)?;
+                self.host.forget();
                 // SAFETY: a descriptor of ours and a NUL-terminated name.
                 match check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }) {
                     Ok(_) => Ok(true),
@@ -324,7 +361,7 @@ impl Applier<'_> {
                 }
             }
             Op::Put { path, entry, existed } => {
-                let (dir, name) = parent_of(self.root, path)?;
+                let (dir, name) = self.host.of(path)?;
                 if let Some(st) = lstat_at(dir.as_fd(), &name)? {
                     if self.changed(&st, path) || is_dir(&st) {
                         return Ok(self.raced(path));
@@ -340,7 +377,7 @@ impl Applier<'_> {
     /// The layer's file or link at `rel` replaces `name` in `dir` in one rename. The layer is
     /// reached through descriptors and no link, and the inode that lands is checked to be the one
     /// that was prepared.
-    fn put(&self, dir: BorrowedFd<'_>, name: &CStr, rel: &Path, entry: &Entry) -> io::Result<()> {
+    fn put(&mut self, dir: BorrowedFd<'_>, name: &CStr, rel: &Path, entry: &Entry) -> io::Result<()> {
         let tmp = temp_name(name)?;
         match entry {
             Entry::Link { target } => {
@@ -349,13 +386,13 @@ impl Applier<'_> {
                 check(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), tmp.as_ptr()) })?;
             }
             Entry::File { mode } => {
-                let (src, st, src_dir, src_name) = layer_file(self.upper, rel)?;
+                let (src, st, src_dir, src_name) = layer_file(&mut self.upper, rel)?;
                 let at = fd_path(src.as_fd())?;
                 // No setuid or setgid bit, no file capability and no overlay mark reaches the
                 // host: the command's root is not the host's. Done on the inode itself.
-                // SAFETY: a NUL-terminated path to our own descriptor.
-                unsafe {
-                    check(libc::chmod(at.as_ptr(), mode & 0o1777))?;
+                if st.st_mode & 0o7777 != mode & 0o1777 {
+                    // SAFETY: a NUL-terminated path to our own descriptor.
+                    check(unsafe { libc::chmod(at.as_ptr(), mode & 0o1777) })?;
                 }
                 strip_xattrs(&at);
                 // The layer's file itself where the two share a mount, else a copy.
