@@ -713,6 +713,8 @@ export interface PendingChangeset {
   command: string;
   changes: { path: string; kind: 'added' | 'modified' | 'deleted' }[];
   diff: string;
+  /** Left by a process that no longer runs (listed by a new SandboxShell over the same cwd, in either mode). */
+  interrupted?: true;
 }
 
 // ---------------------------------------------------------------------------------------------

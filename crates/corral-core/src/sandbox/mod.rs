@@ -235,21 +235,29 @@ impl SandboxShell {
             Ok(_) => return Err(Error::config(format!("SandboxShell: cwd \"{}\" is not a directory", cwd.display()))),
             Err(_) => SandboxCwd::Remote(cwd.to_path_buf()),
         };
-        Ok(SandboxShell { adapter, cwd, env, inherit, checkpoints: None, changes_dir: None, pending: None })
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+        let mut shell =
+            SandboxShell { adapter, cwd, env, inherit, checkpoints: None, changes_dir: None, pending: None };
+        // An overlay adapter's changesets: kept with 'manual', and those a dead process left.
+        #[cfg(target_os = "linux")]
+        if shell.adapter.records_changes() {
+            let pending = linux::overlay::pending::Pending::new(shell.cwd());
+            shell.pending = Some(PendingSlot(Arc::new(pending)));
+        }
+        Ok(shell)
     }
 
     /// `applyChanges: 'manual'`: each command's changeset is kept pending (later commands see
     /// it) until `apply_changes`, or dropped by `discard_changes`.
-    pub fn with_manual_changes(mut self) -> Result<Self> {
+    pub fn with_manual_changes(self) -> Result<Self> {
         if !self.adapter.records_changes() {
             return Err(Error::config(
                 "SandboxShell: applyChanges: 'manual' keeps what commands change, which needs an adapter that runs them over an overlay (LinuxSandbox with changes: 'overlay').",
             ));
         }
         #[cfg(target_os = "linux")]
-        {
-            let pending = linux::overlay::pending::Pending::new(self.cwd());
-            self.pending = Some(PendingSlot(Arc::new(pending)));
+        if let Some(p) = self.pending() {
+            p.set_manual();
         }
         Ok(self)
     }
@@ -269,7 +277,10 @@ impl SandboxShell {
     pub async fn pending_changes(&self) -> Result<serde_json::Value> {
         match self.pending() {
             #[cfg(target_os = "linux")]
-            Some(p) => p.list().await,
+            Some(p) => {
+                p.recover(self.changes_dir.as_deref()).await?;
+                p.list().await
+            }
             _ => Ok(serde_json::Value::Array(Vec::new())),
         }
     }
@@ -279,7 +290,10 @@ impl SandboxShell {
     pub async fn apply_changes(&self, id: Option<&str>) -> Result<serde_json::Value> {
         match self.pending() {
             #[cfg(target_os = "linux")]
-            Some(p) => p.apply(id).await,
+            Some(p) => {
+                p.recover(self.changes_dir.as_deref()).await?;
+                p.apply(id).await
+            }
             _ => Ok(serde_json::Value::Array(Vec::new())),
         }
     }
@@ -289,7 +303,10 @@ impl SandboxShell {
     pub async fn discard_changes(&self, id: Option<&str>) -> Result<serde_json::Value> {
         match self.pending() {
             #[cfg(target_os = "linux")]
-            Some(p) => p.discard(id).await,
+            Some(p) => {
+                p.recover(self.changes_dir.as_deref()).await?;
+                p.discard(id).await
+            }
             _ => Ok(serde_json::Value::Array(Vec::new())),
         }
     }

@@ -690,7 +690,10 @@ impl SandboxAdapter for LinuxSandbox {
         // Manual mode: the pending changesets' layers below the command's own, newest first.
         let pending = req.pending.as_ref().and_then(|p| p.0.clone().downcast::<overlay::pending::Pending>().ok());
         let lowers = match (&pending, &layer) {
-            (Some(p), Some(_)) => p.lowers().await?,
+            (Some(p), Some(_)) => {
+                p.recover(req.changes_dir.as_deref()).await?;
+                p.lowers().await?
+            }
             _ => Vec::new(),
         };
         let mut plan = plan;
@@ -759,8 +762,11 @@ impl SandboxAdapter for LinuxSandbox {
         super::protect::add_notes(&mut r, removed);
         if let Some(layer) = layer {
             r.changes = Some(match pending {
-                Some(p) => p.keep(layer, &req.command, req_record, self.protected(&mount)).await,
-                None => overlay::finish(layer, mount.clone(), self.protected(&mount), req_record).await,
+                Some(p) if p.manual() => p.keep(layer, &req.command, req_record, self.protected(&mount)).await,
+                _ => {
+                    layer.mark("applying", &req.command);
+                    overlay::finish(layer, mount.clone(), self.protected(&mount), req_record).await
+                }
             });
         }
         Ok(r)

@@ -536,3 +536,167 @@ fn a_tree_nested_twenty_thousand_deep_is_handled_and_its_layer_removed() {
         let _ = std::process::Command::new("rm").arg("-rf").arg(dir.path()).status();
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// A process that dies with changes pending or half applied
+
+/// Set (to the working directory, then the changes directory) in the child processes below.
+const CHILD_CWD: &str = "CORRAL_TEST_CHILD_CWD";
+const CHILD_CHANGES: &str = "CORRAL_TEST_CHILD_CHANGES";
+
+fn child_shell(manual: bool) -> SandboxShell {
+    let cwd = PathBuf::from(std::env::var_os(CHILD_CWD).unwrap());
+    let changes = PathBuf::from(std::env::var_os(CHILD_CHANGES).unwrap());
+    let s = SandboxShell::new(
+        Arc::new(LinuxSandbox::new(overlay()).unwrap()),
+        &cwd,
+        Default::default(),
+        Default::default(),
+    )
+    .unwrap()
+    .with_changes_dir(&changes)
+    .unwrap();
+    if manual {
+        s.with_manual_changes().unwrap()
+    } else {
+        s
+    }
+}
+
+/// Starts this test binary's test `name` in a child process over `cwd`, layers in `changes`.
+fn start_child(name: &str, cwd: &Path, changes: &Path) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([&format!("sandbox::linux::overlay_tests::{name}"), "--exact", "--ignored", "--test-threads=1"])
+        .env(CHILD_CWD, cwd)
+        .env(CHILD_CHANGES, changes)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+fn a_dead_process_s_pending_changeset_is_listed_as_interrupted_and_applies() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    if std::env::var_os(CHILD_CWD).is_some() {
+        // The child: keeps a changeset, and dies without dropping anything (the layer stays as
+        // a crash leaves it).
+        rt.block_on(async {
+            let s = child_shell(true);
+            let r = sh(&s, "echo kept > kept.txt").await;
+            assert!(changes(&r).pending);
+            std::process::exit(0);
+        });
+    }
+    rt.block_on(dead_process_pending());
+}
+
+async fn dead_process_pending() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (cwd, layers) = (dir.path().join("cwd"), dir.path().join("layers"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&layers).unwrap();
+    let status = start_child("a_dead_process_s_pending_changeset_is_listed_as_interrupted_and_applies", &cwd, &layers)
+        .wait()
+        .unwrap();
+    assert!(status.success());
+    assert!(!cwd.join("kept.txt").exists());
+    // A new shell, in either mode, lists it.
+    let s = SandboxShell::new(
+        Arc::new(LinuxSandbox::new(overlay()).unwrap()),
+        &cwd,
+        Default::default(),
+        Default::default(),
+    )
+    .unwrap()
+    .with_changes_dir(&layers)
+    .unwrap();
+    let listed = s.pending_changes().await.unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["interrupted"], true);
+    assert_eq!(listed[0]["command"], "echo kept > kept.txt");
+    assert_eq!(listed[0]["changes"], serde_json::json!([{ "path": "kept.txt", "kind": "added" }]));
+    s.apply_changes(None).await.unwrap();
+    assert_eq!(read(&cwd, "kept.txt"), "kept\n");
+    assert_eq!(s.pending_changes().await.unwrap(), serde_json::json!([]));
+}
+
+#[test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+fn a_process_killed_while_applying_leaves_each_file_old_or_new_and_the_next_shell_finishes() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    if std::env::var_os(CHILD_CWD).is_some() {
+        // The child: a command that rewrites every file, applied until it is killed.
+        rt.block_on(async {
+            let r = sh(&child_shell(false), "for f in f*; do echo new-content-of-$f > $f; done").await;
+            assert_eq!(r.exit_code, Some(0));
+        });
+        return;
+    }
+    rt.block_on(killed_while_applying());
+}
+
+async fn killed_while_applying() {
+    const FILES: usize = 4000;
+    let mut interrupted = false;
+    for _attempt in 0..3 {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (cwd, layers) = (dir.path().join("cwd"), dir.path().join("layers"));
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::create_dir_all(&layers).unwrap();
+        for i in 0..FILES {
+            std::fs::write(cwd.join(format!("f{i:05}")), format!("old-content-of-f{i:05}\n")).unwrap();
+        }
+        let mut child = start_child(
+            "a_process_killed_while_applying_leaves_each_file_old_or_new_and_the_next_shell_finishes",
+            &cwd,
+            &layers,
+        );
+        // Killed (SIGKILL) as soon as it says it is applying.
+        let applying = || {
+            walkdir(&layers)
+                .iter()
+                .any(|p| p.ends_with("state.json") && std::fs::read_to_string(p).is_ok_and(|t| t.contains("applying")))
+        };
+        let started = std::time::Instant::now();
+        while !applying() && started.elapsed() < Duration::from_secs(60) && child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut new = 0;
+        for i in 0..FILES {
+            let name = format!("f{i:05}");
+            let text = std::fs::read_to_string(cwd.join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                text == format!("old-content-of-{name}\n") || text == format!("new-content-of-{name}\n"),
+                "{name}: {text:?}"
+            );
+            new += usize::from(text.starts_with("new"));
+        }
+        if new == FILES {
+            continue; // it finished before it was killed: try again
+        }
+        interrupted = true;
+        // The next shell over the directory finishes the apply before its first command.
+        let s = SandboxShell::new(
+            Arc::new(LinuxSandbox::new(overlay()).unwrap()),
+            &cwd,
+            Default::default(),
+            Default::default(),
+        )
+        .unwrap()
+        .with_changes_dir(&layers)
+        .unwrap();
+        let r = sh(&s, "cat f00000").await;
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        for i in 0..FILES {
+            let name = format!("f{i:05}");
+            assert_eq!(read(&cwd, &name), format!("new-content-of-{name}\n"));
+        }
+        assert_eq!(s.pending_changes().await.unwrap(), serde_json::json!([]));
+        break;
+    }
+    assert!(interrupted, "the apply finished before the kill three times: nothing was tested");
+}

@@ -85,15 +85,78 @@ pub fn base_dir(given: Option<&Path>) -> Result<PathBuf> {
     Ok(base)
 }
 
+/// The directory of the layers of commands over `mount`: keyed by its real path, a private
+/// directory of this user (its name can be guessed) in any `changesDir`.
+pub fn keyed_dir(mount: &Path, changes_dir: Option<&Path>) -> Result<PathBuf> {
+    let key = hex::encode(&Sha256::digest(mount.as_os_str().as_bytes())[..8]);
+    let keyed = base_dir(changes_dir)?.join(key);
+    private_dir(&keyed)?;
+    Ok(keyed)
+}
+
+/// When process `pid` started (clock ticks after boot, `/proc/<pid>/stat`'s 22nd field): with
+/// its pid, what tells a live process from a later one that took its pid.
+fn started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Writes `value` to `path` whole (a temp file renamed over it).
+fn write_json(path: &Path, value: &serde_json::Value) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, value.to_string())?;
+    std::fs::rename(&tmp, path)
+}
+
+/// A layer a process that no longer runs left behind, and what it was doing with it.
+pub struct Orphan {
+    pub layer: Layer,
+    /// `applying` (it died applying the changes), `pending` (kept), or `ran` (its command ran).
+    pub state: String,
+    pub command: String,
+}
+
 impl Layer {
+    /// The layers below `mount`'s keyed directory whose process no longer runs, oldest first.
+    pub fn orphans(mount: &Path, changes_dir: Option<&Path>) -> Result<Vec<Orphan>> {
+        let keyed = keyed_dir(mount, changes_dir)?;
+        let mut found = Vec::new();
+        for e in std::fs::read_dir(&keyed).map_err(|e| io_err("reading its directory", e))?.flatten() {
+            let dir = e.path();
+            let Ok(owner) = std::fs::read_to_string(dir.join("owner.json")) else { continue };
+            let Ok(owner) = serde_json::from_str::<serde_json::Value>(&owner) else { continue };
+            let num = |k: &str, i: usize| owner[k].get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            let pid = owner["pid"].as_u64().unwrap_or(0) as u32;
+            if started(pid).is_some_and(|s| Some(s) == owner["started"].as_u64()) {
+                continue; // its process still runs (this one, or another)
+            }
+            let state = std::fs::read_to_string(dir.join("state.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .unwrap_or_default();
+            let made = e.metadata().and_then(|m| m.modified()).ok();
+            let layer = Layer {
+                dir,
+                stamp: (num("stamp", 0) as i64, num("stamp", 1) as i64),
+                mount_id: (num("mount", 0), num("mount", 1)),
+            };
+            let what = |k: &str, or: &str| state[k].as_str().unwrap_or(or).to_string();
+            found.push((made, Orphan { state: what("state", "ran"), command: what("command", ""), layer }));
+        }
+        found.sort_by_key(|(made, _)| *made);
+        Ok(found.into_iter().map(|(_, o)| o).collect())
+    }
+
+    /// Says what is being done with the layer (`pending`, `applying`), for a later process to
+    /// find if this one dies.
+    pub fn mark(&self, state: &str, command: &str) {
+        let _ = write_json(&self.dir.join("state.json"), &serde_json::json!({ "state": state, "command": command }));
+    }
+
     /// A new layer for a command over `mount` (its real path). The upper layer's top takes the
     /// mode of `mount`, which the overlay shows as the working directory's.
     pub fn new(mount: &Path, changes_dir: Option<&Path>) -> Result<Layer> {
-        let base = base_dir(changes_dir)?;
-        let key = hex::encode(&Sha256::digest(mount.as_os_str().as_bytes())[..8]);
-        let keyed = base.join(key);
-        // Its name can be guessed: it must be this user's own, in any `changesDir`.
-        private_dir(&keyed)?;
+        let keyed = keyed_dir(mount, changes_dir)?;
         let dir = keyed.join(format!("layer-{:016x}", rand::random::<u64>()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| io_err("making it", e))?;
         let mount_id = identity_of(mount).map_err(|e| io_err("opening the working directory", e))?;
@@ -106,6 +169,14 @@ impl Layer {
             .map_err(|e| io_err("setting its mode", e))?;
         let mut layer = layer;
         layer.stamp = Layer::take_stamp(&layer.dir.join("stamp")).map_err(|e| io_err("taking its stamp", e))?;
+        let pid = std::process::id();
+        let owner = serde_json::json!({
+            "pid": pid,
+            "started": started(pid),
+            "mount": [layer.mount_id.0, layer.mount_id.1],
+            "stamp": [layer.stamp.0, layer.stamp.1],
+        });
+        write_json(&layer.dir.join("owner.json"), &owner).map_err(|e| io_err("writing its owner", e))?;
         Ok(layer)
     }
 

@@ -26,6 +26,8 @@ struct Set {
     layer: Layer,
     record: Option<ChangeRecord>,
     protected: Protected,
+    /// Left by a process that no longer runs.
+    interrupted: bool,
 }
 
 #[derive(Default)]
@@ -37,29 +39,79 @@ struct State {
     ours: HashSet<PathBuf>,
 }
 
-/// A SandboxShell's pending changesets.
+/// A SandboxShell's pending changesets: with `applyChanges: 'manual'` every command's, and in
+/// either mode those a process that died left behind.
 pub struct Pending {
     mount: PathBuf,
     state: tokio::sync::Mutex<State>,
     next: AtomicU64,
+    manual: std::sync::atomic::AtomicBool,
+    recovered: std::sync::atomic::AtomicBool,
 }
 
 impl Pending {
     pub fn new(mount: &Path) -> Pending {
-        Pending { mount: mount.to_path_buf(), state: Default::default(), next: AtomicU64::new(1) }
+        Pending {
+            mount: mount.to_path_buf(),
+            state: Default::default(),
+            next: AtomicU64::new(1),
+            manual: Default::default(),
+            recovered: Default::default(),
+        }
+    }
+
+    /// `applyChanges: 'manual'`: commands' changesets are kept.
+    pub fn set_manual(&self) {
+        self.manual.store(true, Ordering::Relaxed);
+    }
+
+    pub fn manual(&self) -> bool {
+        self.manual.load(Ordering::Relaxed)
+    }
+
+    /// Once, before the first command or listing: the layers a process that no longer runs left
+    /// over this directory. One it died applying is applied to the end now (each file is old or
+    /// new; what was applied before is gone from the layer); the others are listed as pending,
+    /// `interrupted`.
+    pub async fn recover(&self, changes_dir: Option<&Path>) -> Result<()> {
+        if self.recovered.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let (mount, dir) = (self.mount.clone(), changes_dir.map(Path::to_path_buf));
+        let orphans = tokio::task::spawn_blocking(move || Layer::orphans(&mount, dir.as_deref()))
+            .await
+            .map_err(|e| Error::new(Code::Io, format!("Could not look for interrupted changesets: {e}")))??;
+        let mut state = self.state.lock().await;
+        let mut adopted = Vec::new();
+        for o in orphans {
+            let protected = Protected { names: vec![".git".to_string()], paths: Vec::new() };
+            if o.state == "applying" {
+                finish_with(o.layer, self.mount.clone(), protected, None, Default::default()).await;
+                continue;
+            }
+            let id = format!("c{}", self.next.fetch_add(1, Ordering::Relaxed));
+            adopted.push(Set { id, command: o.command, layer: o.layer, record: None, protected, interrupted: true });
+        }
+        adopted.append(&mut state.sets);
+        state.sets = adopted;
+        Ok(())
     }
 
     /// The pending layers' directories, newest first: what a new command sees below its own.
     pub async fn lowers(&self) -> Result<Vec<PathBuf>> {
         let state = self.state.lock().await;
         let sets = &state.sets;
+        if !self.manual() {
+            return Ok(Vec::new());
+        }
         if sets.len() >= MAX_PENDING {
             return Err(Error::new(
                 Code::TooLarge,
                 format!("{MAX_PENDING} changesets are pending: apply or discard some (applyChanges, discardChanges) before the next command."),
             ));
         }
-        Ok(sets.iter().rev().map(|s| s.layer.dir.clone()).collect())
+        // What a dead process left is not under this one's commands.
+        Ok(sets.iter().rev().filter(|s| !s.interrupted).map(|s| s.layer.dir.clone()).collect())
     }
 
     /// Keeps a finished command's layer as the newest pending changeset; what it changed, as a
@@ -72,8 +124,10 @@ impl Pending {
         protected: Protected,
     ) -> Changes {
         let mut state = self.state.lock().await;
-        let lower =
-            Lower { layers: state.sets.iter().rev().map(|s| s.layer.upper()).collect(), host: self.mount.clone() };
+        let lower = Lower {
+            layers: state.sets.iter().rev().filter(|s| !s.interrupted).map(|s| s.layer.upper()).collect(),
+            host: self.mount.clone(),
+        };
         let upper = layer.upper();
         let described = {
             let protected = protected.clone();
@@ -90,7 +144,8 @@ impl Pending {
         }
         changes.pending = true;
         let id = format!("c{}", self.next.fetch_add(1, Ordering::Relaxed));
-        state.sets.push(Set { id, command: command.to_string(), layer, record, protected });
+        layer.mark("pending", command);
+        state.sets.push(Set { id, command: command.to_string(), layer, record, protected, interrupted: false });
         changes
     }
 
@@ -116,7 +171,11 @@ impl Pending {
             .await
             .map_err(|e| Error::new(Code::Io, format!("Could not read a pending changeset: {e}")))?
             .map_err(|e| Error::new(Code::Io, format!("Could not read a pending changeset: {e}")))?;
-            out.push(json!({ "id": set.id, "command": set.command, "changes": listed.0, "diff": listed.1 }));
+            let mut one = json!({ "id": set.id, "command": set.command, "changes": listed.0, "diff": listed.1 });
+            if set.interrupted {
+                one["interrupted"] = Value::Bool(true);
+            }
+            out.push(one);
         }
         Ok(Value::Array(out))
     }
@@ -132,6 +191,7 @@ impl Pending {
         let mut done = Vec::new();
         let taken: Vec<Set> = state.sets.drain(..end).collect();
         for set in taken {
+            set.layer.mark("applying", &set.command);
             let changes =
                 finish_with(set.layer, self.mount.clone(), set.protected, set.record, state.ours.clone()).await;
             for p in changes.added.iter().chain(&changes.modified).chain(&changes.deleted) {
