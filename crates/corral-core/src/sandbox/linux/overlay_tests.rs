@@ -544,23 +544,33 @@ fn a_tree_nested_twenty_thousand_deep_is_handled_and_its_layer_removed() {
 const CHILD_CWD: &str = "CORRAL_TEST_CHILD_CWD";
 const CHILD_CHANGES: &str = "CORRAL_TEST_CHILD_CHANGES";
 
-fn child_shell(manual: bool) -> SandboxShell {
-    let cwd = PathBuf::from(std::env::var_os(CHILD_CWD).unwrap());
-    let changes = PathBuf::from(std::env::var_os(CHILD_CHANGES).unwrap());
-    let s = SandboxShell::new(
-        Arc::new(LinuxSandbox::new(overlay()).unwrap()),
-        &cwd,
-        Default::default(),
-        Default::default(),
-    )
-    .unwrap()
-    .with_changes_dir(&changes)
-    .unwrap();
+/// A shell over `cwd` with its layers in `layers`.
+fn overlay_shell(cwd: &Path, layers: &Path, manual: bool) -> SandboxShell {
+    let s =
+        SandboxShell::new(Arc::new(LinuxSandbox::new(overlay()).unwrap()), cwd, Default::default(), Default::default())
+            .unwrap()
+            .with_changes_dir(layers)
+            .unwrap();
     if manual {
         s.with_manual_changes().unwrap()
     } else {
         s
     }
+}
+
+/// In a child process: the shell over the directories its parent named.
+fn child_shell(manual: bool) -> SandboxShell {
+    let cwd = PathBuf::from(std::env::var_os(CHILD_CWD).unwrap());
+    overlay_shell(&cwd, &PathBuf::from(std::env::var_os(CHILD_CHANGES).unwrap()), manual)
+}
+
+/// A working directory and a changes directory beside it.
+fn cwd_and_layers() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (cwd, layers) = (dir.path().join("cwd"), dir.path().join("layers"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&layers).unwrap();
+    (dir, cwd, layers)
 }
 
 /// Starts this test binary's test `name` in a child process over `cwd`, layers in `changes`.
@@ -593,25 +603,14 @@ fn a_dead_process_s_pending_changeset_is_listed_as_interrupted_and_applies() {
 }
 
 async fn dead_process_pending() {
-    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let (cwd, layers) = (dir.path().join("cwd"), dir.path().join("layers"));
-    std::fs::create_dir_all(&cwd).unwrap();
-    std::fs::create_dir_all(&layers).unwrap();
+    let (_dir, cwd, layers) = cwd_and_layers();
     let status = start_child("a_dead_process_s_pending_changeset_is_listed_as_interrupted_and_applies", &cwd, &layers)
         .wait()
         .unwrap();
     assert!(status.success());
     assert!(!cwd.join("kept.txt").exists());
     // A new shell, in either mode, lists it.
-    let s = SandboxShell::new(
-        Arc::new(LinuxSandbox::new(overlay()).unwrap()),
-        &cwd,
-        Default::default(),
-        Default::default(),
-    )
-    .unwrap()
-    .with_changes_dir(&layers)
-    .unwrap();
+    let s = overlay_shell(&cwd, &layers, false);
     let listed = s.pending_changes().await.unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed[0]["interrupted"], true);
@@ -641,10 +640,7 @@ async fn killed_while_applying() {
     const FILES: usize = 4000;
     let mut interrupted = false;
     for _attempt in 0..3 {
-        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-        let (cwd, layers) = (dir.path().join("cwd"), dir.path().join("layers"));
-        std::fs::create_dir_all(&cwd).unwrap();
-        std::fs::create_dir_all(&layers).unwrap();
+        let (_dir, cwd, layers) = cwd_and_layers();
         for i in 0..FILES {
             std::fs::write(cwd.join(format!("f{i:05}")), format!("old-content-of-f{i:05}\n")).unwrap();
         }
@@ -680,15 +676,7 @@ async fn killed_while_applying() {
         }
         interrupted = true;
         // The next shell over the directory finishes the apply before its first command.
-        let s = SandboxShell::new(
-            Arc::new(LinuxSandbox::new(overlay()).unwrap()),
-            &cwd,
-            Default::default(),
-            Default::default(),
-        )
-        .unwrap()
-        .with_changes_dir(&layers)
-        .unwrap();
+        let s = overlay_shell(&cwd, &layers, false);
         let r = sh(&s, "cat f00000").await;
         assert_eq!(r.exit_code, Some(0), "{r:?}");
         for i in 0..FILES {
