@@ -597,6 +597,13 @@ export interface SubprocessSandboxOptions {
    * ('session') protects what existed then. A daemon on TCP needs `protect: []`.
    */
   protect?: string[];
+  /**
+   * Default 'direct'. 'overlay': as LinuxSandbox's — each command's container gets an overlay of
+   * cwd, mounted on this machine, and what it changed is applied when it ends
+   * (`ExecResult.changes`). Needs this process to be root on Linux, an Engine on a local unix
+   * socket and `reuse: 'command'`; else a ConfigurationError.
+   */
+  changes?: 'direct' | 'overlay';
 }
 
 /** Each command in a Docker container (Docker Engine API), cwd bind-mounted at the same path. */

@@ -21,7 +21,8 @@ use crate::path::Flavor;
 
 #[cfg(unix)]
 mod beneath;
-#[cfg(unix)]
+/// Used by the overlay's apply (Linux).
+#[cfg(target_os = "linux")]
 pub(crate) use beneath::open_no_links;
 #[cfg(not(unix))]
 mod portable;

@@ -65,6 +65,9 @@ pub struct SubprocessSandboxOptions {
     /// Kept read-only inside the container (`protect.rs`: a bare name at any depth, a path with
     /// a `/` from the cwd). The JS API's default is `['.git']`.
     pub protect: Vec<String>,
+    /// `changes: 'overlay'`: each command runs over an overlay of its working directory, mounted
+    /// on the host (as root, with a local engine) and bound into the container.
+    pub overlay: bool,
 }
 
 /// `reuse`: `'command'` (the default) or `'session'`.
@@ -97,6 +100,8 @@ pub struct SubprocessSandbox {
     fixed: Option<Vec<(std::path::PathBuf, std::path::PathBuf)>>,
     /// Host files a session's container shows at the same path, read-only.
     read_only: Vec<std::path::PathBuf>,
+    /// `changes: 'overlay'` (root, a local engine, a container per command).
+    overlay: bool,
 }
 
 impl std::fmt::Debug for SubprocessSandbox {
@@ -123,8 +128,18 @@ impl SubprocessSandbox {
     /// Checks the options: a non-empty image, valid `network.allow` hosts (kept normalised), a
     /// valid network name and Docker host.
     pub fn new(options: SubprocessSandboxOptions) -> Result<Self> {
-        let SubprocessSandboxOptions { image, network, broker, network_name, docker_host, limits, reuse, tls, protect } =
-            options;
+        let SubprocessSandboxOptions {
+            image,
+            network,
+            broker,
+            network_name,
+            docker_host,
+            limits,
+            reuse,
+            tls,
+            protect,
+            overlay,
+        } = options;
         if image.trim().is_empty() {
             return Err(Error::config("SubprocessSandbox: image must be a non-empty string."));
         }
@@ -146,6 +161,22 @@ impl SubprocessSandbox {
             return Err(Error::config(
                 "SubprocessSandbox: protect looks for what to keep read-only in the working directory, which a daemon on TCP mounts from its own machine; pass protect: [] to run there with nothing kept read-only.",
             ));
+        }
+        if overlay {
+            // SAFETY: raw syscall.
+            let root = cfg!(target_os = "linux") && unsafe { libc::geteuid() } == 0;
+            let why = if !root {
+                Some("the overlay is mounted on this machine, which needs this process to be root on Linux")
+            } else if !matches!(host, DockerHost::Unix(_)) {
+                Some("the overlay is mounted on this machine and bound into the container, so the Engine must run here (a unix socket)")
+            } else if reuse == Reuse::Session {
+                Some("a kept container's mounts cannot change per command (reuse: 'session')")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(Error::config(format!("SubprocessSandbox: changes: 'overlay' cannot run here: {why}.")));
+            }
         }
         let client = match &host {
             DockerHost::Unix(_) | DockerHost::Pipe(_) => {
@@ -180,6 +211,7 @@ impl SubprocessSandbox {
             protect,
             fixed: None,
             read_only: Vec::new(),
+            overlay,
         })
     }
 
@@ -384,19 +416,27 @@ impl SubprocessSandbox {
     /// mounted again read-only, and the directories above those onto themselves, so they cannot
     /// be renamed), no setuid escalation, and the limits. Looked for only when a container is
     /// made: a kept one serves its later commands without another walk of the tree.
-    pub(super) fn host_config(&self, p: &Prepared, found: &super::protect::Protected) -> Result<Value> {
+    pub(super) fn host_config(
+        &self,
+        p: &Prepared,
+        found: &super::protect::Protected,
+        over: Option<&std::path::Path>,
+    ) -> Result<Value> {
         // Each mount as (host directory, path inside); a session's from its binds, else the
-        // working directory at the same path.
+        // working directory at the same path (in overlay mode, the overlay `over` of it).
         let same = std::path::PathBuf::from(&p.mount);
         let binds = match &self.fixed {
             Some(binds) => binds.clone(),
-            None => vec![(same.clone(), same)],
+            None => vec![(over.map_or_else(|| same.clone(), |o| o.to_path_buf()), same.clone())],
         };
-        let (root, at) = (&binds[0].0, &binds[0].1);
+        let (source, at) = (&binds[0].0, &binds[0].1);
+        // Protected paths are found in the working directory and bound from what is mounted.
+        let root = if over.is_some() { &same } else { source };
         let protected = &found.paths;
         let bind = |d: &std::path::PathBuf, read_only: bool| {
-            let target = at.join(d.strip_prefix(root).ok()?);
-            Some(json!({ "Type": "bind", "Source": d.to_str()?, "Target": target.to_str()?, "ReadOnly": read_only }))
+            let rel = d.strip_prefix(root).ok()?;
+            let (from, target) = (source.join(rel), at.join(rel));
+            Some(json!({ "Type": "bind", "Source": from.to_str()?, "Target": target.to_str()?, "ReadOnly": read_only }))
         };
         let mut mounts: Vec<Value> = binds
             .iter()
@@ -538,6 +578,10 @@ impl SandboxAdapter for SubprocessSandbox {
         true
     }
 
+    fn records_changes(&self) -> bool {
+        self.overlay
+    }
+
     async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
         let cancel = cancel.unwrap_or_default();
         if cancel.is_cancelled() {
@@ -549,9 +593,25 @@ impl SandboxAdapter for SubprocessSandbox {
         let deadline =
             (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
         let prepared = self.prepare(&req).await?;
+        // Overlay mode: the command's layer, and the overlay of the working directory the
+        // container gets in its place (unmounted when this run ends, however it ends).
+        #[cfg(target_os = "linux")]
+        let over = match self.overlay {
+            true => Some(super::linux::overlay::HostOverlay::mount(
+                std::path::Path::new(&prepared.mount),
+                req.changes_dir.as_deref(),
+            )?),
+            false => None,
+        };
+        #[cfg(target_os = "linux")]
+        let over_path = over.as_ref().map(|o| o.merged.clone());
+        #[cfg(not(target_os = "linux"))]
+        let over_path: Option<std::path::PathBuf> = None;
         let (found, watch) = self.protected_now(&prepared)?;
-        let host_config = self.host_config(&prepared, &found)?;
-        let Prepared { client, env, .. } = prepared;
+        // What the command writes lands in the layer: nothing to sweep on the host.
+        let watch = if over_path.is_some() { None } else { watch };
+        let host_config = self.host_config(&prepared, &found, over_path.as_deref())?;
+        let Prepared { client, env, mount: prepared_mount, .. } = prepared;
         let with_stdin = req.stdin.is_some() || req.input.is_some();
         let body = json!({
             "Image": self.image,
@@ -647,6 +707,12 @@ impl SandboxAdapter for SubprocessSandbox {
         // Protected names the command made (a `git init`) never reach the host's tools.
         let swept = super::protect::sweep_blocking(watch.into_iter().collect()).await;
         super::protect::add_notes(&mut result, swept);
+        #[cfg(target_os = "linux")]
+        if let Some(over) = over {
+            let mount = std::path::PathBuf::from(&prepared_mount);
+            let protected = super::linux::overlay::Protected::of(&self.protect, &mount);
+            result.changes = Some(over.finish(mount, protected, req.record.clone()).await);
+        }
         Ok(result)
     }
 

@@ -16,7 +16,18 @@ impl SubprocessSandboxOptions {
         let r = Reader::new(
             "SubprocessSandbox",
             v,
-            &["image", "network", "broker", "networkName", "dockerHost", "limits", "reuse", "tls", "protect"],
+            &[
+                "image",
+                "network",
+                "broker",
+                "networkName",
+                "dockerHost",
+                "limits",
+                "reuse",
+                "tls",
+                "protect",
+                "changes",
+            ],
         )?;
         let network = Network::read(&r, true)?;
         Ok(SubprocessSandboxOptions {
@@ -45,6 +56,12 @@ impl SubprocessSandboxOptions {
                     return Err(r.err("protect entries must be non-empty paths."));
                 }
                 list
+            },
+            overlay: match r.get("changes") {
+                None => false,
+                Some(Value::String(s)) if s == "direct" => false,
+                Some(Value::String(s)) if s == "overlay" => true,
+                Some(_) => return Err(r.err("changes must be 'direct' or 'overlay'.")),
             },
         })
     }

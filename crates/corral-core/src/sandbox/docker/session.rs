@@ -66,7 +66,7 @@ impl Sessions {
             "WorkingDir": p.mount,
             "Tty": false,
             "Labels": sb.session_labels(),
-            "HostConfig": sb.host_config(p, &found)?,
+            "HostConfig": sb.host_config(p, &found, None)?,
         });
         if let Some(user) = sb.session_user(&p.client).await? {
             body["User"] = json!(user);

@@ -573,22 +573,7 @@ impl LinuxSandbox {
     /// `protect` names at any depth, and the other `protect` entries (relative to the working
     /// directory); nothing with `protect: []`, as the sweep after a direct command.
     fn protected(&self, mount: &Path) -> overlay::Protected {
-        if self.options.protect.is_empty() {
-            return overlay::Protected::default();
-        }
-        let (names, paths): (Vec<&String>, Vec<&String>) =
-            self.options.protect.iter().partition(|e| super::protect::is_name(e));
-        let relative = |p: &String| -> Option<PathBuf> {
-            let p = Path::new(p);
-            match p.is_absolute() {
-                true => p.strip_prefix(mount).ok().map(Path::to_path_buf),
-                false => Some(p.strip_prefix("./").unwrap_or(p).to_path_buf()),
-            }
-        };
-        overlay::Protected {
-            names: std::iter::once(".git".to_string()).chain(names.into_iter().cloned()).collect(),
-            paths: paths.into_iter().filter_map(relative).collect(),
-        }
+        overlay::Protected::of(&self.options.protect, mount)
     }
 
     /// As root, the namespace a command enters: only with the idmapped trees the plan made.

@@ -261,6 +261,7 @@ fn sandbox(
         reuse: Default::default(),
         tls: None,
         protect: Vec::new(),
+        overlay: false,
     })
     .unwrap()
 }
@@ -439,6 +440,7 @@ async fn egress_is_refused_where_it_cannot_be_enforced_and_no_container_starts()
             reuse: Default::default(),
             tls: None,
             protect: Vec::new(),
+            overlay: false,
         })
         .unwrap();
         for _ in 0..2 {

@@ -38,6 +38,7 @@ fn sandbox(host: &str, network: Network, broker: Option<Arc<RecordingBroker>>) -
         reuse: Default::default(),
         tls: None,
         protect: Vec::new(),
+        overlay: false,
     })
     .unwrap())
 }
@@ -395,4 +396,50 @@ async fn real_engine_limits_stop_a_memory_hog_and_a_big_file_and_say_which() {
     let r = shell.exec("dd if=/dev/zero of=big.bin bs=1024 count=100", opts(30_000)).await.unwrap();
     assert!(r.note.as_deref().is_some_and(|n| n.contains("file size")), "{r:?}");
     assert!(std::fs::metadata(dir.join("big.bin")).unwrap().len() <= 4096);
+}
+
+#[tokio::test]
+#[ignore = "needs a Docker Engine (CORRAL_DOCKER_HOST); npm test runs it"]
+async fn real_engine_overlay_mode_applies_a_commands_changes_when_its_container_ends() {
+    let host = real_host("real_engine_overlay_mode_applies_a_commands_changes_when_its_container_ends");
+    let (_d, dir) = workdir();
+    std::fs::write(dir.join("host.txt"), "host\n").unwrap();
+    std::fs::write(dir.join("gone.txt"), "gone\n").unwrap();
+    let options = |reuse| SubprocessSandboxOptions {
+        image: IMAGE.into(),
+        docker_host: Some(host.clone()),
+        protect: vec![".git".into()],
+        overlay: true,
+        reuse,
+        ..Default::default()
+    };
+    let e = SubprocessSandbox::new(options(Reuse::Session)).expect_err("overlay with a kept container");
+    assert!(e.message.contains("reuse: 'session'"), "{e:?}");
+    let sb = arc(SubprocessSandbox::new(options(Reuse::Command)).unwrap());
+    let shell = SandboxShell::new(sb, &dir, env(&[]), InheritEnv::None).unwrap();
+    let run = shell.exec(
+        "echo more >> host.txt && rm gone.txt && echo new > made.txt && mkdir -p sub/.git && echo x > sub/.git/config && sleep 1 && cat host.txt",
+        opts(60_000),
+    );
+    let look = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        (std::fs::read_to_string(dir.join("host.txt")).unwrap(), dir.join("made.txt").exists())
+    };
+    let (r, during) = tokio::join!(run, look);
+    let r = r.unwrap();
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(r.stdout, "host\nmore\n");
+    assert_eq!(during, ("host\n".to_string(), false), "the host changed while the container ran");
+    let c = r.changes.expect("changes in overlay mode");
+    assert_eq!(
+        (c.added.clone(), c.modified.clone(), c.deleted.clone()),
+        (vec!["made.txt".to_string()], vec!["host.txt".to_string()], vec!["gone.txt".to_string()])
+    );
+    assert_eq!(
+        c.refused.iter().map(|x| (x.path.as_str(), x.reason.as_str())).collect::<Vec<_>>(),
+        vec![("sub/.git", "protected")]
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("host.txt")).unwrap(), "host\nmore\n");
+    assert!(!dir.join("gone.txt").exists() && !dir.join("sub/.git").exists());
+    assert!(containers_for(&host, &dir).await.is_empty(), "a container was left");
 }

@@ -24,6 +24,28 @@ pub struct Protected {
 }
 
 impl Protected {
+    /// A sandbox's `protect` entries for a working directory `mount`: every `.git` and the other
+    /// bare names at any depth, the other entries as paths from `mount` (absolute ones below it);
+    /// nothing with `protect: []`.
+    pub fn of(entries: &[String], mount: &Path) -> Protected {
+        if entries.is_empty() {
+            return Protected::default();
+        }
+        let (names, paths): (Vec<&String>, Vec<&String>) =
+            entries.iter().partition(|e| crate::sandbox::protect::is_name(e));
+        let relative = |p: &String| -> Option<PathBuf> {
+            let p = Path::new(p);
+            match p.is_absolute() {
+                true => p.strip_prefix(mount).ok().map(Path::to_path_buf),
+                false => Some(p.strip_prefix("./").unwrap_or(p).to_path_buf()),
+            }
+        };
+        Protected {
+            names: std::iter::once(".git".to_string()).chain(names.into_iter().cloned()).collect(),
+            paths: paths.into_iter().filter_map(relative).collect(),
+        }
+    }
+
     /// Whether `rel` lies under a protected name (ASCII case folded: a case-insensitive file
     /// system would take `.GIT` for `.git`) or path.
     pub(super) fn covers(&self, rel: &Path) -> bool {

@@ -140,6 +140,97 @@ pub(super) fn unread(e: String) -> Changes {
     }
 }
 
+/// As root, with a container engine on this machine: an overlay of a working directory mounted
+/// on the host at `<layer>/merged`, for the engine to bind into a container in its place
+/// (SubprocessSandbox). Unmounted when finished or dropped.
+pub struct HostOverlay {
+    layer: Option<Layer>,
+    pub merged: PathBuf,
+}
+
+impl HostOverlay {
+    pub fn mount(mount: &Path, changes_dir: Option<&Path>) -> crate::error::Result<HostOverlay> {
+        let layer = Layer::new(mount, changes_dir)?;
+        if layer.dir.starts_with(mount) {
+            return Err(crate::error::Error::config(format!(
+                "SubprocessSandbox: the command's layer would lie in {}, which the container sees; give the SandboxShell a changesDir outside its cwd.",
+                mount.display()
+            )));
+        }
+        let merged = layer.dir.join("merged");
+        let failed = |what: &str, e: std::io::Error| {
+            crate::error::Error::new(
+                crate::error::Code::Io,
+                format!("SubprocessSandbox: could not mount the command's overlay: {what} ({e})."),
+            )
+        };
+        std::fs::create_dir(&merged).map_err(|e| failed("making its directory", e))?;
+        let open = |p: &Path| -> std::io::Result<OwnedFd> {
+            let c =
+                CString::new(p.as_os_str().as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+            let fd = corral_keeper::child::open_dir_nofollow(&c)?;
+            // SAFETY: a descriptor open_dir_nofollow just gave us.
+            Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+        };
+        let lower = open(mount).map_err(|e| failed("opening the working directory", e))?;
+        let (upper, work) = (open(&layer.upper()), open(&layer.dir.join("work")));
+        let (upper, work) =
+            (upper.map_err(|e| failed("opening its layer", e))?, work.map_err(|e| failed("opening its layer", e))?);
+        // Every path through a descriptor; no metacopy (a file whose data stays below would land
+        // empty), and the marks in trusted.overlay.* (this process is root).
+        let data = format!(
+            "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},metacopy=off,index=off",
+            lower.as_raw_fd(),
+            upper.as_raw_fd(),
+            work.as_raw_fd()
+        );
+        let (data, target) = (
+            CString::new(data).map_err(|e| failed("its options", std::io::Error::other(e)))?,
+            CString::new(merged.as_os_str().as_bytes()).map_err(|e| failed("its path", std::io::Error::other(e)))?,
+        );
+        let kind = c"overlay";
+        // SAFETY: NUL-terminated strings.
+        let r = unsafe {
+            libc::mount(
+                kind.as_ptr(),
+                target.as_ptr(),
+                kind.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                data.as_ptr().cast(),
+            )
+        };
+        if r < 0 {
+            return Err(failed("mount", std::io::Error::last_os_error()));
+        }
+        Ok(HostOverlay { layer: Some(layer), merged })
+    }
+
+    fn unmount(&self) {
+        if let Ok(c) = CString::new(self.merged.as_os_str().as_bytes()) {
+            // SAFETY: a NUL-terminated path.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+
+    /// Unmounts the overlay, then reads and applies what the command changed (`finish`).
+    pub async fn finish(mut self, mount: PathBuf, protected: Protected, record: Option<ChangeRecord>) -> Changes {
+        self.unmount();
+        match self.layer.take() {
+            Some(layer) => {
+                layer.mark("applying", "");
+                finish(layer, mount, protected, record).await
+            }
+            None => Changes::default(),
+        }
+    }
+}
+
+impl Drop for HostOverlay {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
 /// Whether this kernel mounts an overlay in a user namespace, with its layers in the temp
 /// directory (tried in a throwaway child). As root, `userns` is the commands' namespace and
 /// `owner` its root's host uid; otherwise the child makes a namespace of its own.
