@@ -287,6 +287,7 @@ impl SandboxShell {
 
     /// `applyChanges(id?)`: the pending changesets up to and including `id` (all without one),
     /// applied oldest first; `[{ id, changes }]`.
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
     pub async fn apply_changes(&self, id: Option<&str>) -> Result<serde_json::Value> {
         match self.pending() {
             #[cfg(target_os = "linux")]
@@ -300,6 +301,7 @@ impl SandboxShell {
 
     /// `discardChanges(id?)`: drops changeset `id` and every one after it (all without one);
     /// their ids.
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
     pub async fn discard_changes(&self, id: Option<&str>) -> Result<serde_json::Value> {
         match self.pending() {
             #[cfg(target_os = "linux")]

@@ -164,7 +164,10 @@ impl SubprocessSandbox {
         }
         if overlay {
             // SAFETY: raw syscall.
-            let root = cfg!(target_os = "linux") && unsafe { libc::geteuid() } == 0;
+            #[cfg(target_os = "linux")]
+            let root = unsafe { libc::geteuid() } == 0;
+            #[cfg(not(target_os = "linux"))]
+            let root = false;
             let why = if !root {
                 Some("the overlay is mounted on this machine, which needs this process to be root on Linux")
             } else if !matches!(host, DockerHost::Unix(_)) {
@@ -707,6 +710,8 @@ impl SandboxAdapter for SubprocessSandbox {
         // Protected names the command made (a `git init`) never reach the host's tools.
         let swept = super::protect::sweep_blocking(watch.into_iter().collect()).await;
         super::protect::add_notes(&mut result, swept);
+        #[cfg(not(target_os = "linux"))]
+        let _ = prepared_mount;
         #[cfg(target_os = "linux")]
         if let Some(over) = over {
             let mount = std::path::PathBuf::from(&prepared_mount);
