@@ -748,10 +748,7 @@ impl SandboxAdapter for LinuxSandbox {
         if let Some(layer) = layer {
             r.changes = Some(match pending {
                 Some(p) if p.manual() => p.keep(layer, &req.command, req_record, self.protected(&mount)).await,
-                _ => {
-                    layer.mark("applying", &req.command);
-                    overlay::finish(layer, mount.clone(), self.protected(&mount), req_record).await
-                }
+                _ => overlay::finish(layer, mount.clone(), self.protected(&mount), req_record).await,
             });
         }
         Ok(r)

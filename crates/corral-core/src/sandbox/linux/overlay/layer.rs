@@ -88,9 +88,18 @@ pub fn base_dir(given: Option<&Path>) -> Result<PathBuf> {
 /// The directory of the layers of commands over `mount`: keyed by its real path, a private
 /// directory of this user (its name can be guessed) in any `changesDir`.
 pub fn keyed_dir(mount: &Path, changes_dir: Option<&Path>) -> Result<PathBuf> {
+    // Checked once per process: a private directory of this user stays one (only root could
+    // change it, and root can anyway).
+    static CHECKED: std::sync::Mutex<Vec<(PathBuf, Option<PathBuf>, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let given = changes_dir.map(Path::to_path_buf);
+    let mut checked = CHECKED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((.., keyed)) = checked.iter().find(|(m, c, k)| m == mount && *c == given && k.is_dir()) {
+        return Ok(keyed.clone());
+    }
     let key = hex::encode(&Sha256::digest(mount.as_os_str().as_bytes())[..8]);
     let keyed = base_dir(changes_dir)?.join(key);
     private_dir(&keyed)?;
+    checked.push((mount.to_path_buf(), given, keyed.clone()));
     Ok(keyed)
 }
 

@@ -50,13 +50,23 @@ pub(super) async fn finish_with(
         let below = PathBuf::from(format!("/proc/self/fd/{}", root.as_raw_fd()));
         let ops = capture::capture(&layer.upper(), &capture::Lower::host(&below))?;
         let (ops, refused) = apply::plan(ops, root.as_fd(), &protected, layer.stamp, &ours);
-        let keys: Vec<Option<ShellChange>> =
-            if keyed { ops.iter().map(|op| shell_change(op, upper.as_fd())).collect() } else { Vec::new() };
-        Ok::<_, std::io::Error>((layer, root, upper, ops, refused, keys))
+        // From here a process that dies leaves the apply for the next one to finish.
+        if !ops.is_empty() {
+            layer.mark("applying", "");
+        }
+        if !keyed {
+            // Nothing to record first: applied in the same hop to the blocking pool.
+            let (applied, _) = apply::apply(&ops, upper.as_fd(), root.as_fd(), layer.stamp, &ours);
+            drop(layer);
+            return Ok(Err((applied, refused)));
+        }
+        let keys: Vec<Option<ShellChange>> = ops.iter().map(|op| shell_change(op, upper.as_fd())).collect();
+        Ok::<_, std::io::Error>(Ok((layer, root, upper, ops, refused, keys)))
     })
     .await;
     let (layer, root, upper, ops, refused, keys) = match prepared {
-        Ok(Ok(p)) => p,
+        Ok(Ok(Ok(p))) => p,
+        Ok(Ok(Err((applied, refused)))) => return tidy(applied, refused, Vec::new()),
         Ok(Err(e)) => return unread(e.to_string()),
         Err(e) => return unread(e.to_string()),
     };
@@ -107,6 +117,11 @@ pub(super) async fn finish_with(
             changes.not_undoable.push(format!("(the checkpoint could not be completed: {})", e.message));
         }
     }
+    tidy(changes, refused, not_undoable)
+}
+
+/// The report: what was refused before applying first, every list sorted.
+fn tidy(mut changes: Changes, refused: Vec<Refusal>, mut not_undoable: Vec<String>) -> Changes {
     changes.refused.splice(0..0, refused);
     not_undoable.sort();
     not_undoable.dedup();
@@ -216,10 +231,7 @@ impl HostOverlay {
     pub async fn finish(mut self, mount: PathBuf, protected: Protected, record: Option<ChangeRecord>) -> Changes {
         self.unmount();
         match self.layer.take() {
-            Some(layer) => {
-                layer.mark("applying", "");
-                finish(layer, mount, protected, record).await
-            }
+            Some(layer) => finish(layer, mount, protected, record).await,
             None => Changes::default(),
         }
     }

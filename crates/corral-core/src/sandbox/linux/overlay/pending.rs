@@ -191,7 +191,6 @@ impl Pending {
         let mut done = Vec::new();
         let taken: Vec<Set> = state.sets.drain(..end).collect();
         for set in taken {
-            set.layer.mark("applying", &set.command);
             let changes =
                 finish_with(set.layer, self.mount.clone(), set.protected, set.record, state.ours.clone()).await;
             for p in changes.added.iter().chain(&changes.modified).chain(&changes.deleted) {
