@@ -720,7 +720,7 @@ export interface PendingChangeset {
   command: string;
   changes: { path: string; kind: 'added' | 'modified' | 'deleted' }[];
   diff: string;
-  /** Left by a process that no longer runs (listed by a new SandboxShell over the same cwd, in either mode). */
+  /** Left by a process that no longer runs, perhaps half applied (listed by a new SandboxShell over the same cwd, in either mode; applied only when asked). */
   interrupted?: true;
 }
 

@@ -145,6 +145,11 @@ pub trait SandboxAdapter: Send + Sync {
     fn records_changes(&self) -> bool {
         false
     }
+    /// Whether a command's changeset can be kept pending, later commands running over it
+    /// (`SandboxRequest::pending`).
+    fn keeps_changes(&self) -> bool {
+        false
+    }
     /// Whether `SandboxRequest::input` reaches the command while it runs.
     fn takes_input(&self) -> bool {
         false
@@ -250,9 +255,9 @@ impl SandboxShell {
     /// `applyChanges: 'manual'`: each command's changeset is kept pending (later commands see
     /// it) until `apply_changes`, or dropped by `discard_changes`.
     pub fn with_manual_changes(self) -> Result<Self> {
-        if !self.adapter.records_changes() {
+        if !self.adapter.keeps_changes() {
             return Err(Error::config(
-                "SandboxShell: applyChanges: 'manual' keeps what commands change, which needs an adapter that runs them over an overlay (LinuxSandbox with changes: 'overlay').",
+                "SandboxShell: applyChanges: 'manual' keeps what commands change and runs later commands over it, which needs LinuxSandbox with changes: 'overlay'.",
             ));
         }
         #[cfg(target_os = "linux")]

@@ -460,9 +460,10 @@ impl SubprocessSandbox {
             "SecurityOpt": ["no-new-privileges"],
             "PidsLimit": self.limits.pids.map_or(PIDS_LIMIT, |p| p as i64),
         });
-        if self.fixed.is_some() {
-            // A harness session's commands may run as root (the image's user): no device files
-            // and no file capabilities left in the session's directories.
+        if self.fixed.is_some() || self.overlay {
+            // A harness session's commands may run as root (the image's user), and what an
+            // overlay's command leaves is applied to the host: no device files and no file
+            // capabilities left there.
             host["CapDrop"] = json!(["MKNOD", "SETFCAP"]);
         }
         if let Some(m) = self.limits.memory_bytes {

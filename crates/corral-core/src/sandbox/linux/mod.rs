@@ -636,6 +636,10 @@ impl SandboxAdapter for LinuxSandbox {
         self.options.overlay && self.session.is_none()
     }
 
+    fn keeps_changes(&self) -> bool {
+        self.records_changes()
+    }
+
     /// Stops the broker listener this sandbox made; a later run makes a new one.
     async fn close(&self) -> Result<()> {
         let taken = self.egress.lock().await.take();

@@ -623,7 +623,7 @@ async fn dead_process_pending() {
 
 #[test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
-fn a_process_killed_while_applying_leaves_each_file_old_or_new_and_the_next_shell_finishes() {
+fn a_process_killed_while_applying_leaves_each_file_old_or_new_and_the_next_shell_lists_the_rest() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     if std::env::var_os(CHILD_CWD).is_some() {
         // The child: a command that rewrites every file, applied until it is killed.
@@ -645,7 +645,7 @@ async fn killed_while_applying() {
             std::fs::write(cwd.join(format!("f{i:05}")), format!("old-content-of-f{i:05}\n")).unwrap();
         }
         let mut child = start_child(
-            "a_process_killed_while_applying_leaves_each_file_old_or_new_and_the_next_shell_finishes",
+            "a_process_killed_while_applying_leaves_each_file_old_or_new_and_the_next_shell_lists_the_rest",
             &cwd,
             &layers,
         );
@@ -675,10 +675,13 @@ async fn killed_while_applying() {
             continue; // it finished before it was killed: try again
         }
         interrupted = true;
-        // The next shell over the directory finishes the apply before its first command.
+        // The next shell over the directory lists it (nothing is applied unasked); applying it
+        // finishes what was left.
         let s = overlay_shell(&cwd, &layers, false);
-        let r = sh(&s, "cat f00000").await;
-        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        let listed = s.pending_changes().await.unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+        assert_eq!(listed[0]["interrupted"], true);
+        s.apply_changes(None).await.unwrap();
         for i in 0..FILES {
             let name = format!("f{i:05}");
             assert_eq!(read(&cwd, &name), format!("new-content-of-{name}\n"));
@@ -687,4 +690,27 @@ async fn killed_while_applying() {
         break;
     }
     assert!(interrupted, "the apply finished before the kill three times: nothing was tested");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_planted_layer_that_is_a_link_or_not_private_is_never_adopted_and_nothing_is_applied_unasked() {
+    let (_dir, cwd, layers) = cwd_and_layers();
+    let keyed = overlay::layer::keyed_dir(&std::fs::canonicalize(&cwd).unwrap(), Some(&layers)).unwrap();
+    // A link to a directory that looks like a layer, and a layer-shaped directory others may read.
+    let elsewhere = layers.join("elsewhere");
+    for d in [elsewhere.join("upper"), keyed.join("layer-open/upper")] {
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("planted.txt"), "planted\n").unwrap();
+    }
+    std::fs::write(elsewhere.join("owner.json"), r#"{"pid":0,"started":0,"mount":[0,0],"stamp":[0,0]}"#).unwrap();
+    std::fs::copy(elsewhere.join("owner.json"), keyed.join("layer-open/owner.json")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, keyed.join("layer-link")).unwrap();
+    std::fs::set_permissions(keyed.join("layer-open"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = overlay_shell(&cwd, &layers, false);
+    assert_eq!(s.pending_changes().await.unwrap(), serde_json::json!([]));
+    let r = sh(&s, "true").await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert!(!cwd.join("planted.txt").exists());
+    assert!(elsewhere.join("upper/planted.txt").exists(), "what the link led to was touched");
 }

@@ -416,6 +416,8 @@ async fn real_engine_overlay_mode_applies_a_commands_changes_when_its_container_
     let e = SubprocessSandbox::new(options(Reuse::Session)).expect_err("overlay with a kept container");
     assert!(e.message.contains("reuse: 'session'"), "{e:?}");
     let sb = arc(SubprocessSandbox::new(options(Reuse::Command)).unwrap());
+    let manual = SandboxShell::new(sb.clone(), &dir, env(&[]), InheritEnv::None).unwrap().with_manual_changes();
+    assert!(manual.is_err_and(|e| e.message.contains("needs LinuxSandbox")), "manual mode over a container");
     let shell = SandboxShell::new(sb, &dir, env(&[]), InheritEnv::None).unwrap();
     let run = shell.exec(
         "echo more >> host.txt && rm gone.txt && echo new > made.txt && mkdir -p sub/.git && echo x > sub/.git/config && sleep 1 && cat host.txt",

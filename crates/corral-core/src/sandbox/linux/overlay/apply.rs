@@ -389,7 +389,7 @@ impl Applier<'_> {
                         return Ok(self.raced(path));
                     }
                 }
-                self.put(dir.as_fd(), &name, path, entry, *existed)?;
+                self.put(dir.as_fd(), &name, path, entry)?;
                 if *existed { &mut self.out.modified } else { &mut self.out.added }.push(shown(path));
                 Ok(true)
             }
@@ -399,11 +399,10 @@ impl Applier<'_> {
     /// The layer's file or link at `rel` replaces `name` in `dir` in one rename. The layer is
     /// reached through descriptors and no link, and the inode that lands is checked to be the one
     /// that was prepared.
-    fn put(&mut self, dir: BorrowedFd<'_>, name: &CStr, rel: &Path, entry: &Entry, existed: bool) -> io::Result<()> {
-        // A new file goes straight to its name (nothing there to keep whole); one that replaces
-        // the host's goes through a temp name, checked, then over it.
-        let direct = !existed && matches!(entry, Entry::File { .. });
-        let tmp = if direct { name.to_owned() } else { temp_name(name)? };
+    fn put(&mut self, dir: BorrowedFd<'_>, name: &CStr, rel: &Path, entry: &Entry) -> io::Result<()> {
+        // Through a temp name, checked, then over `name`: a crash leaves the host's file or the
+        // command's whole, and what lands is the inode that was prepared.
+        let tmp = temp_name(name)?;
         match entry {
             Entry::Link { target } => {
                 let target = cstr(target.as_bytes())?;
@@ -419,11 +418,7 @@ impl Applier<'_> {
                     // SAFETY: a NUL-terminated path to our own descriptor.
                     check(unsafe { libc::chmod(at.as_ptr(), mode & 0o1777) })?;
                 }
-                // A new file the command made carries no overlay mark and no capability (it could
-                // not set one); one copied up from the host may carry the overlay's `origin`.
-                if existed {
-                    strip_xattrs(&at);
-                }
+                strip_xattrs(&at);
                 // The layer's file itself where the two share a mount, else a copy; never over
                 // something already at the name.
                 // SAFETY: descriptors of ours and NUL-terminated names.
@@ -452,9 +447,6 @@ impl Applier<'_> {
                     copy_into(&at, dir, &tmp, mode & 0o1777)?;
                 }
             }
-        }
-        if direct {
-            return Ok(());
         }
         // SAFETY: descriptors of ours and NUL-terminated names.
         let r = check(unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) });

@@ -6,7 +6,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -123,6 +123,8 @@ pub struct Orphan {
     /// `applying` (it died applying the changes), `pending` (kept), or `ran` (its command ran).
     pub state: String,
     pub command: String,
+    /// The `protect` names and paths its sandbox had (at least `.git`).
+    pub protected: super::Protected,
 }
 
 impl Layer {
@@ -130,8 +132,16 @@ impl Layer {
     pub fn orphans(mount: &Path, changes_dir: Option<&Path>) -> Result<Vec<Orphan>> {
         let keyed = keyed_dir(mount, changes_dir)?;
         let mut found = Vec::new();
+        // SAFETY: raw syscall.
+        let uid = unsafe { libc::geteuid() };
         for e in std::fs::read_dir(&keyed).map_err(|e| io_err("reading its directory", e))?.flatten() {
             let dir = e.path();
+            // Only a directory of this user's, made as a layer is: not a link, not another's.
+            let Ok(m) = std::fs::symlink_metadata(&dir) else { continue };
+            let named = e.file_name().to_str().is_some_and(|n| n.starts_with("layer-"));
+            if !named || !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+                continue;
+            }
             let Ok(owner) = std::fs::read_to_string(dir.join("owner.json")) else { continue };
             let Ok(owner) = serde_json::from_str::<serde_json::Value>(&owner) else { continue };
             let num = |k: &str, i: usize| owner[k].get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
@@ -150,7 +160,18 @@ impl Layer {
                 mount_id: (num("mount", 0), num("mount", 1)),
             };
             let what = |k: &str, or: &str| state[k].as_str().unwrap_or(or).to_string();
-            found.push((made, Orphan { state: what("state", "ran"), command: what("command", ""), layer }));
+            let list = |k: &str| -> Vec<String> {
+                state[k]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                    .unwrap_or_default()
+            };
+            let mut names = list("names");
+            if !names.iter().any(|n| n == ".git") {
+                names.push(".git".to_string());
+            }
+            let protected = super::Protected { names, paths: list("paths").into_iter().map(PathBuf::from).collect() };
+            found.push((made, Orphan { state: what("state", "ran"), command: what("command", ""), layer, protected }));
         }
         found.sort_by_key(|(made, _)| *made);
         Ok(found.into_iter().map(|(_, o)| o).collect())
@@ -158,8 +179,10 @@ impl Layer {
 
     /// Says what is being done with the layer (`pending`, `applying`), for a later process to
     /// find if this one dies.
-    pub fn mark(&self, state: &str, command: &str) {
-        let _ = write_json(&self.dir.join("state.json"), &serde_json::json!({ "state": state, "command": command }));
+    pub fn mark(&self, state: &str, command: &str, protected: &super::Protected) {
+        let paths: Vec<String> = protected.paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        let state = serde_json::json!({ "state": state, "command": command, "names": protected.names, "paths": paths });
+        let _ = write_json(&self.dir.join("state.json"), &state);
     }
 
     /// A new layer for a command over `mount` (its real path). The upper layer's top takes the
@@ -249,9 +272,13 @@ impl Drop for Layer {
 /// `work/work`, a command's `chmod 000`) are opened up first; they are this user's own.
 fn remove_tree(dir: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStringExt;
+    if !std::fs::symlink_metadata(dir)?.is_dir() {
+        return std::fs::remove_file(dir); // never what a link there leads to
+    }
     let mut names: Vec<CString> = Vec::new();
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    let mut cur = std::fs::File::open(dir)?;
+    let mut cur =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW).open(dir)?;
     loop {
         let listing = std::fs::read_dir(format!("/proc/self/fd/{}", cur.as_raw_fd()))?;
         let mut down = None;

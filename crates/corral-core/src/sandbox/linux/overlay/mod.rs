@@ -52,7 +52,7 @@ pub(super) async fn finish_with(
         let (ops, refused) = apply::plan(ops, root.as_fd(), &protected, layer.stamp, &ours);
         // From here a process that dies leaves the apply for the next one to finish.
         if !ops.is_empty() {
-            layer.mark("applying", "");
+            layer.mark("applying", "", &protected);
         }
         if !keyed {
             // Nothing to record first: applied in the same hop to the blocking pool.
@@ -192,9 +192,10 @@ impl HostOverlay {
         let (upper, work) =
             (upper.map_err(|e| failed("opening its layer", e))?, work.map_err(|e| failed("opening its layer", e))?);
         // Every path through a descriptor; no metacopy (a file whose data stays below would land
-        // empty), and the marks in trusted.overlay.* (this process is root).
+        // empty) and no redirect (a renamed directory would be read as new and empty), and the
+        // marks in trusted.overlay.* (this process is root).
         let data = format!(
-            "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},metacopy=off,index=off",
+            "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},metacopy=off,index=off,redirect_dir=off",
             lower.as_raw_fd(),
             upper.as_raw_fd(),
             work.as_raw_fd()

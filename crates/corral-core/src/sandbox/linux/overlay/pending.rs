@@ -70,9 +70,10 @@ impl Pending {
     }
 
     /// Once, before the first command or listing: the layers a process that no longer runs left
-    /// over this directory. One it died applying is applied to the end now (each file is old or
-    /// new; what was applied before is gone from the layer); the others are listed as pending,
-    /// `interrupted`.
+    /// over this directory, listed as pending and `interrupted` — one it died applying too (each
+    /// file is old or new; what was applied is gone from the layer, `applyChanges` applies the
+    /// rest). None is applied unasked: a layer is only what its directory holds, and whoever
+    /// could write there (a command given the temp directory) could have made it.
     pub async fn recover(&self, changes_dir: Option<&Path>) -> Result<()> {
         if self.recovered.swap(true, Ordering::SeqCst) {
             return Ok(());
@@ -84,11 +85,7 @@ impl Pending {
         let mut state = self.state.lock().await;
         let mut adopted = Vec::new();
         for o in orphans {
-            let protected = Protected { names: vec![".git".to_string()], paths: Vec::new() };
-            if o.state == "applying" {
-                finish_with(o.layer, self.mount.clone(), protected, None, Default::default()).await;
-                continue;
-            }
+            let protected = o.protected;
             let id = format!("c{}", self.next.fetch_add(1, Ordering::Relaxed));
             adopted.push(Set { id, command: o.command, layer: o.layer, record: None, protected, interrupted: true });
         }
@@ -144,7 +141,7 @@ impl Pending {
         }
         changes.pending = true;
         let id = format!("c{}", self.next.fetch_add(1, Ordering::Relaxed));
-        layer.mark("pending", command);
+        layer.mark("pending", command, &protected);
         state.sets.push(Set { id, command: command.to_string(), layer, record, protected, interrupted: false });
         changes
     }
