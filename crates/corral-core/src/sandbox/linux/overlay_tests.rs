@@ -671,6 +671,12 @@ async fn killed_while_applying() {
             );
             new += usize::from(text.starts_with("new"));
         }
+        let strays: Vec<String> = std::fs::read_dir(&cwd)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('f'))
+            .collect();
+        assert!(strays.is_empty(), "left in cwd: {strays:?}");
         if new == FILES {
             continue; // it finished before it was killed: try again
         }

@@ -400,8 +400,9 @@ impl Applier<'_> {
     /// reached through descriptors and no link, and the inode that lands is checked to be the one
     /// that was prepared.
     fn put(&mut self, dir: BorrowedFd<'_>, name: &CStr, rel: &Path, entry: &Entry) -> io::Result<()> {
-        // Through a temp name, checked, then over `name`: a crash leaves the host's file or the
-        // command's whole, and what lands is the inode that was prepared.
+        // A link, or a copy, goes through a temp name and then over `name`. The layer's own file
+        // is renamed over `name` in one step: at every moment it is either still in the layer
+        // (a crash leaves it for the next apply) or in place, never half way in a temp name.
         let tmp = temp_name(name)?;
         match entry {
             Entry::Link { target } => {
@@ -419,26 +420,19 @@ impl Applier<'_> {
                     check(unsafe { libc::chmod(at.as_ptr(), mode & 0o1777) })?;
                 }
                 strip_xattrs(&at);
-                // The layer's file itself where the two share a mount, else a copy; never over
-                // something already at the name.
+                // The layer's file itself where the two share a mount, else a copy.
                 // SAFETY: descriptors of ours and NUL-terminated names.
-                let moved = unsafe {
-                    libc::renameat2(
-                        src_dir.as_raw_fd(),
-                        src_name.as_ptr(),
-                        dir.as_raw_fd(),
-                        tmp.as_ptr(),
-                        libc::RENAME_NOREPLACE,
-                    )
-                } == 0;
+                let moved =
+                    unsafe { libc::renameat(src_dir.as_raw_fd(), src_name.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }
+                        == 0;
                 if moved {
-                    // What moved must be the inode prepared, not one put there since.
-                    let landed = lstat_at(dir, &tmp)?;
+                    // What landed is what the layer held at that name: only something with the
+                    // dead command's overlay still open could have put another file there since.
+                    let landed = lstat_at(dir, name)?;
                     if !landed.is_some_and(|l| same_inode(&l, &st)) {
-                        // SAFETY: as above.
-                        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
                         return Err(io::Error::other("the command's file changed while it was applied"));
                     }
+                    return Ok(());
                 } else {
                     let e = io::Error::last_os_error();
                     if e.raw_os_error() != Some(libc::EXDEV) {
