@@ -212,6 +212,8 @@ pub struct Checkpoints {
     max_turns: usize,
     max_file_bytes: u64,
     keep_skipped: bool,
+    /// Read by the checkpoints of commands' changes (unix only).
+    #[cfg_attr(not(unix), allow(dead_code))]
     max_turn_bytes: u64,
     /// Sessions loaded from the store, kept in step with it, each behind its own lock: every
     /// change is a load-modify-save of a session's document and a rewind runs start to end under

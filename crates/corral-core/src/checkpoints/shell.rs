@@ -30,11 +30,6 @@ pub(super) enum Seen {
 }
 
 impl ShellChange {
-    /// A file with this content will be at `path`.
-    pub fn file(path: String, content: &[u8]) -> ShellChange {
-        ShellChange { path, to: sha256(content) }
-    }
-
     /// A file whose content has this SHA-256 will be at `path`.
     pub fn file_digest(path: String, sha256: &[u8; 32]) -> ShellChange {
         ShellChange { path, to: hex::encode(sha256) }
