@@ -663,7 +663,7 @@ impl SandboxAdapter for LinuxSandbox {
         // Overlay mode: the command's layer, made last, just before it starts (its stamp).
         let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
         let layer = match self.options.overlay && self.session.is_none() {
-            true => Some(overlay::Layer::new(&mount, req.changes_dir.as_deref())?),
+            true => Some(overlay::Layer::take(&mount, req.changes_dir.as_deref())?),
             false => None,
         };
         // A command that could reach layers would write its own changeset, or another's.

@@ -62,10 +62,19 @@ async fn the_host_is_untouched_while_the_command_runs_and_gets_its_changes_when_
     assert_eq!(std::fs::metadata(cwd.join("run.sh")).unwrap().permissions().mode() & 0o111, 0o111);
     assert_eq!(std::fs::read_link(cwd.join("link")).unwrap(), Path::new("a.txt"));
     assert!(cwd.join("empty").is_dir());
-    // Nothing of the layer is left behind.
-    let base = overlay::layer::base_dir(None).unwrap();
-    let left: Vec<_> = walkdir(&base).into_iter().filter(|p| p.to_string_lossy().contains("layer-")).collect();
-    assert!(left.is_empty(), "layers left: {left:?}");
+    // Nothing of the command is left behind: at most an empty layer, kept for the next command.
+    let keyed = overlay::layer::keyed_dir(&std::fs::canonicalize(&cwd).unwrap(), None).unwrap();
+    assert_empty_layers(&keyed);
+}
+
+/// Every layer in `dir` is empty (kept for a next command), and there is at most one.
+fn assert_empty_layers(dir: &Path) {
+    let layers = layer_dirs(dir);
+    assert!(layers.len() <= 1, "layers left: {layers:?}");
+    for l in layers {
+        let upper = walkdir(&l.join("upper"));
+        assert!(upper.is_empty(), "a layer with something in it was left: {upper:?}");
+    }
 }
 
 fn walkdir(dir: &Path) -> Vec<PathBuf> {
@@ -375,7 +384,41 @@ async fn layers_live_in_changes_dir_while_a_command_runs_and_never_inside_cwd() 
     let (r, seen) = tokio::join!(run, look);
     assert!(seen, "no layer in changesDir while the command ran");
     assert_eq!(changes(&r).added, vec!["made.txt"]);
-    assert!(!walkdir(dir.path()).iter().any(|p| p.to_string_lossy().contains("layer-")), "a layer was left");
+    assert_empty_layers(dir.path());
+}
+
+/// The layer directories in `changes`.
+fn layer_dirs(changes: &Path) -> Vec<PathBuf> {
+    walkdir(changes)
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("layer-")))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_layer_left_empty_serves_the_next_command_which_sees_nothing_of_the_one_before() {
+    let (_d, cwd, s) = shell(overlay());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let s = s.with_changes_dir(dir.path()).unwrap();
+    assert_eq!(changes(&sh(&s, "true").await), &Changes::default());
+    let kept = layer_dirs(dir.path());
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    // A file made and removed again, and one applied: the layer is empty after each.
+    assert_eq!(changes(&sh(&s, "echo x > gone.txt && rm gone.txt").await), &Changes::default());
+    assert_eq!(changes(&sh(&s, "echo y > b.txt").await).added, vec!["b.txt"]);
+    assert_eq!(layer_dirs(dir.path()), kept, "the layer was not reused");
+    let r = sh(&s, "ls -A").await;
+    assert_eq!(r.stdout, "b.txt\n", "{r:?}");
+    // Each command is stamped anew: what the host changed between two commands is no conflict.
+    write(&cwd, "c.txt", "host\n");
+    let r = sh(&s, "echo more >> c.txt").await;
+    assert_eq!(changes(&r).modified, vec!["c.txt"], "{r:?}");
+    assert_eq!(read(&cwd, "c.txt"), "host\nmore\n");
+    // A command that leaves something in it (a refused `.git`) gets a layer of its own after.
+    let r = sh(&s, "mkdir .git").await;
+    assert_eq!(changes(&r).refused.len(), 1, "{r:?}");
+    assert!(!layer_dirs(dir.path()).contains(&kept[0]), "a layer with something in it was kept");
 }
 
 #[tokio::test]
@@ -618,6 +661,59 @@ async fn dead_process_pending() {
     assert_eq!(listed[0]["changes"], serde_json::json!([{ "path": "kept.txt", "kind": "added" }]));
     s.apply_changes(None).await.unwrap();
     assert_eq!(read(&cwd, "kept.txt"), "kept\n");
+    assert_eq!(s.pending_changes().await.unwrap(), serde_json::json!([]));
+}
+
+#[test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+fn a_dead_process_s_changeset_is_taken_by_one_shell_only() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    if std::env::var_os(CHILD_CWD).is_some() {
+        rt.block_on(async {
+            let s = child_shell(true);
+            let r = sh(&s, "echo once >> once.txt").await;
+            assert!(changes(&r).pending);
+            std::process::exit(0);
+        });
+    }
+    rt.block_on(async {
+        let (_dir, cwd, layers) = cwd_and_layers();
+        let status =
+            start_child("a_dead_process_s_changeset_is_taken_by_one_shell_only", &cwd, &layers).wait().unwrap();
+        assert!(status.success());
+        // Two shells over one directory (two processes would be the same): the first to look
+        // takes it; the second, while the first holds it, must not (it would apply it again).
+        let (a, b) = (overlay_shell(&cwd, &layers, false), overlay_shell(&cwd, &layers, false));
+        assert_eq!(a.pending_changes().await.unwrap().as_array().unwrap().len(), 1);
+        assert_eq!(b.pending_changes().await.unwrap(), serde_json::json!([]));
+        a.apply_changes(None).await.unwrap();
+        b.apply_changes(None).await.unwrap();
+        assert_eq!(read(&cwd, "once.txt"), "once\n");
+    });
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn an_apply_cancelled_part_way_leaves_the_changesets_it_had_not_applied_pending() {
+    let (_dir, cwd, layers) = cwd_and_layers();
+    let s = overlay_shell(&cwd, &layers, true);
+    for n in 1..=3 {
+        assert!(changes(&sh(&s, &format!("echo {n} > f{n}.txt")).await).pending);
+    }
+    // Polled once (it starts applying the first), then dropped: a caller that gave up.
+    {
+        let apply = s.apply_changes(None);
+        let mut apply = std::pin::pin!(apply);
+        let _ = futures::poll!(apply.as_mut());
+    }
+    let left = s.pending_changes().await.unwrap();
+    let listed: Vec<&serde_json::Value> =
+        left.as_array().unwrap().iter().flat_map(|c| c["changes"].as_array().unwrap()).collect();
+    assert!(listed.len() >= 2, "the sets not yet applied were dropped: {left}");
+    s.apply_changes(None).await.unwrap();
+    for n in 1..=3 {
+        assert_eq!(read(&cwd, &format!("f{n}.txt")), format!("{n}\n"));
+    }
     assert_eq!(s.pending_changes().await.unwrap(), serde_json::json!([]));
 }
 

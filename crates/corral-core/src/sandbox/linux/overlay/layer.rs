@@ -26,6 +26,55 @@ pub struct Layer {
     pub stamp: Stamp,
     /// The working directory's (device, inode) when the command started.
     mount_id: (u64, u64),
+    /// The layer's directory, locked (`flock`) for as long as this process holds the layer:
+    /// another process (or another shell of this one) looking for layers left behind skips it.
+    _lock: OwnedFd,
+    /// Removed when dropped. A layer left behind is not, until it is adopted: a listing that
+    /// stops part way leaves it for the next to find.
+    remove: bool,
+    /// Its owner file (`owner.<pid>.<started>.<device>.<inode>.<s>.<ns>`: the process that
+    /// holds it, the working directory and the stamp, in its name: an empty file costs little
+    /// to make and remove), `None` for a layer a process left behind.
+    owner: Option<PathBuf>,
+    /// Made by `take`: kept for the next command over the same directory when it ends empty.
+    reusable: bool,
+}
+
+/// Layers whose commands changed nothing, kept for the next command (their directories, made
+/// and removed for every command, cost more than the rest of a layer).
+static POOL: std::sync::Mutex<Vec<Layer>> = std::sync::Mutex::new(Vec::new());
+/// The most layers kept in the pool.
+const POOL_MAX: usize = 8;
+
+/// At exit, the pool's layers are removed (a process killed leaves them for the next to find:
+/// a layer with nothing in it is removed, never listed).
+extern "C" fn empty_pool() {
+    if let Ok(mut pool) = POOL.lock() {
+        pool.clear();
+    }
+}
+
+/// `dir` opened through no link and locked for this holder alone; `None` when another holds it.
+fn lock(dir: &Path) -> io::Result<Option<OwnedFd>> {
+    let fd = open_no_links(dir)?;
+    // `O_PATH` descriptors cannot be locked: the directory itself, opened read-only.
+    // SAFETY: a descriptor of ours and a NUL-terminated name.
+    let raw =
+        unsafe { libc::openat(fd.as_raw_fd(), c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor openat just gave us.
+    let dir = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: a descriptor of ours.
+    if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(dir))
 }
 
 /// `path` opened `O_PATH` through no link in any component.
@@ -127,6 +176,61 @@ pub struct Orphan {
     pub protected: super::Protected,
 }
 
+/// What a layer's owner file says.
+struct Owner {
+    pid: u32,
+    started: u64,
+    mount: (u64, u64),
+    stamp: Stamp,
+}
+
+/// The owner of the layer in `dir`: from its owner file's name (`owner.json` as earlier versions
+/// wrote it too).
+fn owner_of(dir: &Path) -> Option<Owner> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("owner.")) else { continue };
+        let f: Vec<&str> = rest.split('.').collect();
+        if f.len() == 6 {
+            let n = |i: usize| f[i].parse::<u64>().ok();
+            return Some(Owner {
+                pid: n(0)? as u32,
+                started: n(1)?,
+                mount: (n(2)?, n(3)?),
+                stamp: (f[4].parse().ok()?, f[5].parse().ok()?),
+            });
+        }
+        if rest == "json" {
+            let owner: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()?;
+            let num = |k: &str, i: usize| owner[k].get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            return Some(Owner {
+                pid: owner["pid"].as_u64()? as u32,
+                started: owner["started"].as_u64().unwrap_or(0),
+                mount: (num("mount", 0), num("mount", 1)),
+                stamp: (num("stamp", 0) as i64, num("stamp", 1) as i64),
+            });
+        }
+    }
+    None
+}
+
+/// Whether `path` has an extended attribute other than the overlay's own mark of its upper
+/// layer (`overlay.uuid`, which it sets on every mount and reads back on the next).
+fn has_own_xattrs(path: &Path) -> bool {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return true };
+    let mut buf = vec![0u8; 256];
+    // SAFETY: a NUL-terminated path and a buffer of the length given.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        // Too many to list in 256 bytes (or unreadable): more than the overlay's own.
+        return true;
+    }
+    buf[..n as usize]
+        .split(|b| *b == 0)
+        .filter(|name| !name.is_empty())
+        .any(|name| name != b"user.overlay.uuid" && name != b"trusted.overlay.uuid")
+}
+
 impl Layer {
     /// The layers below `mount`'s keyed directory whose process no longer runs, oldest first.
     pub fn orphans(mount: &Path, changes_dir: Option<&Path>) -> Result<Vec<Orphan>> {
@@ -142,23 +246,32 @@ impl Layer {
             if !named || !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
                 continue;
             }
-            let Ok(owner) = std::fs::read_to_string(dir.join("owner.json")) else { continue };
-            let Ok(owner) = serde_json::from_str::<serde_json::Value>(&owner) else { continue };
-            let num = |k: &str, i: usize| owner[k].get(i).and_then(serde_json::Value::as_u64).unwrap_or(0);
-            let pid = owner["pid"].as_u64().unwrap_or(0) as u32;
-            if started(pid).is_some_and(|s| Some(s) == owner["started"].as_u64()) {
+            // Held by a live holder (a process, or another shell of this one): not left behind.
+            let Ok(Some(held)) = lock(&dir) else { continue };
+            let mut layer = Layer {
+                dir,
+                stamp: (0, 0),
+                mount_id: (0, 0),
+                _lock: held,
+                remove: false,
+                owner: None,
+                reusable: false,
+            };
+            // A layer with nothing in it (its command changed nothing, or all was applied) is
+            // removed, never listed.
+            if layer.is_empty() {
+                layer.remove = true;
+                continue;
+            }
+            let Some(owner) = owner_of(&layer.dir) else { continue };
+            if started(owner.pid).is_some_and(|s| s == owner.started) {
                 continue; // its process still runs (this one, or another)
             }
-            let state = std::fs::read_to_string(dir.join("state.json"))
+            (layer.stamp, layer.mount_id) = (owner.stamp, owner.mount);
+            let state = std::fs::read_to_string(layer.dir.join("state.json"))
                 .ok()
                 .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
                 .unwrap_or_default();
-            let made = e.metadata().and_then(|m| m.modified()).ok();
-            let layer = Layer {
-                dir,
-                stamp: (num("stamp", 0) as i64, num("stamp", 1) as i64),
-                mount_id: (num("mount", 0), num("mount", 1)),
-            };
             let what = |k: &str, or: &str| state[k].as_str().unwrap_or(or).to_string();
             let list = |k: &str| -> Vec<String> {
                 state[k]
@@ -171,10 +284,16 @@ impl Layer {
                 names.push(".git".to_string());
             }
             let protected = super::Protected { names, paths: list("paths").into_iter().map(PathBuf::from).collect() };
-            found.push((made, Orphan { state: what("state", "ran"), command: what("command", ""), layer, protected }));
+            found.push(Orphan { state: what("state", "ran"), command: what("command", ""), layer, protected });
         }
-        found.sort_by_key(|(made, _)| *made);
-        Ok(found.into_iter().map(|(_, o)| o).collect())
+        // In the order their commands started (a directory's own times change as it is used).
+        found.sort_by_key(|o| o.layer.stamp);
+        Ok(found)
+    }
+
+    /// Taken over by this process: removed when dropped, as a layer of its own.
+    pub fn adopt(&mut self) {
+        self.remove = true;
     }
 
     /// Says what is being done with the layer (`pending`, `applying`), for a later process to
@@ -188,28 +307,107 @@ impl Layer {
     /// A new layer for a command over `mount` (its real path). The upper layer's top takes the
     /// mode of `mount`, which the overlay shows as the working directory's.
     pub fn new(mount: &Path, changes_dir: Option<&Path>) -> Result<Layer> {
+        Layer::fresh(&keyed_dir(mount, changes_dir)?, mount, false)
+    }
+
+    /// As `new`, or a layer an earlier command over `mount` left empty, stamped anew; kept for
+    /// the next command again when this one changes nothing (`recycle`).
+    pub fn take(mount: &Path, changes_dir: Option<&Path>) -> Result<Layer> {
         let keyed = keyed_dir(mount, changes_dir)?;
+        let pooled = {
+            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+            pool.iter().position(|l| l.dir.parent() == Some(keyed.as_path())).map(|i| pool.swap_remove(i))
+        };
+        let Some(mut layer) = pooled else { return Layer::fresh(&keyed, mount, true) };
+        let mount_id = identity_of(mount).map_err(|e| io_err("opening the working directory", e))?;
+        if mount_id != layer.mount_id {
+            // Another directory at that path now: a layer of its own.
+            drop(layer);
+            return Layer::fresh(&keyed, mount, true);
+        }
+        layer.prepare(mount)?;
+        Ok(layer)
+    }
+
+    fn fresh(keyed: &Path, mount: &Path, reusable: bool) -> Result<Layer> {
         let dir = keyed.join(format!("layer-{:016x}", rand::random::<u64>()));
         std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| io_err("making it", e))?;
-        let mount_id = identity_of(mount).map_err(|e| io_err("opening the working directory", e))?;
-        let layer = Layer { dir, stamp: (0, 0), mount_id };
-        let mode = std::fs::metadata(mount).map_err(|e| io_err("reading the working directory", e))?.mode();
+        let held = lock(&dir)
+            .and_then(|l| l.ok_or_else(|| io::Error::from_raw_os_error(libc::EWOULDBLOCK)))
+            .map_err(|e| io_err("locking it", e));
+        let held = match held {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(e);
+            }
+        };
+        // From here the layer is removed if anything fails.
+        let mut layer =
+            Layer { dir, stamp: (0, 0), mount_id: (0, 0), _lock: held, remove: true, owner: None, reusable };
+        layer.mount_id = identity_of(mount).map_err(|e| io_err("opening the working directory", e))?;
         for d in ["upper", "work"] {
             std::fs::DirBuilder::new().mode(0o700).create(layer.dir.join(d)).map_err(|e| io_err("making it", e))?;
         }
-        std::fs::set_permissions(layer.dir.join("upper"), std::fs::Permissions::from_mode(mode & 0o7777))
-            .map_err(|e| io_err("setting its mode", e))?;
-        let mut layer = layer;
-        layer.stamp = Layer::take_stamp(&layer.dir.join("stamp")).map_err(|e| io_err("taking its stamp", e))?;
-        let pid = std::process::id();
-        let owner = serde_json::json!({
-            "pid": pid,
-            "started": started(pid),
-            "mount": [layer.mount_id.0, layer.mount_id.1],
-            "stamp": [layer.stamp.0, layer.stamp.1],
-        });
-        write_json(&layer.dir.join("owner.json"), &owner).map_err(|e| io_err("writing its owner", e))?;
+        layer.prepare(mount)?;
         Ok(layer)
+    }
+
+    /// Gives the upper layer's top the mode of `mount`, takes the stamp and names the owner.
+    fn prepare(&mut self, mount: &Path) -> Result<()> {
+        let mode = std::fs::metadata(mount).map_err(|e| io_err("reading the working directory", e))?.mode();
+        std::fs::set_permissions(self.upper(), std::fs::Permissions::from_mode(mode & 0o7777))
+            .map_err(|e| io_err("setting its mode", e))?;
+        let file = match &self.owner {
+            Some(f) => f.clone(),
+            None => {
+                let f = self.dir.join("owner.new");
+                std::fs::OpenOptions::new()
+                    .create_new(true)
+                    .write(true)
+                    .mode(0o600)
+                    .open(&f)
+                    .map_err(|e| io_err("taking its stamp", e))?;
+                f
+            }
+        };
+        self.stamp = Layer::take_stamp(&file).map_err(|e| io_err("taking its stamp", e))?;
+        let pid = std::process::id();
+        let name = format!(
+            "owner.{pid}.{}.{}.{}.{}.{}",
+            started(pid).unwrap_or(0),
+            self.mount_id.0,
+            self.mount_id.1,
+            self.stamp.0,
+            self.stamp.1
+        );
+        let named = self.dir.join(name);
+        std::fs::rename(&file, &named).map_err(|e| io_err("naming its owner", e))?;
+        self.owner = Some(named);
+        Ok(())
+    }
+
+    /// Whether nothing is in the layer's upper directory (its top's mode aside): what a command
+    /// that changed nothing leaves.
+    pub fn is_empty(&self) -> bool {
+        std::fs::read_dir(self.upper()).is_ok_and(|mut d| d.next().is_none())
+    }
+
+    /// Ends a command's use of the layer: kept for the next command over the same directory when
+    /// the command left nothing in it (no entry, no extended attribute on its top), else removed.
+    pub fn recycle(self) {
+        if !self.reusable || !self.remove || !self.is_empty() || has_own_xattrs(&self.upper()) {
+            return;
+        }
+        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOL_MAX {
+            static AT_EXIT: std::sync::Once = std::sync::Once::new();
+            // SAFETY: registering a function with no arguments that touches only the pool.
+            AT_EXIT.call_once(|| unsafe {
+                libc::atexit(empty_pool);
+            });
+            pool.push(self);
+        }
     }
 
     /// A change time no earlier than any change made after this call returns. The file is
@@ -217,10 +415,11 @@ impl Layer {
     /// change times (Linux 6.13), the second change is then stamped finer than any coarse time
     /// handed out before it.
     fn take_stamp(path: &Path) -> io::Result<Stamp> {
-        let f = std::fs::OpenOptions::new().create_new(true).write(true).open(path)?;
-        f.metadata()?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        Ok(ctime(&f.metadata()?))
+        let mode = std::fs::Permissions::from_mode(0o600);
+        std::fs::set_permissions(path, mode.clone())?;
+        std::fs::symlink_metadata(path)?;
+        std::fs::set_permissions(path, mode)?;
+        Ok(ctime(&std::fs::symlink_metadata(path)?))
     }
 
     pub fn upper(&self) -> PathBuf {
@@ -262,7 +461,9 @@ pub fn descriptor(dir: &Path, userns: Option<&OwnedFd>) -> Result<OwnedFd> {
 
 impl Drop for Layer {
     fn drop(&mut self) {
-        let _ = remove_tree(&self.dir);
+        if self.remove {
+            let _ = remove_tree(&self.dir);
+        }
     }
 }
 

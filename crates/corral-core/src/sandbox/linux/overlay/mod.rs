@@ -25,13 +25,13 @@ use crate::shell::changes::{Changes, Refusal};
 /// Reads what the command left in `layer`, records it (with `record`), applies it to `mount`,
 /// then removes the layer.
 pub async fn finish(layer: Layer, mount: PathBuf, protected: Protected, record: Option<ChangeRecord>) -> Changes {
-    finish_with(layer, mount, protected, record, Default::default()).await
+    finish_with(std::sync::Arc::new(layer), mount, protected, record, Default::default()).await
 }
 
 /// As `finish`; a path in `ours` was changed by corral since the command started (an earlier
 /// pending changeset applied just before), not by the host, and is no conflict.
 pub(super) async fn finish_with(
-    layer: Layer,
+    layer: std::sync::Arc<Layer>,
     mount: PathBuf,
     protected: Protected,
     record: Option<ChangeRecord>,
@@ -57,7 +57,8 @@ pub(super) async fn finish_with(
         if !keyed {
             // Nothing to record first: applied in the same hop to the blocking pool.
             let (applied, _) = apply::apply(&ops, upper.as_fd(), root.as_fd(), layer.stamp, &ours);
-            drop(layer);
+            drop(upper);
+            end(layer);
             return Ok(Err((applied, refused)));
         }
         let keys: Vec<Option<ShellChange>> = ops.iter().map(|op| shell_change(op, upper.as_fd())).collect();
@@ -99,7 +100,8 @@ pub(super) async fn finish_with(
     }
     let applied = tokio::task::spawn_blocking(move || {
         let out = apply::apply(&ops, upper.as_fd(), root.as_fd(), layer.stamp, &ours);
-        drop(layer);
+        drop(upper);
+        end(layer);
         (out, ops)
     })
     .await;
@@ -118,6 +120,14 @@ pub(super) async fn finish_with(
         }
     }
     tidy(changes, refused, not_undoable)
+}
+
+/// A command's use of its layer is over: kept for the next command when it is empty and no
+/// one else holds it (a pending changeset being applied), else removed with its last holder.
+fn end(layer: std::sync::Arc<Layer>) {
+    if let Ok(layer) = std::sync::Arc::try_unwrap(layer) {
+        layer.recycle();
+    }
 }
 
 /// The report: what was refused before applying first, every list sorted.

@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -23,7 +24,9 @@ pub const MAX_PENDING: usize = 32;
 struct Set {
     id: String,
     command: String,
-    layer: Layer,
+    /// Shared with an apply in flight: a set leaves the list only once applied, so an apply
+    /// that is cancelled part way leaves it (and what it has not applied yet) pending.
+    layer: Arc<Layer>,
     record: Option<ChangeRecord>,
     protected: Protected,
     /// Left by a process that no longer runs.
@@ -75,22 +78,30 @@ impl Pending {
     /// rest). None is applied unasked: a layer is only what its directory holds, and whoever
     /// could write there (a command given the temp directory) could have made it.
     pub async fn recover(&self, changes_dir: Option<&Path>) -> Result<()> {
-        if self.recovered.swap(true, Ordering::SeqCst) {
+        if self.recovered.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        // Under the lock: two first commands look once. A look that stops part way (cancelled,
+        // failed) leaves what it found on disk (not adopted, not removed) for the next.
+        let mut state = self.state.lock().await;
+        if self.recovered.load(Ordering::SeqCst) {
             return Ok(());
         }
         let (mount, dir) = (self.mount.clone(), changes_dir.map(Path::to_path_buf));
         let orphans = tokio::task::spawn_blocking(move || Layer::orphans(&mount, dir.as_deref()))
             .await
             .map_err(|e| Error::new(Code::Io, format!("Could not look for interrupted changesets: {e}")))??;
-        let mut state = self.state.lock().await;
         let mut adopted = Vec::new();
-        for o in orphans {
+        for mut o in orphans {
+            o.layer.adopt();
             let protected = o.protected;
             let id = format!("c{}", self.next.fetch_add(1, Ordering::Relaxed));
-            adopted.push(Set { id, command: o.command, layer: o.layer, record: None, protected, interrupted: true });
+            let layer = Arc::new(o.layer);
+            adopted.push(Set { id, command: o.command, layer, record: None, protected, interrupted: true });
         }
         adopted.append(&mut state.sets);
         state.sets = adopted;
+        self.recovered.store(true, Ordering::SeqCst);
         Ok(())
     }
 
@@ -137,11 +148,13 @@ impl Pending {
             Err(e) => return super::unread(e.to_string()),
         };
         if changes.is_empty() {
-            return changes; // nothing to keep: the layer goes
+            layer.recycle(); // nothing to keep: the layer goes (or serves the next command)
+            return changes;
         }
         changes.pending = true;
         let id = format!("c{}", self.next.fetch_add(1, Ordering::Relaxed));
         layer.mark("pending", command, &protected);
+        let layer = Arc::new(layer);
         state.sets.push(Set { id, command: command.to_string(), layer, record, protected, interrupted: false });
         changes
     }
@@ -186,10 +199,12 @@ impl Pending {
             Some(id) => state.sets.iter().position(|s| s.id == id).map(|i| i + 1).ok_or_else(|| unknown(id))?,
         };
         let mut done = Vec::new();
-        let taken: Vec<Set> = state.sets.drain(..end).collect();
-        for set in taken {
-            let changes =
-                finish_with(set.layer, self.mount.clone(), set.protected, set.record, state.ours.clone()).await;
+        for _ in 0..end {
+            let set = &state.sets[0];
+            let (layer, protected, record) = (set.layer.clone(), set.protected.clone(), set.record.clone());
+            let changes = finish_with(layer, self.mount.clone(), protected, record, state.ours.clone()).await;
+            // Applied: it leaves the list (and its layer goes with the last holder).
+            let set = state.sets.remove(0);
             for p in changes.added.iter().chain(&changes.modified).chain(&changes.deleted) {
                 state.ours.insert(PathBuf::from(p.trim_end_matches('/')));
             }
