@@ -419,6 +419,15 @@ async fn a_layer_left_empty_serves_the_next_command_which_sees_nothing_of_the_on
     let r = sh(&s, "mkdir .git").await;
     assert_eq!(changes(&r).refused.len(), 1, "{r:?}");
     assert!(!layer_dirs(dir.path()).contains(&kept[0]), "a layer with something in it was kept");
+    // So does one that marked the working directory with an extended attribute.
+    sh(&s, "true").await;
+    let kept = layer_dirs(dir.path());
+    let mark = "/usr/bin/python3 -c \"import os; os.setxattr('.', 'user.corral-test', b'1')\"";
+    let r = sh(&s, mark).await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert!(!layer_dirs(dir.path()).contains(&kept[0]), "a layer whose top has an attribute was kept");
+    let r = sh(&s, "/usr/bin/python3 -c \"import os; print(os.listxattr('.'))\"").await;
+    assert_eq!(r.stdout, "[]\n", "{r:?}");
 }
 
 #[tokio::test]

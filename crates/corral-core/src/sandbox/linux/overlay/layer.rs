@@ -399,6 +399,14 @@ impl Layer {
         if !self.reusable || !self.remove || !self.is_empty() || has_own_xattrs(&self.upper()) {
             return;
         }
+        // Its top as it was made (a command can change the working directory's owner).
+        let same_owner = match (std::fs::symlink_metadata(&self.dir), std::fs::symlink_metadata(self.upper())) {
+            (Ok(d), Ok(u)) => u.is_dir() && (u.uid(), u.gid()) == (d.uid(), d.gid()),
+            _ => false,
+        };
+        if !same_owner {
+            return;
+        }
         let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOL_MAX {
             static AT_EXIT: std::sync::Once = std::sync::Once::new();
