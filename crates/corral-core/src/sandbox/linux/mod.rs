@@ -749,7 +749,10 @@ impl SandboxAdapter for LinuxSandbox {
         // Protected names the command made (a `git init`) never reach the host's tools.
         let removed = super::protect::sweep_blocking(watch).await;
         super::protect::add_notes(&mut r, removed);
-        if let Some(layer) = layer {
+        if let Some(mut layer) = layer {
+            if r.timed_out || r.aborted || r.signal.is_some() {
+                layer.forgo_reuse();
+            }
             r.changes = Some(match pending {
                 Some(p) if p.manual() => p.keep(layer, &req.command, req_record, self.protected(&mount)).await,
                 _ => overlay::finish(layer, mount.clone(), self.protected(&mount), req_record).await,

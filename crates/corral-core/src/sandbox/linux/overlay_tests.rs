@@ -432,6 +432,47 @@ async fn a_layer_left_empty_serves_the_next_command_which_sees_nothing_of_the_on
 
 #[tokio::test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_layer_tampered_with_while_it_waits_or_left_by_a_stopped_command_is_never_reused() {
+    let (_d, cwd, s) = shell(overlay());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let s = s.with_changes_dir(dir.path()).unwrap();
+    // What a command of another sandbox given the temp directory could do to a waiting layer:
+    // plant a file in it, or make its upper directory a link to a directory of the user's.
+    let victim = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(victim.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    for tamper in ["plant", "link"] {
+        sh(&s, "true").await;
+        let kept = layer_dirs(dir.path());
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let upper = kept[0].join("upper");
+        match tamper {
+            "plant" => std::fs::write(upper.join("planted.txt"), "planted\n").unwrap(),
+            _ => {
+                std::fs::remove_dir(&upper).unwrap();
+                std::os::unix::fs::symlink(victim.path(), &upper).unwrap();
+            }
+        }
+        let r = sh(&s, "ls -A").await;
+        assert_eq!(r.stdout, "", "{tamper}: {r:?}");
+        assert_eq!(changes(&r), &Changes::default(), "{tamper}");
+        assert!(!cwd.join("planted.txt").exists(), "{tamper}");
+        assert!(!layer_dirs(dir.path()).contains(&kept[0]), "{tamper}: the layer was used again");
+    }
+    let mode = std::fs::metadata(victim.path()).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o700, "a link in the layer was followed");
+    // A command stopped by its timeout may leave a process that still writes: a layer of its own.
+    sh(&s, "true").await;
+    let kept = layer_dirs(dir.path());
+    let r = s.exec("sleep 5", ExecOptions { timeout_ms: Some(300), ..Default::default() }).await.unwrap();
+    assert!(r.timed_out, "{r:?}");
+    assert!(
+        layer_dirs(dir.path()).iter().all(|l| !kept.contains(l) || !l.exists()),
+        "a stopped command's layer was kept"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
 async fn manual_mode_stacks_three_commands_applies_one_discards_one_and_applies_the_rest() {
     let (_d, cwd, s, checkpoints, fs) = with_checkpoints(overlay());
     let s = s.with_manual_changes().unwrap();

@@ -28,7 +28,7 @@ pub struct Layer {
     mount_id: (u64, u64),
     /// The layer's directory, locked (`flock`) for as long as this process holds the layer:
     /// another process (or another shell of this one) looking for layers left behind skips it.
-    _lock: OwnedFd,
+    lock: OwnedFd,
     /// Removed when dropped. A layer left behind is not, until it is adopted: a listing that
     /// stops part way leaves it for the next to find.
     remove: bool,
@@ -214,13 +214,13 @@ fn owner_of(dir: &Path) -> Option<Owner> {
     None
 }
 
-/// Whether `path` has an extended attribute other than the overlay's own mark of its upper
-/// layer (`overlay.uuid`, which it sets on every mount and reads back on the next).
-fn has_own_xattrs(path: &Path) -> bool {
-    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return true };
+/// Whether the directory `fd` is open on has an extended attribute other than the overlay's own
+/// mark of its upper layer (`overlay.uuid`, which it sets on every mount and reads back on the
+/// next).
+fn has_own_xattrs(fd: &OwnedFd) -> bool {
     let mut buf = vec![0u8; 256];
-    // SAFETY: a NUL-terminated path and a buffer of the length given.
-    let n = unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: a descriptor of ours and a buffer of the length given.
+    let n = unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     if n < 0 {
         // Too many to list in 256 bytes (or unreadable): more than the overlay's own.
         return true;
@@ -229,6 +229,42 @@ fn has_own_xattrs(path: &Path) -> bool {
         .split(|b| *b == 0)
         .filter(|name| !name.is_empty())
         .any(|name| name != b"user.overlay.uuid" && name != b"trusted.overlay.uuid")
+}
+
+/// `name` in the directory `dir` is open on, opened with `flags` and never through a link.
+fn open_in(dir: &OwnedFd, name: &std::ffi::CStr, flags: libc::c_int, mode: libc::c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: a descriptor of ours and a NUL-terminated name.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor openat just gave us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: a zeroed stat is a valid buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor of ours and a buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+fn fchmod(fd: &OwnedFd, mode: u32) -> io::Result<()> {
+    // SAFETY: a descriptor of ours.
+    if unsafe { libc::fchmod(fd.as_raw_fd(), mode) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The inode flags (`chattr`) of what `fd` is open on; `None` where the file system has none.
+fn inode_flags(fd: &OwnedFd) -> Option<libc::c_long> {
+    let mut flags: libc::c_long = 0;
+    // SAFETY: a descriptor of ours and a buffer of the size FS_IOC_GETFLAGS writes.
+    (unsafe { libc::ioctl(fd.as_raw_fd(), libc::FS_IOC_GETFLAGS as _, &mut flags) } == 0).then_some(flags)
 }
 
 impl Layer {
@@ -248,24 +284,18 @@ impl Layer {
             }
             // Held by a live holder (a process, or another shell of this one): not left behind.
             let Ok(Some(held)) = lock(&dir) else { continue };
-            let mut layer = Layer {
-                dir,
-                stamp: (0, 0),
-                mount_id: (0, 0),
-                _lock: held,
-                remove: false,
-                owner: None,
-                reusable: false,
-            };
+            let mut layer =
+                Layer { dir, stamp: (0, 0), mount_id: (0, 0), lock: held, remove: false, owner: None, reusable: false };
+            // Not yet named (being made), or named by a process that still runs: not left behind.
+            let Some(owner) = owner_of(&layer.dir) else { continue };
+            if started(owner.pid).is_some_and(|s| s == owner.started) {
+                continue;
+            }
             // A layer with nothing in it (its command changed nothing, or all was applied) is
             // removed, never listed.
             if layer.is_empty() {
                 layer.remove = true;
                 continue;
-            }
-            let Some(owner) = owner_of(&layer.dir) else { continue };
-            if started(owner.pid).is_some_and(|s| s == owner.started) {
-                continue; // its process still runs (this one, or another)
             }
             (layer.stamp, layer.mount_id) = (owner.stamp, owner.mount);
             let state = std::fs::read_to_string(layer.dir.join("state.json"))
@@ -319,9 +349,10 @@ impl Layer {
             pool.iter().position(|l| l.dir.parent() == Some(keyed.as_path())).map(|i| pool.swap_remove(i))
         };
         let Some(mut layer) = pooled else { return Layer::fresh(&keyed, mount, true) };
+        // Checked again: while it waited, a command of another sandbox given the temp directory
+        // could have put something in it (or a cleaner removed it).
         let mount_id = identity_of(mount).map_err(|e| io_err("opening the working directory", e))?;
-        if mount_id != layer.mount_id {
-            // Another directory at that path now: a layer of its own.
+        if mount_id != layer.mount_id || !layer.fit() {
             drop(layer);
             return Layer::fresh(&keyed, mount, true);
         }
@@ -330,21 +361,21 @@ impl Layer {
     }
 
     fn fresh(keyed: &Path, mount: &Path, reusable: bool) -> Result<Layer> {
-        let dir = keyed.join(format!("layer-{:016x}", rand::random::<u64>()));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| io_err("making it", e))?;
-        let held = lock(&dir)
-            .and_then(|l| l.ok_or_else(|| io::Error::from_raw_os_error(libc::EWOULDBLOCK)))
-            .map_err(|e| io_err("locking it", e));
-        let held = match held {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = std::fs::remove_dir(&dir);
-                return Err(e);
+        let (dir, held) = loop {
+            let dir = keyed.join(format!("layer-{:016x}", rand::random::<u64>()));
+            std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| io_err("making it", e))?;
+            match lock(&dir) {
+                Ok(Some(held)) => break (dir, held),
+                // A look for layers left behind holds it for a moment: another name.
+                Ok(None) => continue,
+                Err(e) => {
+                    let _ = std::fs::remove_dir(&dir);
+                    return Err(io_err("locking it", e));
+                }
             }
         };
         // From here the layer is removed if anything fails.
-        let mut layer =
-            Layer { dir, stamp: (0, 0), mount_id: (0, 0), _lock: held, remove: true, owner: None, reusable };
+        let mut layer = Layer { dir, stamp: (0, 0), mount_id: (0, 0), lock: held, remove: true, owner: None, reusable };
         layer.mount_id = identity_of(mount).map_err(|e| io_err("opening the working directory", e))?;
         for d in ["upper", "work"] {
             std::fs::DirBuilder::new().mode(0o700).create(layer.dir.join(d)).map_err(|e| io_err("making it", e))?;
@@ -353,24 +384,20 @@ impl Layer {
         Ok(layer)
     }
 
-    /// Gives the upper layer's top the mode of `mount`, takes the stamp and names the owner.
+    /// Gives the upper layer's top the mode of `mount`, takes the stamp and names the owner;
+    /// every step through the layer's own descriptor, never through a link.
     fn prepare(&mut self, mount: &Path) -> Result<()> {
         let mode = std::fs::metadata(mount).map_err(|e| io_err("reading the working directory", e))?.mode();
-        std::fs::set_permissions(self.upper(), std::fs::Permissions::from_mode(mode & 0o7777))
-            .map_err(|e| io_err("setting its mode", e))?;
-        let file = match &self.owner {
-            Some(f) => f.clone(),
-            None => {
-                let f = self.dir.join("owner.new");
-                std::fs::OpenOptions::new()
-                    .create_new(true)
-                    .write(true)
-                    .mode(0o600)
-                    .open(&f)
-                    .map_err(|e| io_err("taking its stamp", e))?;
-                f
-            }
+        let upper = open_in(&self.lock, c"upper", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+            .map_err(|e| io_err("opening it", e))?;
+        fchmod(&upper, mode & 0o7777).map_err(|e| io_err("setting its mode", e))?;
+        let old = match &self.owner {
+            Some(f) => CString::new(f.file_name().unwrap_or_default().as_bytes()).unwrap_or_default(),
+            None => c"owner.new".to_owned(),
         };
+        let creating = if self.owner.is_none() { libc::O_CREAT | libc::O_EXCL } else { 0 };
+        let file =
+            open_in(&self.lock, &old, libc::O_RDONLY | creating, 0o600).map_err(|e| io_err("taking its stamp", e))?;
         self.stamp = Layer::take_stamp(&file).map_err(|e| io_err("taking its stamp", e))?;
         let pid = std::process::id();
         let name = format!(
@@ -381,9 +408,14 @@ impl Layer {
             self.stamp.0,
             self.stamp.1
         );
-        let named = self.dir.join(name);
-        std::fs::rename(&file, &named).map_err(|e| io_err("naming its owner", e))?;
-        self.owner = Some(named);
+        let new =
+            CString::new(name.as_str()).map_err(|_| io_err("naming its owner", io::ErrorKind::InvalidInput.into()))?;
+        let l = self.lock.as_raw_fd();
+        // SAFETY: descriptors of ours and NUL-terminated names.
+        if unsafe { libc::renameat(l, old.as_ptr(), l, new.as_ptr()) } < 0 {
+            return Err(io_err("naming its owner", io::Error::last_os_error()));
+        }
+        self.owner = Some(self.dir.join(name));
         Ok(())
     }
 
@@ -393,20 +425,34 @@ impl Layer {
         std::fs::read_dir(self.upper()).is_ok_and(|mut d| d.next().is_none())
     }
 
+    /// Whether the layer is as it was made, for another command: its upper directory a
+    /// directory (not a link) with nothing in it, of the layer's owner, with no extended
+    /// attribute but the overlay's own and the layer's inode flags.
+    fn fit(&self) -> bool {
+        let Ok(upper) = open_in(&self.lock, c"upper", libc::O_RDONLY | libc::O_DIRECTORY, 0) else { return false };
+        let (Ok(u), Ok(d)) = (fstat(&upper), fstat(&self.lock)) else { return false };
+        let empty =
+            std::fs::read_dir(format!("/proc/self/fd/{}", upper.as_raw_fd())).is_ok_and(|mut e| e.next().is_none());
+        empty
+            && (u.st_uid, u.st_gid) == (d.st_uid, d.st_gid)
+            && !has_own_xattrs(&upper)
+            && inode_flags(&upper) == inode_flags(&self.lock)
+    }
+
+    /// A command that was stopped (a timeout, an abort, a signal) may have left a process that
+    /// still writes: its layer is never used again.
+    pub fn forgo_reuse(&mut self) {
+        self.reusable = false;
+    }
+
     /// Ends a command's use of the layer: kept for the next command over the same directory when
-    /// the command left nothing in it (no entry, no extended attribute on its top), else removed.
+    /// the command left it as it was made (`fit`), else removed.
     pub fn recycle(self) {
-        if !self.reusable || !self.remove || !self.is_empty() || has_own_xattrs(&self.upper()) {
+        if !self.reusable || !self.remove || !self.fit() {
             return;
         }
-        // Its top as it was made (a command can change the working directory's owner).
-        let same_owner = match (std::fs::symlink_metadata(&self.dir), std::fs::symlink_metadata(self.upper())) {
-            (Ok(d), Ok(u)) => u.is_dir() && (u.uid(), u.gid()) == (d.uid(), d.gid()),
-            _ => false,
-        };
-        if !same_owner {
-            return;
-        }
+        // SAFETY: a descriptor of ours and a NUL-terminated name (gone already is fine).
+        unsafe { libc::unlinkat(self.lock.as_raw_fd(), c"state.json".as_ptr(), 0) };
         let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOL_MAX {
             static AT_EXIT: std::sync::Once = std::sync::Once::new();
@@ -422,12 +468,12 @@ impl Layer {
     /// changed twice, its change time read in between: on file systems with fine-grained
     /// change times (Linux 6.13), the second change is then stamped finer than any coarse time
     /// handed out before it.
-    fn take_stamp(path: &Path) -> io::Result<Stamp> {
-        let mode = std::fs::Permissions::from_mode(0o600);
-        std::fs::set_permissions(path, mode.clone())?;
-        std::fs::symlink_metadata(path)?;
-        std::fs::set_permissions(path, mode)?;
-        Ok(ctime(&std::fs::symlink_metadata(path)?))
+    fn take_stamp(file: &OwnedFd) -> io::Result<Stamp> {
+        fchmod(file, 0o600)?;
+        fstat(file)?;
+        fchmod(file, 0o600)?;
+        let st = fstat(file)?;
+        Ok((st.st_ctime, st.st_ctime_nsec))
     }
 
     pub fn upper(&self) -> PathBuf {

@@ -200,6 +200,7 @@ impl Pending {
         };
         let mut done = Vec::new();
         for _ in 0..end {
+            settled(&state.sets[0]).await;
             let set = &state.sets[0];
             let (layer, protected, record) = (set.layer.clone(), set.protected.clone(), set.record.clone());
             let changes = finish_with(layer, self.mount.clone(), protected, record, state.ours.clone()).await;
@@ -223,11 +224,23 @@ impl Pending {
             None => 0,
             Some(id) => state.sets.iter().position(|s| s.id == id).ok_or_else(|| unknown(id))?,
         };
+        for set in &state.sets[start..] {
+            settled(set).await;
+        }
         let gone: Vec<Value> = state.sets.drain(start..).map(|s| Value::from(s.id)).collect();
         if state.sets.is_empty() {
             state.ours.clear();
         }
         Ok(Value::Array(gone))
+    }
+}
+
+/// Waits until no apply holds `set`'s layer: one whose caller gave up goes on to its end on the
+/// blocking pool (a file is never left half applied), and the set is applied or dropped only
+/// after.
+async fn settled(set: &Set) {
+    while Arc::strong_count(&set.layer) > 1 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 
