@@ -112,16 +112,20 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
 /// multi-line value, is redacted whole (a multi-line secret keeps its line count).
 fn redact_shown<'t>(o: &FsToolOptions, ctx: &Ctx, text: &'t str, offset: i64, limit: usize) -> Cow<'t, str> {
     let Some(r) = &o.redactor else { return Cow::Borrowed(text) };
-    if r.spans_lines(text.as_bytes()) {
-        return r.redact(text, &ctx.session_id);
-    }
     let body = text.strip_suffix('\n').unwrap_or(text).as_bytes();
     let total = memchr::memchr_iter(b'\n', body).count() + 1;
     let first = if offset < 0 { total.saturating_sub(offset.unsigned_abs() as usize) + 1 } else { offset as usize };
+    let last = first.saturating_sub(1).saturating_add(limit).min(total);
+    // Every line shown (most reads): the whole text in one pass.
+    if first <= 1 && last == total {
+        return r.redact(text, &ctx.session_id);
+    }
+    if r.spans_lines(text.as_bytes()) {
+        return r.redact(text, &ctx.session_id);
+    }
     if first > total {
         return Cow::Borrowed(text);
     }
-    let last = (first - 1).saturating_add(limit).min(total);
     let start = if first == 1 { 0 } else { memchr::memchr_iter(b'\n', body).nth(first - 2).map_or(0, |i| i + 1) };
     let end = memchr::memchr_iter(b'\n', body).nth(last - 1).unwrap_or(body.len());
     match r.redact(&text[start..end], &ctx.session_id) {
