@@ -76,18 +76,15 @@ const BUSY_SLOTS: usize = 64;
 /// How often the watchdog reads the time spent: an abort or a spent budget is answered within it.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 
-/// The kept lines of one file as the redacted file shows them. A token of the rules lies within
-/// one line but for a private key block, so each kept line is redacted whole (before its cut);
-/// a file with a `-----BEGIN`, or a redactor with a multi-line value, is redacted whole first (a
-/// multi-line secret keeps its line count), so a secret that spans lines is never shown in part.
+/// The kept lines of one file as the redacted file shows them, where redacting grep's whole
+/// output (as every tool's result is, `tools::call`) would come too late. A token of the rules
+/// lies within one line but for a private key block: a file with a `-----BEGIN`, or a redactor
+/// with a multi-line value, is redacted whole first (a multi-line secret keeps its line count),
+/// so a secret that spans lines is never shown in part; and a line longer than grep shows is
+/// redacted whole before its cut, so a cut never shows part of a secret. A shorter line is shown
+/// as it is, and redacted with the output.
 fn redact_lines(r: &crate::redact::Redactor, session: &str, hits: &mut FileHits, bytes: &[u8]) {
     if hits.lines.is_empty() {
-        return;
-    }
-    // A file in which no secret can begin holds none on any line: one pass over it, not one
-    // per kept line (the common case, and the cheap one).
-    let quick = r.quick(session);
-    if hits.lines.len() > 4 && !quick.may_hold(bytes) {
         return;
     }
     if r.spans_lines(bytes) {
@@ -103,6 +100,7 @@ fn redact_lines(r: &crate::redact::Redactor, session: &str, hits: &mut FileHits,
         }
         return;
     }
+    let quick = r.quick(session);
     // The kept lines' starts, found in one pass over the file.
     let mut wanted: Vec<usize> = hits.lines.iter().map(|l| l.n).collect();
     wanted.sort_unstable();
@@ -125,7 +123,8 @@ fn redact_lines(r: &crate::redact::Redactor, session: &str, hits: &mut FileHits,
     for l in &mut hits.lines {
         let Some(&start) = starts.get(&l.n) else { continue };
         let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
-        if !quick.may_hold(&bytes[start..end]) {
+        // Not cut (a character is at least a byte): redacted with the output.
+        if end - start <= LINE_CHARS || !quick.may_hold(&bytes[start..end]) {
             continue;
         }
         let line = String::from_utf8_lossy(&bytes[start..end]);
