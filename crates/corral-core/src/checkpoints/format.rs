@@ -99,6 +99,8 @@ impl Before {
 }
 
 impl Before {
+    /// A link's state, as command checkpoints record it (unix only: `checkpoints/shell.rs`).
+    #[cfg_attr(not(unix), allow(dead_code))]
     pub(super) fn link(target: Vec<u8>) -> Before {
         let (encoding, target) = match String::from_utf8(target) {
             Ok(text) => (Encoding::Utf8, text),
