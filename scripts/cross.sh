@@ -11,7 +11,10 @@
 #   arm64 gnu, both musl targets and both macOS targets (`napi build --cross-compile`), each
 #   checked for its binary format and for the napi module entry it must export (llvm-objdump,
 #   llvm-nm). A build compiles the library and the binding; the other Linux and the second macOS
-#   target add no `cfg` of their own to the tests, so they are built, not checked as well.
+#   target add no `cfg` of their own to the tests, so they are built, not checked as well. A macOS
+#   build's imports are checked too (scripts/cross/check-macos-imports.sh: libSystem's against
+#   zig's stub, nothing looked up at load but Node's; frameworks listed, unchecked); the release
+#   workflow's macOS runners stay the test that the addon loads and runs there.
 # - The smoke test (scripts/cross/smoke.mjs: file tools, grep, shell) run by an arm64 Node under
 #   qemu against the arm64 build.
 #
@@ -96,6 +99,7 @@ for row in "${ALL[@]}"; do
       || { tail -40 "$WORK/build-$target.log"; exit 1; }
     rm -f "$out/binding.d.ts"
     scripts/cross/check-binary.sh "$out/corral.$dir.node"
+    case $target in *-apple-darwin) scripts/cross/check-macos-imports.sh "$out/corral.$dir.node" ;; esac
   fi
   timings+=("$target $(elapsed "$t0")")
 done
