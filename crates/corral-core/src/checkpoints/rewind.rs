@@ -23,6 +23,11 @@ pub(super) enum Action {
     Link {
         target: Vec<u8>,
     },
+    /// A directory's mode, set back in place (last: a directory made read-only again must not
+    /// stop what the rewind puts below it).
+    Chmod {
+        mode: u32,
+    },
 }
 
 /// Where a path is, for a rewind: its key (as write records name states), or why it is skipped.
@@ -117,8 +122,10 @@ impl Checkpoints {
                 }
             };
             let target = first.before.key(path)?;
-            let mode_back = matches!((&first.before, mode_now),
-                (Before::File { mode: Some(m), .. }, Some(now)) if now & 0o777 != m & 0o777);
+            let mode_back = match (&first.before, mode_now) {
+                (Before::File { mode: Some(m), .. } | Before::Dir { mode: m }, Some(now)) => now & 0o777 != m & 0o777,
+                _ => false,
+            };
             if current == target && !mode_back {
                 continue; // already as it was: nothing to undo (a crash before the write, say)
             }
@@ -133,6 +140,12 @@ impl Checkpoints {
             };
             if !force && !expected.contains(&current) {
                 skip(&mut report, SkipReason::ChangedSince);
+                continue;
+            }
+            // A directory still a directory, whose mode a command changed: set back in place.
+            if let (Some(DIR_MARK), Before::Dir { mode }) = (current.as_deref(), &first.before) {
+                report.restored.push(path.to_string());
+                actions.push((path.to_string(), Action::Chmod { mode: *mode }));
                 continue;
             }
             // What is there now goes first where what comes back cannot replace it in place (a
@@ -190,12 +203,13 @@ impl Checkpoints {
             Action::Delete => 0,
             Action::RemoveDir => 1,
             Action::MakeDir { .. } => 2,
+            Action::Chmod { .. } => 4,
             _ => 3,
         };
         actions.sort_by(|(pa, a), (pb, b)| {
             let depth = |p: &str| p.matches('/').count();
             phase(a).cmp(&phase(b)).then_with(|| match phase(a) {
-                1 => depth(pb).cmp(&depth(pa)),
+                1 | 4 => depth(pb).cmp(&depth(pa)),
                 _ => depth(pa).cmp(&depth(pb)).then_with(|| pa.cmp(pb)),
             })
         });
@@ -213,6 +227,7 @@ impl Checkpoints {
                     fs.chmod(&path, mode & 0o777).await?;
                 }
                 Action::Link { target } => Self::put_link(fs, &path, &target)?,
+                Action::Chmod { mode } => fs.chmod(&path, mode & 0o777).await?,
                 Action::Write { bytes, mode } => {
                     if caps.write_bytes {
                         fs.write_file_bytes(&path, &bytes).await?;
@@ -263,6 +278,7 @@ impl Checkpoints {
             Seen::TooLarge(_) => Now::Skip(SkipReason::TooLarge),
             Seen::Other => Now::Skip(SkipReason::NotAFile),
             Seen::File { bytes, mode } => Now::Key(Some(sha256(&bytes)), Some(mode)),
+            Seen::Dir(mode) => Now::Key(Some(super::format::DIR_MARK.to_string()), Some(mode)),
             seen => Now::Key(seen.key(), None),
         })
     }

@@ -285,6 +285,8 @@ async fn a_rewind_after_a_turn_of_commands_gives_back_the_tree_as_it_was() {
     write(&cwd, "swap", "a file\n");
     std::os::unix::fs::symlink("b.txt", cwd.join("old-link")).unwrap();
     std::fs::create_dir(cwd.join("empty-before")).unwrap();
+    write(&cwd, "modes/kept", "k\n");
+    write(&cwd, "locked/inside", "i\n");
     let before = snapshot(&cwd);
     in_turn(
         &s,
@@ -292,9 +294,11 @@ async fn a_rewind_after_a_turn_of_commands_gives_back_the_tree_as_it_was() {
         "echo two >> a.txt && rm b.txt && mv c.txt c2.txt && chmod +x run.sh && rm -rf dir1 \
                     && mkdir -p made/deeper && echo f > made/deeper/f && ln -s a.txt new-link \
                     && rm old-link && echo now a file > old-link && rm swap && mkdir swap && echo in > swap/in \
-                    && rmdir empty-before && mkdir empty-after",
+                    && rmdir empty-before && mkdir empty-after && chmod 700 modes \
+                    && echo more >> locked/inside && chmod 500 locked",
     )
     .await;
+    assert_eq!(std::fs::metadata(cwd.join("locked")).unwrap().mode() & 0o777, 0o500);
     in_turn(&s, 2, "echo three >> a.txt && rm -rf swap && ln -s nowhere swap").await;
     assert_ne!(snapshot(&cwd), before);
     let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();

@@ -90,12 +90,9 @@ pub(super) async fn finish_with(
                 return out;
             }
         }
-        // What has no key (a directory's mode, a name that is not UTF-8) is applied unrecorded.
+        // What has no key (a name that is not UTF-8) is applied unrecorded.
         not_undoable.extend(
-            ops.iter()
-                .zip(&keys)
-                .filter(|(op, k)| k.is_none() && !matches!(op, capture::Op::ModeDir { .. }))
-                .map(|(op, _)| op.path().to_string_lossy().into_owned()),
+            ops.iter().zip(&keys).filter(|(_, k)| k.is_none()).map(|(op, _)| op.path().to_string_lossy().into_owned()),
         );
     }
     let applied = tokio::task::spawn_blocking(move || {
@@ -152,9 +149,10 @@ fn shell_change(op: &capture::Op, upper: std::os::fd::BorrowedFd<'_>) -> Option<
             ShellChange::file_digest(path, &apply::digest(upper, op.path()).ok()?)
         }
         capture::Op::Put { entry: capture::Entry::Link { target }, .. } => ShellChange::link(path, target.as_bytes()),
-        capture::Op::MakeDir { .. } => ShellChange::dir(path),
+        // A directory's mode: recorded as the directory it was (its mode with it).
+        capture::Op::MakeDir { .. } | capture::Op::ModeDir { .. } => ShellChange::dir(path),
         capture::Op::Remove { .. } | capture::Op::RemoveDir { .. } => ShellChange::deleted(path),
-        capture::Op::ModeDir { .. } | capture::Op::Refuse { .. } => return None,
+        capture::Op::Refuse { .. } => return None,
     })
 }
 
