@@ -152,7 +152,12 @@ describe.skipIf(!usable)('shell undo over LinuxSandbox', () => {
     const tools = createShellTool(shell, { background: true, needsApproval: false });
     const [run, output] = [tools.find((x) => x.name === 'shell'), tools.find((x) => x.name === 'process_output')];
     try {
-      const { id } = await run.execute({ command: 'read go; echo bg > a.txt; echo new > b.txt', run_in_background: true });
+      const { id } = await run.execute({ command: 'echo ready; read go; echo bg > a.txt; echo new > b.txt', run_in_background: true });
+      // The start answers at once; the command (and its layer's stamp) comes after: the edit is
+      // made once it runs.
+      let seen = '';
+      for (const started = Date.now(); Date.now() - started < 20_000 && !seen.includes('ready');) seen += (await output.execute({ id, wait_ms: 200 })).stdout;
+      expect(seen).toBe('ready\n');
       await ws.writeFile('a.txt', 'edited while it ran\n');
       expect(existsSync(join(t.root, 'b.txt'))).toBe(false);
       await tools.find((x) => x.name === 'process_input').execute({ id, text: 'go\n' });
