@@ -82,7 +82,8 @@ pub(super) fn open_beneath(root: BorrowedFd<'_>, rel: &Path, flags: libc::c_int)
 /// command's own overlay could move a directory of the working directory, and it is over.
 struct Parents<'a> {
     root: BorrowedFd<'a>,
-    last: Option<(PathBuf, OwnedFd)>,
+    /// Shared with the paths handed out (no descriptor is copied per path).
+    last: Option<(PathBuf, std::rc::Rc<OwnedFd>)>,
 }
 
 impl<'a> Parents<'a> {
@@ -91,16 +92,16 @@ impl<'a> Parents<'a> {
     }
 
     /// The directory holding `rel` (reached through no link) and its name there.
-    fn of(&mut self, rel: &Path) -> io::Result<(OwnedFd, CString)> {
+    fn of(&mut self, rel: &Path) -> io::Result<(std::rc::Rc<OwnedFd>, CString)> {
         let name = rel.file_name().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
         let parent = rel.parent().unwrap_or(Path::new(""));
         if let Some((p, fd)) = &self.last {
             if p == parent {
-                return Ok((fd.try_clone()?, cstr(name.as_bytes())?));
+                return Ok((fd.clone(), cstr(name.as_bytes())?));
             }
         }
-        let dir = open_beneath(self.root, parent, libc::O_PATH | libc::O_DIRECTORY)?;
-        self.last = Some((parent.to_path_buf(), dir.try_clone()?));
+        let dir = std::rc::Rc::new(open_beneath(self.root, parent, libc::O_PATH | libc::O_DIRECTORY)?);
+        self.last = Some((parent.to_path_buf(), dir.clone()));
         Ok((dir, cstr(name.as_bytes())?))
     }
 
@@ -168,7 +169,7 @@ fn fd_path(fd: BorrowedFd<'_>) -> io::Result<CString> {
 
 /// The layer's regular file at `rel`, reached from `upper` through no link: an `O_PATH`
 /// descriptor, its status, and its directory with its name there.
-fn layer_file(upper: &mut Parents<'_>, rel: &Path) -> io::Result<(OwnedFd, libc::stat, OwnedFd, CString)> {
+fn layer_file(upper: &mut Parents<'_>, rel: &Path) -> io::Result<(OwnedFd, libc::stat, std::rc::Rc<OwnedFd>, CString)> {
     let (dir, name) = upper.of(rel)?;
     // SAFETY: a descriptor of ours and a NUL-terminated name.
     let fd = check(unsafe {
