@@ -123,7 +123,8 @@ impl Checkpoints {
             };
             let target = first.before.key(path)?;
             let mode_back = match (&first.before, mode_now) {
-                (Before::File { mode: Some(m), .. } | Before::Dir { mode: m }, Some(now)) => now & 0o777 != m & 0o777,
+                (Before::File { mode: Some(m), .. }, Some(now)) => now & 0o777 != m & 0o777,
+                (Before::Dir { mode: m }, Some(now)) => now & 0o7777 != m & 0o7777,
                 _ => false,
             };
             if current == target && !mode_back {
@@ -198,7 +199,7 @@ impl Checkpoints {
             return Ok(report);
         }
         // Files and links go first, then the directories commands made (deepest first), then
-        // what comes back (parents first).
+        // what comes back (parents first), and the directories' modes last (deepest first).
         let phase = |a: &Action| match a {
             Action::Delete => 0,
             Action::RemoveDir => 1,
@@ -224,10 +225,10 @@ impl Checkpoints {
                 }
                 Action::MakeDir { mode } => {
                     fs.mkdir(&path).await?;
-                    fs.chmod(&path, mode & 0o777).await?;
+                    fs.chmod(&path, mode & 0o7777).await?;
                 }
                 Action::Link { target } => Self::put_link(fs, &path, &target)?,
-                Action::Chmod { mode } => fs.chmod(&path, mode & 0o777).await?,
+                Action::Chmod { mode } => fs.chmod(&path, mode & 0o7777).await?,
                 Action::Write { bytes, mode } => {
                     if caps.write_bytes {
                         fs.write_file_bytes(&path, &bytes).await?;

@@ -139,7 +139,8 @@ impl Checkpoints {
                 Seen::File { bytes, .. } => Before::TooLarge { size: bytes.len() as u64 },
                 Seen::TooLarge(size) => Before::TooLarge { size },
                 Seen::Link(target) => Before::link(target),
-                Seen::Dir(mode) => Before::Dir { mode: mode & 0o777 },
+                // With its sticky and setgid bits (a shared directory's sticky bit comes back).
+                Seen::Dir(mode) => Before::Dir { mode: mode & 0o7777 },
                 Seen::Other => Before::TooLarge { size: 0 },
             };
             undoable.push(!matches!(before, Before::TooLarge { .. }));

@@ -240,7 +240,7 @@ fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (char, u32, Vec<u
         let entry = if m.file_type().is_symlink() {
             ('l', 0, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes())
         } else if m.is_dir() {
-            ('d', m.mode() & 0o777, Vec::new())
+            ('d', m.mode() & 0o7777, Vec::new())
         } else {
             ('f', m.mode() & 0o777, std::fs::read(&p).unwrap())
         };
@@ -287,18 +287,21 @@ async fn a_rewind_after_a_turn_of_commands_gives_back_the_tree_as_it_was() {
     std::fs::create_dir(cwd.join("empty-before")).unwrap();
     write(&cwd, "modes/kept", "k\n");
     write(&cwd, "locked/inside", "i\n");
+    write(&cwd, "shared/s", "s\n");
+    std::fs::set_permissions(cwd.join("shared"), std::fs::Permissions::from_mode(0o1777)).unwrap();
     let before = snapshot(&cwd);
-    in_turn(
+    let one = in_turn(
         &s,
         1,
         "echo two >> a.txt && rm b.txt && mv c.txt c2.txt && chmod +x run.sh && rm -rf dir1 \
                     && mkdir -p made/deeper && echo f > made/deeper/f && ln -s a.txt new-link \
                     && rm old-link && echo now a file > old-link && rm swap && mkdir swap && echo in > swap/in \
                     && rmdir empty-before && mkdir empty-after && chmod 700 modes \
-                    && echo more >> locked/inside && chmod 500 locked",
+                    && echo more >> locked/inside && chmod 500 locked \
+                    && chmod 755 shared",
     )
     .await;
-    assert_eq!(std::fs::metadata(cwd.join("locked")).unwrap().mode() & 0o777, 0o500);
+    assert_eq!(std::fs::metadata(cwd.join("locked")).unwrap().mode() & 0o777, 0o500, "{one:?}");
     in_turn(&s, 2, "echo three >> a.txt && rm -rf swap && ln -s nowhere swap").await;
     assert_ne!(snapshot(&cwd), before);
     let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
@@ -473,6 +476,19 @@ async fn a_layer_tampered_with_while_it_waits_or_left_by_a_stopped_command_is_ne
         layer_dirs(dir.path()).iter().all(|l| !kept.contains(l) || !l.exists()),
         "a stopped command's layer was kept"
     );
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn manual_mode_keeps_a_command_that_only_changed_a_directory_s_mode() {
+    let (_dir, cwd, layers) = cwd_and_layers();
+    std::fs::create_dir(cwd.join("d")).unwrap();
+    std::fs::set_permissions(cwd.join("d"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = overlay_shell(&cwd, &layers, true);
+    sh(&s, "chmod 700 d").await;
+    assert_eq!(s.pending_changes().await.unwrap().as_array().unwrap().len(), 1);
+    s.apply_changes(None).await.unwrap();
+    assert_eq!(std::fs::metadata(cwd.join("d")).unwrap().permissions().mode() & 0o7777, 0o700);
 }
 
 #[tokio::test]

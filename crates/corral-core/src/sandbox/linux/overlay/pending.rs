@@ -139,15 +139,18 @@ impl Pending {
         let upper = layer.upper();
         let described = {
             let protected = protected.clone();
-            tokio::task::spawn_blocking(move || capture::capture(&upper, &lower).map(|ops| describe(&ops, &protected)))
-                .await
+            tokio::task::spawn_blocking(move || {
+                capture::capture(&upper, &lower).map(|ops| (ops.is_empty(), describe(&ops, &protected)))
+            })
+            .await
         };
-        let mut changes = match described {
+        // (A directory's mode or a removed empty directory is a change no list names.)
+        let (nothing, mut changes) = match described {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => return super::unread(e.to_string()),
             Err(e) => return super::unread(e.to_string()),
         };
-        if changes.is_empty() {
+        if nothing {
             layer.recycle(); // nothing to keep: the layer goes (or serves the next command)
             return changes;
         }
