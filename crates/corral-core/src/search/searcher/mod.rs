@@ -100,9 +100,14 @@ fn redact_lines(r: &crate::redact::Redactor, session: &str, hits: &mut FileHits,
         }
         return;
     }
+    // Only a line grep may have cut needs it (a cut one keeps `LINE_CHARS` characters, so at
+    // least as many bytes); the rest are redacted with the output.
+    let mut wanted: Vec<usize> = hits.lines.iter().filter(|l| l.text.len() >= LINE_CHARS).map(|l| l.n).collect();
+    if wanted.is_empty() {
+        return;
+    }
     let quick = r.quick(session);
-    // The kept lines' starts, found in one pass over the file.
-    let mut wanted: Vec<usize> = hits.lines.iter().map(|l| l.n).collect();
+    // Their starts, found in one pass over the file.
     wanted.sort_unstable();
     wanted.dedup();
     let mut starts = std::collections::HashMap::with_capacity(wanted.len());
