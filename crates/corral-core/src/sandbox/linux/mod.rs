@@ -662,7 +662,7 @@ impl SandboxAdapter for LinuxSandbox {
         let userns = self.userns_for(&trees)?;
         // Overlay mode: the command's layer, made last, just before it starts (its stamp).
         let mount = PathBuf::from(req.mount.as_deref().unwrap_or(&req.cwd));
-        let layer = match self.options.overlay && self.session.is_none() {
+        let layer = match self.records_changes() {
             true => Some(overlay::Layer::take(&mount, req.changes_dir.as_deref())?),
             false => None,
         };

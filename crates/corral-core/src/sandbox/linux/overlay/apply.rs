@@ -404,12 +404,12 @@ impl Applier<'_> {
         // A link, or a copy, goes through a temp name and then over `name`. The layer's own file
         // is renamed over `name` in one step: at every moment it is either still in the layer
         // (a crash leaves it for the next apply) or in place, never half way in a temp name.
-        let tmp = temp_name(name)?;
-        match entry {
+        let tmp = match entry {
             Entry::Link { target } => {
-                let target = cstr(target.as_bytes())?;
+                let (tmp, target) = (temp_name(name)?, cstr(target.as_bytes())?);
                 // SAFETY: NUL-terminated strings and a descriptor of ours.
                 check(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), tmp.as_ptr()) })?;
+                tmp
             }
             Entry::File { mode } => {
                 let (src, st, src_dir, src_name) = layer_file(&mut self.upper, rel)?;
@@ -434,15 +434,16 @@ impl Applier<'_> {
                         return Err(io::Error::other("the command's file changed while it was applied"));
                     }
                     return Ok(());
-                } else {
-                    let e = io::Error::last_os_error();
-                    if e.raw_os_error() != Some(libc::EXDEV) {
-                        return Err(e);
-                    }
-                    copy_into(&at, dir, &tmp, mode & 0o1777)?;
                 }
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EXDEV) {
+                    return Err(e);
+                }
+                let tmp = temp_name(name)?;
+                copy_into(&at, dir, &tmp, mode & 0o1777)?;
+                tmp
             }
-        }
+        };
         // SAFETY: descriptors of ours and NUL-terminated names.
         let r = check(unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) });
         if r.is_err() {

@@ -260,6 +260,11 @@ fn fchmod(fd: &OwnedFd, mode: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the directory `fd` is open on has no entry.
+fn empty(fd: &OwnedFd) -> bool {
+    std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())).is_ok_and(|mut e| e.next().is_none())
+}
+
 /// The inode flags (`chattr`) of what `fd` is open on; `None` where the file system has none.
 fn inode_flags(fd: &OwnedFd) -> Option<libc::c_long> {
     let mut flags: libc::c_long = 0;
@@ -388,8 +393,7 @@ impl Layer {
     /// every step through the layer's own descriptor, never through a link.
     fn prepare(&mut self, mount: &Path) -> Result<()> {
         let mode = std::fs::metadata(mount).map_err(|e| io_err("reading the working directory", e))?.mode();
-        let upper = open_in(&self.lock, c"upper", libc::O_RDONLY | libc::O_DIRECTORY, 0)
-            .map_err(|e| io_err("opening it", e))?;
+        let upper = self.upper_dir().map_err(|e| io_err("opening it", e))?;
         fchmod(&upper, mode & 0o7777).map_err(|e| io_err("setting its mode", e))?;
         let old = match &self.owner {
             Some(f) => CString::new(f.file_name().unwrap_or_default().as_bytes()).unwrap_or_default(),
@@ -419,21 +423,24 @@ impl Layer {
         Ok(())
     }
 
+    /// The layer's upper directory, opened from the layer's own descriptor through no link.
+    fn upper_dir(&self) -> io::Result<OwnedFd> {
+        open_in(&self.lock, c"upper", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+    }
+
     /// Whether nothing is in the layer's upper directory (its top's mode aside): what a command
     /// that changed nothing leaves.
     pub fn is_empty(&self) -> bool {
-        std::fs::read_dir(self.upper()).is_ok_and(|mut d| d.next().is_none())
+        self.upper_dir().is_ok_and(|u| empty(&u))
     }
 
     /// Whether the layer is as it was made, for another command: its upper directory a
     /// directory (not a link) with nothing in it, of the layer's owner, with no extended
     /// attribute but the overlay's own and the layer's inode flags.
     fn fit(&self) -> bool {
-        let Ok(upper) = open_in(&self.lock, c"upper", libc::O_RDONLY | libc::O_DIRECTORY, 0) else { return false };
+        let Ok(upper) = self.upper_dir() else { return false };
         let (Ok(u), Ok(d)) = (fstat(&upper), fstat(&self.lock)) else { return false };
-        let empty =
-            std::fs::read_dir(format!("/proc/self/fd/{}", upper.as_raw_fd())).is_ok_and(|mut e| e.next().is_none());
-        empty
+        empty(&upper)
             && (u.st_uid, u.st_gid) == (d.st_uid, d.st_gid)
             && !has_own_xattrs(&upper)
             && inode_flags(&upper) == inode_flags(&self.lock)
