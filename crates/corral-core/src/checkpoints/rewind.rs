@@ -207,13 +207,18 @@ impl Checkpoints {
             Action::Chmod { .. } => 4,
             _ => 3,
         };
+        let depth = |p: &str| p.matches('/').count();
         actions.sort_by(|(pa, a), (pb, b)| {
-            let depth = |p: &str| p.matches('/').count();
             phase(a).cmp(&phase(b)).then_with(|| match phase(a) {
                 1 | 4 => depth(pb).cmp(&depth(pa)),
                 _ => depth(pa).cmp(&depth(pb)).then_with(|| pa.cmp(pb)),
             })
         });
+        // Set last, deepest first: the modes of directories put back or changed back (`true`),
+        // after those of directories opened for the rewind (`false`, set back where they still
+        // are and nothing else sets them).
+        let mut modes: Vec<(String, u32, bool)> =
+            open_closed_dirs(fs, &actions).await.into_iter().map(|(p, m)| (p, m, false)).collect();
         for (path, action) in actions {
             match action {
                 Action::Delete => fs.rm(&path, false).await?,
@@ -225,10 +230,10 @@ impl Checkpoints {
                 }
                 Action::MakeDir { mode } => {
                     fs.mkdir(&path).await?;
-                    fs.chmod(&path, mode & 0o7777).await?;
+                    modes.push((path, mode & 0o7777, true));
                 }
                 Action::Link { target } => Self::put_link(fs, &path, &target)?,
-                Action::Chmod { mode } => fs.chmod(&path, mode & 0o7777).await?,
+                Action::Chmod { mode } => modes.push((path, mode & 0o7777, true)),
                 Action::Write { bytes, mode } => {
                     if caps.write_bytes {
                         fs.write_file_bytes(&path, &bytes).await?;
@@ -240,6 +245,13 @@ impl Checkpoints {
                         fs.chmod(&path, mode).await?;
                     }
                 }
+            }
+        }
+        modes.sort_by_key(|(p, ..)| std::cmp::Reverse(depth(p)));
+        for (path, mode, ours) in modes {
+            match fs.chmod(&path, mode).await {
+                Err(e) if ours => return Err(e),
+                _ => {}
             }
         }
         // Only now, with every file back: a rewind that failed half-way can be run again. The
@@ -298,4 +310,45 @@ impl Checkpoints {
     fn put_link(_fs: &dyn FsProvider, path: &str, _target: &[u8]) -> Result<()> {
         Err(Error::new(Code::Io, format!("Cannot restore the link {}: links are restored on unix only.", shown(path))))
     }
+}
+
+/// Opens (`u+rwx`) the directories a rewind must reach into or list that are closed to this
+/// user, parents first: a command can close a directory it wrote into (`chmod 555 out`), its
+/// root being root over this user's files in its namespace, where this process is not. Their
+/// paths and modes, to be set back; nothing as root, whom no mode stops.
+#[cfg(unix)]
+async fn open_closed_dirs(fs: &dyn FsProvider, actions: &[(String, Action)]) -> Vec<(String, u32)> {
+    // SAFETY: no arguments.
+    let Ok(local) = super::shell::local(fs).map_err(drop).and_then(|l| match unsafe { libc::geteuid() } {
+        0 => Err(()),
+        _ => Ok(l),
+    }) else {
+        return Vec::new();
+    };
+    let mut dirs = std::collections::BTreeSet::new();
+    for (path, action) in actions {
+        let mut at = path.as_str();
+        if matches!(action, Action::RemoveDir) {
+            dirs.insert(at.to_string()); // listed before it goes
+        }
+        while let Some(i) = at.rfind('/') {
+            at = &at[..i];
+            dirs.insert(at.to_string());
+        }
+    }
+    // Sorted, a directory comes before everything below it.
+    let mut opened = Vec::new();
+    for dir in dirs {
+        if let Ok(crate::fs::local::HostEntry::Dir { mode }) = local.entry_sync(&dir) {
+            if mode & 0o700 != 0o700 && fs.chmod(&dir, (mode | 0o700) & 0o7777).await.is_ok() {
+                opened.push((dir, mode & 0o7777));
+            }
+        }
+    }
+    opened
+}
+
+#[cfg(not(unix))]
+async fn open_closed_dirs(_fs: &dyn FsProvider, _actions: &[(String, Action)]) -> Vec<(String, u32)> {
+    Vec::new()
 }

@@ -275,6 +275,27 @@ impl LocalFs {
 
     pub(super) fn chmod_sync(&self, path: &str, mode: u32) -> Result<()> {
         self.attempt(path, Last::Follow, |_, f| {
+            // The inode itself, however its mode closes it to reading (a directory left `-wx`).
+            #[cfg(target_os = "linux")]
+            {
+                let fd = match &f.name {
+                    Some(name) => openat(f.dir.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0)?,
+                    None => openat(f.dir.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0)?,
+                };
+                if kind(&fstatat(fd.as_fd(), None)?) == libc::S_IFLNK {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP)); // as O_NOFOLLOW says below
+                }
+                let at = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+                // SAFETY: a NUL-terminated path to our own descriptor.
+                if unsafe { libc::chmod(at.as_ptr(), (mode & 0o7777) as libc::mode_t) } == 0 {
+                    return Ok(());
+                }
+                let e = io::Error::last_os_error();
+                if errno(&e) != libc::ENOENT {
+                    return Err(e);
+                }
+                // No /proc: through a descriptor open for reading.
+            }
             let fd = match &f.name {
                 Some(name) => openat(f.dir.as_fd(), name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0)?,
                 None => openat(f.dir.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?,

@@ -311,6 +311,39 @@ async fn a_rewind_after_a_turn_of_commands_gives_back_the_tree_as_it_was() {
 
 #[tokio::test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn directories_a_command_closed_after_writing_into_them_are_applied_and_rewound() {
+    // As an unprivileged user, this process could neither read nor move the layer's closed
+    // directories, nor write into the host's `ro` (closed before and after the command): they are
+    // opened for the change and the rewind, and closed again.
+    let (_d, cwd, s, checkpoints, fs) = with_checkpoints(overlay());
+    write(&cwd, "ro/a", "a\n");
+    write(&cwd, "ro/c", "c\n");
+    std::fs::set_permissions(cwd.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let before = snapshot(&cwd);
+    let r = in_turn(
+        &s,
+        1,
+        "mkdir out && echo x > out/f && chmod 555 out && mkdir -p wo/sub && echo y > wo/sub/g && chmod 300 wo \
+         && echo new > ro/a && chmod u+w ro && echo b > ro/b && rm ro/c && chmod 555 ro",
+    )
+    .await;
+    let c = changes(&r);
+    assert!(c.refused.is_empty() && c.not_undoable.is_empty(), "{c:?}");
+    assert_eq!(c.added, vec!["out/f", "ro/b", "wo/sub/g"]);
+    assert_eq!((c.modified.clone(), c.deleted.clone()), (vec!["ro/a".to_string()], vec!["ro/c".to_string()]));
+    let mode = |rel: &str| std::fs::metadata(cwd.join(rel)).unwrap().mode() & 0o7777;
+    assert_eq!((mode("out"), mode("wo"), mode("ro")), (0o555, 0o300, 0o555));
+    assert_eq!(
+        (read(&cwd, "out/f"), read(&cwd, "wo/sub/g"), read(&cwd, "ro/a")),
+        ("x\n".into(), "y\n".into(), "new\n".into())
+    );
+    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
+    assert!(report.skipped.is_empty(), "{report:?}");
+    assert_eq!(snapshot(&cwd), before, "{report:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
 async fn a_direct_exec_records_under_the_default_session_and_turn_zero() {
     let (_d, cwd, s, checkpoints, fs) = with_checkpoints(overlay());
     write(&cwd, "a.txt", "one\n");
@@ -489,6 +522,24 @@ async fn manual_mode_keeps_a_command_that_only_changed_a_directory_s_mode() {
     assert_eq!(s.pending_changes().await.unwrap().as_array().unwrap().len(), 1);
     s.apply_changes(None).await.unwrap();
     assert_eq!(std::fs::metadata(cwd.join("d")).unwrap().permissions().mode() & 0o7777, 0o700);
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn manual_mode_lists_and_applies_a_directory_the_command_closed_with_its_mode() {
+    // Listed first (the directory is opened and its mode journaled), applied later from the
+    // journal: the mode that lands is the command's.
+    let (_dir, cwd, layers) = cwd_and_layers();
+    let s = overlay_shell(&cwd, &layers, true);
+    sh(&s, "mkdir out && echo x > out/f && chmod 300 out").await;
+    let listed = s.pending_changes().await.unwrap();
+    assert_eq!(listed[0]["changes"][0]["path"], "out/f", "{listed}");
+    assert_eq!(s.pending_changes().await.unwrap(), listed);
+    let applied = s.apply_changes(None).await.unwrap();
+    assert_eq!(applied[0]["changes"]["added"], serde_json::json!(["out/f"]), "{applied}");
+    assert_eq!(applied[0]["changes"]["refused"], serde_json::json!([]), "{applied}");
+    assert_eq!(std::fs::metadata(cwd.join("out")).unwrap().permissions().mode() & 0o7777, 0o300);
+    assert_eq!(read(&cwd, "out/f"), "x\n");
 }
 
 #[tokio::test]

@@ -264,6 +264,10 @@ struct Applier<'a> {
     /// Directories' modes, set last (deepest first): a directory made read-only must not stop
     /// what goes into it.
     modes: Vec<(PathBuf, u32)>,
+    /// Host directories closed to their owner that a change had to go into (the command's root
+    /// could write there: it is root over this user's files in its own namespace), opened for
+    /// it; their modes, set back at the end.
+    reopened: Vec<(PathBuf, u32)>,
 }
 
 /// Applies `ops` (planned) from the layer's `upper` to the working directory `root`: the
@@ -283,6 +287,7 @@ pub fn apply(
         ours,
         out: Changes::default(),
         modes: Vec::new(),
+        reopened: Vec::new(),
     };
     let mut done = Vec::with_capacity(ops.len());
     let mut failed: HashSet<PathBuf> = HashSet::new();
@@ -292,7 +297,11 @@ pub fn apply(
             done.push(false);
             continue;
         }
-        match a.one(op) {
+        let mut r = a.one(op);
+        if r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EACCES)) && a.open_up(rel) {
+            r = a.one(op);
+        }
+        match r {
             Ok(true) => done.push(true),
             Ok(false) => {
                 failed.insert(rel.to_path_buf());
@@ -305,22 +314,52 @@ pub fn apply(
             }
         }
     }
-    a.modes.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
-    for (rel, mode) in std::mem::take(&mut a.modes) {
-        let r = open_beneath(a.root, &rel, libc::O_RDONLY | libc::O_DIRECTORY)
-            // SAFETY: a descriptor of ours.
-            .and_then(|d| check(unsafe { libc::fchmod(d.as_raw_fd(), mode & 0o1777) }));
-        if let Err(e) = r {
+    // A directory opened for a change gets its mode back, unless the change set another; one
+    // removed since needs none.
+    let mut modes: Vec<(PathBuf, u32, bool)> = a.reopened.drain(..).map(|(p, m)| (p, m, false)).collect();
+    modes.extend(a.modes.drain(..).map(|(p, m)| (p, m, true)));
+    modes.sort_by_key(|(p, ..)| std::cmp::Reverse(p.components().count()));
+    for (rel, mode, report) in modes {
+        let r = open_beneath(a.root, &rel, libc::O_PATH | libc::O_DIRECTORY)
+            .and_then(|d| chmod_fd(d.as_fd(), mode & 0o1777));
+        if let (Err(e), true) = (r, report) {
             a.out.refused.push(Refusal { path: format!("{}/", shown(&rel)), reason: format!("mode not applied: {e}") });
         }
     }
     (a.out, done)
 }
 
+/// Sets the mode of the inode a descriptor (`O_PATH` too) holds.
+fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    let at = fd_path(fd)?;
+    // SAFETY: a NUL-terminated path to our own descriptor.
+    check(unsafe { libc::chmod(at.as_ptr(), mode) }).map(drop)
+}
+
 impl Applier<'_> {
     /// Whether the host changed `rel` (as `st` finds it) since the command started.
     fn changed(&self, st: &libc::stat, rel: &Path) -> bool {
         !self.ours.contains(rel) && changed_since(st, self.stamp)
+    }
+
+    /// Opens the host directory holding `rel` to this user (`u+wx`) where it is theirs and closed
+    /// to them; whether it was (and the change may be tried again).
+    fn open_up(&mut self, rel: &Path) -> bool {
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        if self.reopened.iter().any(|(p, _)| p == parent) {
+            return false;
+        }
+        let Ok((dir, _)) = self.host.of(rel) else { return false };
+        let Ok(st) = stat_fd(dir.as_fd()) else { return false };
+        // SAFETY: no arguments.
+        if st.st_uid != unsafe { libc::geteuid() } || !is_dir(&st) || st.st_mode & 0o300 == 0o300 {
+            return false;
+        }
+        if chmod_fd(dir.as_fd(), (st.st_mode | 0o300) & 0o7777).is_err() {
+            return false;
+        }
+        self.reopened.push((parent.to_path_buf(), st.st_mode & 0o7777));
+        true
     }
 
     /// A host change made since the plan was checked: refused now.
@@ -417,8 +456,7 @@ impl Applier<'_> {
                 // No setuid or setgid bit, no file capability and no overlay mark reaches the
                 // host: the command's root is not the host's. Done on the inode itself.
                 if st.st_mode & 0o7777 != mode & 0o1777 {
-                    // SAFETY: a NUL-terminated path to our own descriptor.
-                    check(unsafe { libc::chmod(at.as_ptr(), mode & 0o1777) })?;
+                    chmod_fd(src.as_fd(), mode & 0o1777)?;
                 }
                 strip_xattrs(&at);
                 // The layer's file itself where the two share a mount, else a copy.

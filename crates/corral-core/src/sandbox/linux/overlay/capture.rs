@@ -1,11 +1,13 @@
 //! Reads a finished command's upper layer against the host tree below it: what it wrote, made,
 //! deleted (whiteouts; opaque directories hide what was below them), as a list of operations in
-//! the order they apply (parents before children). Reads only.
+//! the order they apply (parents before children). Reads only, but for opening up directories
+//! the command closed to their owner (`Opened`).
 
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// What goes to the host at a path.
@@ -164,6 +166,75 @@ impl Lower {
     }
 }
 
+/// The layer's directories a command left closed to their owner (`chmod 555 out` after writing
+/// `out/f`, `chmod 300 out`): as an unprivileged user this process could neither read them nor
+/// move a file out of them (the command's root could: it is root over this user's files only
+/// in its own namespace). Each is opened (`u+rwx`) the first time a capture meets it, after its
+/// mode as the command left it is written to the layer's `modes` journal (`<octal> <path>\0`),
+/// which every later capture reads: the change is the command's mode, whoever reads it.
+struct Opened {
+    journal: PathBuf,
+    modes: std::collections::HashMap<PathBuf, u32>,
+}
+
+impl Opened {
+    fn load(upper: &Path) -> Opened {
+        let journal = upper.with_file_name(std::ffi::OsStr::from_bytes(JOURNAL.to_bytes()));
+        let mut modes = std::collections::HashMap::new();
+        for entry in std::fs::read(&journal).unwrap_or_default().split(|b| *b == 0) {
+            let Some(space) = entry.iter().position(|b| *b == b' ') else { continue };
+            let Some(mode) = std::str::from_utf8(&entry[..space]).ok().and_then(|m| u32::from_str_radix(m, 8).ok())
+            else {
+                continue;
+            };
+            modes.entry(PathBuf::from(std::ffi::OsStr::from_bytes(&entry[space + 1..]))).or_insert(mode & 0o7777);
+        }
+        Opened { journal, modes }
+    }
+
+    /// The mode the command left on the layer's directory `rel` (status `m`), which is open to
+    /// this user when this returns.
+    fn mode(&mut self, upper: &Path, rel: &Path, m: &std::fs::Metadata) -> io::Result<u32> {
+        if let Some(mode) = self.modes.get(rel) {
+            return Ok(*mode);
+        }
+        let mode = m.mode() & 0o7777;
+        // SAFETY: no arguments.
+        if mode & 0o700 == 0o700 || unsafe { libc::geteuid() } == 0 {
+            return Ok(mode); // open already, or root, whom no mode stops
+        }
+        // The journal first: a crash between the two leaves the mode known, never lost.
+        let mut line = format!("{mode:o} ").into_bytes();
+        line.extend_from_slice(rel.as_os_str().as_bytes());
+        line.push(0);
+        {
+            use std::io::Write;
+            let mut j = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&self.journal)?;
+            j.write_all(&line)?;
+            j.sync_data()?;
+        }
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(upper.join(rel));
+        let dir = dir?;
+        std::fs::set_permissions(
+            format!("/proc/self/fd/{}", dir.as_raw_fd()),
+            std::fs::Permissions::from_mode(mode | 0o700),
+        )?;
+        self.modes.insert(rel.to_path_buf(), mode);
+        Ok(mode)
+    }
+}
+
+/// The name of a layer's journal of the modes `Opened` changed, beside its upper directory.
+pub const JOURNAL: &std::ffi::CStr = c"modes";
+
 /// How deep a changeset's directories may nest (each level is a frame of the walk).
 pub const MAX_DEPTH: usize = 512;
 
@@ -174,11 +245,20 @@ fn too_deep() -> io::Error {
 /// The operations that make `lower` what the overlay of `upper` on it showed.
 pub fn capture(upper: &Path, lower: &Lower) -> io::Result<Vec<Op>> {
     let mut ops = Vec::new();
-    walk(upper, lower, Path::new(""), true, &mut ops)?;
+    let mut opened = Opened::load(upper);
+    opened.mode(upper, Path::new(""), &std::fs::symlink_metadata(upper)?)?;
+    walk(upper, lower, Path::new(""), true, &mut ops, &mut opened)?;
     Ok(ops)
 }
 
-fn walk(upper: &Path, lower: &Lower, rel: &Path, lower_dir: bool, ops: &mut Vec<Op>) -> io::Result<()> {
+fn walk(
+    upper: &Path,
+    lower: &Lower,
+    rel: &Path,
+    lower_dir: bool,
+    ops: &mut Vec<Op>,
+    opened: &mut Opened,
+) -> io::Result<()> {
     if rel.components().count() > MAX_DEPTH {
         return Err(too_deep());
     }
@@ -208,19 +288,19 @@ fn walk(upper: &Path, lower: &Lower, rel: &Path, lower_dir: bool, ops: &mut Vec<
         let kind = um.file_type();
         let host_is_dir = hm.as_ref().is_some_and(|h| h.is_dir());
         if kind.is_dir() {
-            let mode = um.mode() & 0o7777;
+            let mode = opened.mode(upper, &r, &um)?;
             if host_is_dir {
                 if hm.as_ref().is_some_and(|h| h.mode() & 0o7777 != mode) {
                     ops.push(Op::ModeDir { path: r.clone(), mode });
                 }
-                walk(upper, lower, &r, true, ops)?;
+                walk(upper, lower, &r, true, ops, opened)?;
             } else {
                 if hm.is_some() {
                     remove(lower, &r, ops)?;
                 }
                 let at = ops.len();
                 ops.push(Op::MakeDir { path: r.clone(), mode, empty: false });
-                walk(upper, lower, &r, false, ops)?;
+                walk(upper, lower, &r, false, ops, opened)?;
                 let empty = ops.len() == at + 1;
                 ops[at] = Op::MakeDir { path: r, mode, empty };
             }

@@ -460,6 +460,9 @@ impl Layer {
         }
         // SAFETY: a descriptor of ours and a NUL-terminated name (gone already is fine).
         unsafe { libc::unlinkat(self.lock.as_raw_fd(), c"state.json".as_ptr(), 0) };
+        // The modes a capture opened were of what the layer held; none of it is left.
+        // SAFETY: as above.
+        unsafe { libc::unlinkat(self.lock.as_raw_fd(), super::capture::JOURNAL.as_ptr(), 0) };
         let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOL_MAX {
             static AT_EXIT: std::sync::Once = std::sync::Once::new();
