@@ -818,8 +818,10 @@ fn a_dead_process_s_changeset_is_taken_by_one_shell_only() {
 async fn an_apply_cancelled_part_way_leaves_the_changesets_it_had_not_applied_pending() {
     let (_dir, cwd, layers) = cwd_and_layers();
     let s = overlay_shell(&cwd, &layers, true);
-    for n in 1..=3 {
-        assert!(changes(&sh(&s, &format!("echo {n} > f{n}.txt")).await).pending);
+    // The second also changes the first's file: what the cancelled apply put there is corral's
+    // own change, no conflict with the host.
+    for cmd in ["echo 1 > f1.txt", "echo 2 > f2.txt && echo again >> f1.txt", "echo 3 > f3.txt"] {
+        assert!(changes(&sh(&s, cmd).await).pending);
     }
     // Polled once (it starts applying the first), then dropped: a caller that gave up.
     {
@@ -831,8 +833,12 @@ async fn an_apply_cancelled_part_way_leaves_the_changesets_it_had_not_applied_pe
     let listed: Vec<&serde_json::Value> =
         left.as_array().unwrap().iter().flat_map(|c| c["changes"].as_array().unwrap()).collect();
     assert!(listed.len() >= 2, "the sets not yet applied were dropped: {left}");
-    s.apply_changes(None).await.unwrap();
-    for n in 1..=3 {
+    let applied = s.apply_changes(None).await.unwrap();
+    for set in applied.as_array().unwrap() {
+        assert_eq!(set["changes"]["refused"], serde_json::json!([]), "{applied}");
+    }
+    assert_eq!(read(&cwd, "f1.txt"), "1\nagain\n");
+    for n in 2..=3 {
         assert_eq!(read(&cwd, &format!("f{n}.txt")), format!("{n}\n"));
     }
     assert_eq!(s.pending_changes().await.unwrap(), serde_json::json!([]));

@@ -28,18 +28,30 @@ pub async fn finish(layer: Layer, mount: PathBuf, protected: Protected, record: 
     finish_with(std::sync::Arc::new(layer), mount, protected, record, Default::default()).await
 }
 
-/// As `finish`; a path in `ours` was changed by corral since the command started (an earlier
-/// pending changeset applied just before), not by the host, and is no conflict.
+/// Paths corral changed since the pending commands started (earlier changesets it applied), not
+/// the host: no conflict. Shared, so an apply whose caller gave up still adds what it applied.
+pub(super) type Ours = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<PathBuf>>>;
+
+fn add_ours(ours: &Ours, changes: &Changes) {
+    let mut set = ours.lock().unwrap_or_else(|p| p.into_inner());
+    for p in changes.added.iter().chain(&changes.modified).chain(&changes.deleted) {
+        set.insert(PathBuf::from(p.trim_end_matches('/')));
+    }
+}
+
+/// As `finish`, with the paths corral changed since the command started (`ours`), to which what
+/// this applies is added.
 pub(super) async fn finish_with(
     layer: std::sync::Arc<Layer>,
     mount: PathBuf,
     protected: Protected,
     record: Option<ChangeRecord>,
-    ours: std::collections::HashSet<PathBuf>,
+    shared: Ours,
 ) -> Changes {
     let keyed = record.is_some();
-    let ours = std::sync::Arc::new(ours);
+    let ours = std::sync::Arc::new(shared.lock().unwrap_or_else(|p| p.into_inner()).clone());
     let ours_then = ours.clone();
+    let shared_then = shared.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         let ours = ours_then;
         // The working directory as the command had it (the same directory, reached through no
@@ -57,6 +69,7 @@ pub(super) async fn finish_with(
         if !keyed {
             // Nothing to record first: applied in the same hop to the blocking pool.
             let (applied, _) = apply::apply(&ops, upper.as_fd(), root.as_fd(), layer.stamp, &ours);
+            add_ours(&shared_then, &applied);
             drop(upper);
             end(layer);
             return Ok(Err((applied, refused)));
@@ -97,6 +110,7 @@ pub(super) async fn finish_with(
     }
     let applied = tokio::task::spawn_blocking(move || {
         let out = apply::apply(&ops, upper.as_fd(), root.as_fd(), layer.stamp, &ours);
+        add_ours(&shared, &out.0);
         drop(upper);
         end(layer);
         (out, ops)

@@ -5,7 +5,6 @@
 //! since its command started refused, recorded in checkpoints); `discard` drops a changeset and
 //! every one after it (they were made over it).
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,7 +38,7 @@ struct State {
     sets: Vec<Set>,
     /// The paths earlier changesets changed when they were applied: each pending changeset's
     /// command started before, so they are no host change to it. Forgotten once none is pending.
-    ours: HashSet<PathBuf>,
+    ours: super::Ours,
 }
 
 /// A SandboxShell's pending changesets: with `applyChanges: 'manual'` every command's, and in
@@ -209,13 +208,10 @@ impl Pending {
             let changes = finish_with(layer, self.mount.clone(), protected, record, state.ours.clone()).await;
             // Applied: it leaves the list (and its layer goes with the last holder).
             let set = state.sets.remove(0);
-            for p in changes.added.iter().chain(&changes.modified).chain(&changes.deleted) {
-                state.ours.insert(PathBuf::from(p.trim_end_matches('/')));
-            }
             done.push(json!({ "id": set.id, "changes": changes.to_json() }));
         }
         if state.sets.is_empty() {
-            state.ours.clear();
+            state.ours.lock().unwrap_or_else(|p| p.into_inner()).clear();
         }
         Ok(Value::Array(done))
     }
@@ -232,7 +228,7 @@ impl Pending {
         }
         let gone: Vec<Value> = state.sets.drain(start..).map(|s| Value::from(s.id)).collect();
         if state.sets.is_empty() {
-            state.ours.clear();
+            state.ours.lock().unwrap_or_else(|p| p.into_inner()).clear();
         }
         Ok(Value::Array(gone))
     }
