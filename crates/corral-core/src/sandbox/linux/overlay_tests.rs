@@ -542,6 +542,51 @@ async fn manual_mode_lists_and_applies_a_directory_the_command_closed_with_its_m
     assert_eq!(read(&cwd, "out/f"), "x\n");
 }
 
+/// A checkpoint store that refuses to save while `fail` is set.
+#[derive(Default)]
+struct FailingStore {
+    fail: std::sync::atomic::AtomicBool,
+    inner: crate::checkpoints::MemoryCheckpointStore,
+}
+
+#[async_trait::async_trait]
+impl crate::checkpoints::CheckpointStore for FailingStore {
+    async fn load(&self, session_id: &str) -> crate::error::Result<Option<serde_json::Value>> {
+        self.inner.load(session_id).await
+    }
+    async fn save(&self, session_id: &str, data: serde_json::Value) -> crate::error::Result<()> {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(crate::error::Error::new(crate::error::Code::Io, "the disk is full"));
+        }
+        self.inner.save(session_id, data).await
+    }
+    async fn delete(&self, session_id: &str) -> crate::error::Result<()> {
+        self.inner.delete(session_id).await
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_pending_changeset_whose_checkpoint_cannot_be_saved_stays_pending_and_applies_later() {
+    let store = Arc::new(FailingStore::default());
+    let checkpoints = Arc::new(crate::checkpoints::Checkpoints::new(store.clone(), Default::default()).unwrap());
+    let (_d, cwd, s) = shell(overlay());
+    let s = s.with_checkpoints(checkpoints.clone(), workspace(&cwd)).unwrap().with_manual_changes().unwrap();
+    sh(&s, "echo one > a.txt").await;
+    sh(&s, "echo two > b.txt").await;
+    store.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let tried = s.apply_changes(None).await.unwrap();
+    assert_eq!(tried.as_array().unwrap().len(), 1, "{tried}");
+    assert_eq!(tried[0]["changes"]["pending"], true, "{tried}");
+    assert!(tried[0]["changes"]["refused"][0]["reason"].as_str().unwrap().contains("checkpoint"), "{tried}");
+    assert!(!cwd.join("a.txt").exists() && !cwd.join("b.txt").exists());
+    assert_eq!(s.pending_changes().await.unwrap().as_array().unwrap().len(), 2, "a set was dropped");
+    store.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    let applied = s.apply_changes(None).await.unwrap();
+    assert_eq!(applied.as_array().unwrap().len(), 2, "{applied}");
+    assert_eq!((read(&cwd, "a.txt"), read(&cwd, "b.txt")), ("one\n".into(), "two\n".into()));
+}
+
 #[tokio::test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
 async fn manual_mode_stacks_three_commands_applies_one_discards_one_and_applies_the_rest() {

@@ -25,7 +25,7 @@ use crate::shell::changes::{Changes, Refusal};
 /// Reads what the command left in `layer`, records it (with `record`), applies it to `mount`,
 /// then removes the layer.
 pub async fn finish(layer: Layer, mount: PathBuf, protected: Protected, record: Option<ChangeRecord>) -> Changes {
-    finish_with(std::sync::Arc::new(layer), mount, protected, record, Default::default()).await
+    finish_with(std::sync::Arc::new(layer), mount, protected, record, Default::default()).await.0
 }
 
 /// Paths corral changed since the pending commands started (earlier changesets it applied), not
@@ -40,14 +40,15 @@ fn add_ours(ours: &Ours, changes: &Changes) {
 }
 
 /// As `finish`, with the paths corral changed since the command started (`ours`), to which what
-/// this applies is added.
+/// this applies is added; `true` beside the report when nothing was applied because the
+/// checkpoint could not be saved (the changeset may be tried again).
 pub(super) async fn finish_with(
     layer: std::sync::Arc<Layer>,
     mount: PathBuf,
     protected: Protected,
     record: Option<ChangeRecord>,
     shared: Ours,
-) -> Changes {
+) -> (Changes, bool) {
     let keyed = record.is_some();
     let ours = std::sync::Arc::new(shared.lock().unwrap_or_else(|p| p.into_inner()).clone());
     let ours_then = ours.clone();
@@ -80,9 +81,9 @@ pub(super) async fn finish_with(
     .await;
     let (layer, root, upper, ops, refused, keys) = match prepared {
         Ok(Ok(Ok(p))) => p,
-        Ok(Ok(Err((applied, refused)))) => return tidy(applied, refused, Vec::new()),
-        Ok(Err(e)) => return unread(e.to_string()),
-        Err(e) => return unread(e.to_string()),
+        Ok(Ok(Err((applied, refused)))) => return (tidy(applied, refused, Vec::new()), false),
+        Ok(Err(e)) => return (unread(e.to_string()), false),
+        Err(e) => return (unread(e.to_string()), false),
     };
     let mut not_undoable: Vec<String> = Vec::new();
     let mut recorded: std::collections::HashSet<String> = Default::default();
@@ -100,7 +101,7 @@ pub(super) async fn finish_with(
                 out.refused.extend(
                     ops.iter().map(|o| Refusal { path: o.path().to_string_lossy().into(), reason: reason.clone() }),
                 );
-                return out;
+                return (out, true);
             }
         }
         // What has no key (a name that is not UTF-8) is applied unrecorded.
@@ -118,7 +119,7 @@ pub(super) async fn finish_with(
     .await;
     let ((mut changes, done), ops) = match applied {
         Ok(a) => a,
-        Err(e) => return unread(e.to_string()),
+        Err(e) => return (unread(e.to_string()), false),
     };
     if let Some(r) = &record {
         let done: Vec<(String, bool)> = ops
@@ -130,7 +131,7 @@ pub(super) async fn finish_with(
             changes.not_undoable.push(format!("(the checkpoint could not be completed: {})", e.message));
         }
     }
-    tidy(changes, refused, not_undoable)
+    (tidy(changes, refused, not_undoable), false)
 }
 
 /// A command's use of its layer is over: kept for the next command when it is empty and no

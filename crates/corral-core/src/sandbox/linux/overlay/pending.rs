@@ -205,7 +205,14 @@ impl Pending {
             settled(&state.sets[0]).await;
             let set = &state.sets[0];
             let (layer, protected, record) = (set.layer.clone(), set.protected.clone(), set.record.clone());
-            let changes = finish_with(layer, self.mount.clone(), protected, record, state.ours.clone()).await;
+            let (mut changes, unsaved) =
+                finish_with(layer, self.mount.clone(), protected, record, state.ours.clone()).await;
+            if unsaved {
+                // Nothing of it applied: it stays, and so do the sets over it.
+                changes.pending = true;
+                done.push(json!({ "id": state.sets[0].id, "changes": changes.to_json() }));
+                break;
+            }
             // Applied: it leaves the list (and its layer goes with the last holder).
             let set = state.sets.remove(0);
             done.push(json!({ "id": set.id, "changes": changes.to_json() }));
