@@ -818,8 +818,14 @@ async fn dead_process_pending() {
         .unwrap();
     assert!(status.success());
     assert!(!cwd.join("kept.txt").exists());
-    // A new shell, in either mode, lists it.
+    // A new shell, in either mode, lists it; even where its first look was given up part way
+    // (that look holds the layer's lock while it runs: the next one takes its result).
     let s = overlay_shell(&cwd, &layers, false);
+    {
+        let first = s.pending_changes();
+        let mut first = std::pin::pin!(first);
+        let _ = futures::poll!(first.as_mut());
+    }
     let listed = s.pending_changes().await.unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed[0]["interrupted"], true);

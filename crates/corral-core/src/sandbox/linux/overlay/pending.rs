@@ -39,6 +39,10 @@ struct State {
     /// The paths earlier changesets changed when they were applied: each pending changeset's
     /// command started before, so they are no host change to it. Forgotten once none is pending.
     ours: super::Ours,
+    /// The first look for what dead processes left, while it runs: the layers it found are
+    /// locked by it, so a look whose caller gave up is awaited by the next, never repeated
+    /// beside it (a second look would find them locked and pass them by).
+    looking: Option<tokio::task::JoinHandle<Result<Vec<super::layer::Orphan>>>>,
 }
 
 /// A SandboxShell's pending changesets: with `applyChanges: 'manual'` every command's, and in
@@ -80,16 +84,21 @@ impl Pending {
         if self.recovered.load(Ordering::SeqCst) {
             return Ok(());
         }
-        // Under the lock: two first commands look once. A look that stops part way (cancelled,
-        // failed) leaves what it found on disk (not adopted, not removed) for the next.
+        // Under the lock: two first commands look once. A look that fails leaves what it found
+        // on disk (not adopted, not removed) for the next; one whose caller gives up goes on,
+        // and the next caller takes its result.
         let mut state = self.state.lock().await;
         if self.recovered.load(Ordering::SeqCst) {
             return Ok(());
         }
         let (mount, dir) = (self.mount.clone(), changes_dir.map(Path::to_path_buf));
-        let orphans = tokio::task::spawn_blocking(move || Layer::orphans(&mount, dir.as_deref()))
-            .await
-            .map_err(|e| Error::new(Code::Io, format!("Could not look for interrupted changesets: {e}")))??;
+        let look = state
+            .looking
+            .get_or_insert_with(|| tokio::task::spawn_blocking(move || Layer::orphans(&mount, dir.as_deref())));
+        let found = look.await;
+        state.looking = None;
+        let orphans =
+            found.map_err(|e| Error::new(Code::Io, format!("Could not look for interrupted changesets: {e}")))??;
         let mut adopted = Vec::new();
         for mut o in orphans {
             o.layer.adopt();
