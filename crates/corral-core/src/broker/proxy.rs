@@ -433,7 +433,6 @@ async fn relay(
     response: Response<Incoming>,
     scrubber: Option<Arc<super::scrub::Scrubber>>,
 ) -> Response<ProxyBody> {
-    *client.idle.lock().await = Some(idle);
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     // A body that fails later aborts the client's connection, so a truncated response never
@@ -441,10 +440,15 @@ async fn relay(
     let body = match scrubber {
         Some(s) => {
             s.headers(&mut parts.headers);
-            s.body(&mut parts.headers, body)
+            match s.body(&mut parts.headers, body) {
+                Ok(body) => body,
+                // The connection goes with the body left unread.
+                Err(why) => return refuse(StatusCode::BAD_GATEWAY, why),
+            }
         }
         None => body.map_err(|e| Box::new(e) as BoxError).boxed(),
     };
+    *client.idle.lock().await = Some(idle);
     Response::from_parts(parts, body)
 }
 

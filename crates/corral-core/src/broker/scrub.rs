@@ -1,8 +1,9 @@
 //! `scrub: true` (the default): a value the broker injected (a rule's or a transformation's
 //! header, and its encoded and credential forms) that comes back in a response — an upstream that
 //! echoes request headers, a debug endpoint — is replaced by `[secret]` in the response's headers
-//! and textual body, where the broker reads the traffic (the path form and the hosts it terminates
-//! TLS for; never inside a CONNECT tunnel). A response without such a value passes unchanged.
+//! and textual body (and trailers), where the broker reads the traffic (the path form and the hosts
+//! it terminates TLS for; never inside a CONNECT tunnel). A response without such a value passes
+//! unchanged; a textual body compressed with gzip or deflate is decoded first.
 //!
 //! Every injected value is also registered with the redactors of this process for as long as the
 //! broker lives (`redact::register`), so a tool result that shows one gets a marker.
@@ -161,25 +162,65 @@ impl Scrubber {
         }
     }
 
-    /// The response's body scrubbed, when it is text the broker can read (no content coding):
-    /// sent as it comes, chunked, holding back only a tail that could begin a value (sent when the
-    /// upstream pauses or ends). Other bodies pass as they are.
-    pub fn body(self: &Arc<Self>, headers: &mut HeaderMap, body: Incoming) -> ProxyBody {
-        let encoded = headers
-            .get(header::CONTENT_ENCODING)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity"));
+    /// The response's body scrubbed, when it is text: sent as it comes, chunked, holding back
+    /// only a tail that could begin a value (sent when the upstream pauses or ends); a body
+    /// compressed with gzip or deflate (though identity was asked for) is decoded first and sent
+    /// decoded. Other bodies pass as they are. `Err`: a textual body in a coding the broker cannot
+    /// read, which must not reach the client unscrubbed.
+    pub fn body(self: &Arc<Self>, headers: &mut HeaderMap, body: Incoming) -> Result<ProxyBody, String> {
         // An empty body (a HEAD response's, a 204's) keeps its headers as they are.
-        if encoded || !textual(headers) || hyper::body::Body::is_end_stream(&body) {
-            return body.map_err(|e| Box::new(e) as BoxError).boxed();
+        if !textual(headers) || hyper::body::Body::is_end_stream(&body) {
+            return Ok(body.map_err(|e| Box::new(e) as BoxError).boxed());
         }
-        // Its length may change: sent chunked.
+        let coding = headers
+            .get(header::CONTENT_ENCODING)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+            .unwrap_or_default();
+        let decoder = match coding.as_str() {
+            "" | "identity" => None,
+            "gzip" | "x-gzip" => Some(Decoder::Gzip(flate2::write::MultiGzDecoder::new(Vec::new()))),
+            "deflate" => Some(Decoder::Deflate(None)),
+            other => {
+                return Err(format!(
+                    "the response came compressed as {other:?}, which the broker cannot read to keep the credential it injected out of it"
+                ))
+            }
+        };
+        // Its length and coding change: sent chunked, as text.
         headers.remove(header::CONTENT_LENGTH);
-        let state = Scrubbing { scrubber: self.clone(), body, held: Vec::new(), done: false };
+        headers.remove(header::CONTENT_ENCODING);
+        let state = Scrubbing {
+            scrubber: self.clone(),
+            body,
+            held: Vec::new(),
+            decoder,
+            input: Bytes::new(),
+            trailers: None,
+            done: false,
+        };
         let stream = futures::stream::unfold(state, |mut s| async move {
             loop {
                 if s.done {
                     return None;
+                }
+                // Compressed input is decoded a piece at a time: what one piece expands to is
+                // bounded, however far the whole body expands.
+                if !s.input.is_empty() {
+                    let piece = s.input.split_to(s.input.len().min(DECODE_PIECE));
+                    match s.decoder.as_mut().map(|d| d.write(&piece)) {
+                        Some(Ok(plain)) => s.held.extend_from_slice(&plain),
+                        Some(Err(e)) => return s.fail(e),
+                        None => s.held.extend_from_slice(&piece),
+                    }
+                    let out = s.push();
+                    if !out.is_empty() {
+                        return Some((Ok(Frame::data(Bytes::from(out))), s));
+                    }
+                    continue;
+                }
+                if let Some(trailers) = s.trailers.take() {
+                    s.done = true;
+                    return Some((Ok(Frame::trailers(trailers)), s));
                 }
                 let next = if s.held.is_empty() {
                     s.body.frame().await
@@ -194,7 +235,31 @@ impl Scrubber {
                     }
                 };
                 match next {
+                    Some(Err(e)) => {
+                        s.done = true;
+                        return Some((Err(Box::new(e) as BoxError), s));
+                    }
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(data) => s.input = data,
+                        // Trailers are scrubbed too, and go after what is held.
+                        Err(frame) => {
+                            if let Ok(mut trailers) = frame.into_trailers() {
+                                s.scrubber.headers(&mut trailers);
+                                s.trailers = Some(trailers);
+                            }
+                            if let Err(e) = s.end() {
+                                return s.fail(e);
+                            }
+                            if !s.held.is_empty() {
+                                let out = s.scrubber.replace(&std::mem::take(&mut s.held));
+                                return Some((Ok(Frame::data(Bytes::from(out))), s));
+                            }
+                        }
+                    },
                     None => {
+                        if let Err(e) = s.end() {
+                            return s.fail(e);
+                        }
                         s.done = true;
                         if s.held.is_empty() {
                             return None;
@@ -202,35 +267,96 @@ impl Scrubber {
                         let out = s.scrubber.replace(&std::mem::take(&mut s.held));
                         return Some((Ok(Frame::data(Bytes::from(out))), s));
                     }
-                    Some(Err(e)) => {
-                        s.done = true;
-                        return Some((Err(Box::new(e) as BoxError), s));
-                    }
-                    Some(Ok(frame)) => match frame.into_data() {
-                        Ok(data) => {
-                            s.held.extend_from_slice(&data);
-                            let out = s.push();
-                            if !out.is_empty() {
-                                return Some((Ok(Frame::data(Bytes::from(out))), s));
-                            }
-                        }
-                        // Trailers pass as they are (a value there is not read).
-                        Err(frame) => return Some((Ok(frame), s)),
-                    },
                 }
             }
         });
-        BodyExt::boxed(StreamBody::new(stream))
+        Ok(BodyExt::boxed(StreamBody::new(stream)))
     }
 }
 
-/// A body being scrubbed: what is held back, and whether it has ended.
+/// How much compressed input is decoded at once (deflate expands at most about 1,032 times).
+const DECODE_PIECE: usize = 4096;
+
+/// A response body's content coding, being decoded.
+enum Decoder {
+    Gzip(flate2::write::MultiGzDecoder<Vec<u8>>),
+    /// `deflate`: zlib-wrapped as the standard says, or raw as some servers send it (told by its
+    /// first bytes; `None` before they came).
+    Deflate(Option<Deflate>),
+}
+
+enum Deflate {
+    Zlib(flate2::write::ZlibDecoder<Vec<u8>>),
+    Raw(flate2::write::DeflateDecoder<Vec<u8>>),
+}
+
+impl Decoder {
+    /// What `input` decodes to.
+    fn write(&mut self, input: &[u8]) -> std::io::Result<Vec<u8>> {
+        use std::io::Write;
+        match self {
+            Decoder::Gzip(d) => {
+                d.write_all(input)?;
+                Ok(std::mem::take(d.get_mut()))
+            }
+            Decoder::Deflate(d) => {
+                let d = d.get_or_insert_with(|| {
+                    // A zlib header: compression method 8 and a check that divides by 31.
+                    let zlib = input.len() >= 2
+                        && input[0] & 0x0f == 8
+                        && (u16::from(input[0]) << 8 | u16::from(input[1])) % 31 == 0;
+                    match zlib {
+                        true => Deflate::Zlib(flate2::write::ZlibDecoder::new(Vec::new())),
+                        false => Deflate::Raw(flate2::write::DeflateDecoder::new(Vec::new())),
+                    }
+                });
+                match d {
+                    Deflate::Zlib(d) => {
+                        d.write_all(input)?;
+                        Ok(std::mem::take(d.get_mut()))
+                    }
+                    Deflate::Raw(d) => {
+                        d.write_all(input)?;
+                        Ok(std::mem::take(d.get_mut()))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The rest, at the body's end (an error where the compressed stream is cut short).
+    fn finish(&mut self) -> std::io::Result<Vec<u8>> {
+        match self {
+            Decoder::Gzip(d) => {
+                d.try_finish()?;
+                Ok(std::mem::take(d.get_mut()))
+            }
+            Decoder::Deflate(None) => Ok(Vec::new()),
+            Decoder::Deflate(Some(Deflate::Zlib(d))) => {
+                d.try_finish()?;
+                Ok(std::mem::take(d.get_mut()))
+            }
+            Decoder::Deflate(Some(Deflate::Raw(d))) => {
+                d.try_finish()?;
+                Ok(std::mem::take(d.get_mut()))
+            }
+        }
+    }
+}
+
+/// A body being scrubbed: what is held back, the compressed input not yet decoded, trailers to
+/// send after it, and whether it has ended.
 struct Scrubbing {
     scrubber: Arc<Scrubber>,
     body: Incoming,
     held: Vec<u8>,
+    decoder: Option<Decoder>,
+    input: Bytes,
+    trailers: Option<HeaderMap>,
     done: bool,
 }
+
+type Step = Option<(Result<Frame<Bytes>, BoxError>, Scrubbing)>;
 
 impl Scrubbing {
     /// What may go out of what is held: all but a tail that could begin a value, scrubbed.
@@ -245,6 +371,23 @@ impl Scrubbing {
         let out = self.scrubber.replace(&self.held[..cut]);
         self.held.drain(..cut);
         out
+    }
+
+    /// The upstream's body ended: what the decoder still holds joins what is held.
+    fn end(&mut self) -> std::io::Result<()> {
+        if let Some(d) = self.decoder.as_mut() {
+            let rest = d.finish()?;
+            self.held.extend_from_slice(&rest);
+        }
+        Ok(())
+    }
+
+    /// A body that cannot be decoded ends in an error (the client's connection is aborted, so
+    /// a cut response never looks complete).
+    fn fail(mut self, e: std::io::Error) -> Step {
+        self.done = true;
+        let e: BoxError = format!("the response's compressed body could not be decoded: {e}").into();
+        Some((Err(e), self))
     }
 }
 
