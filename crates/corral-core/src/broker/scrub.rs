@@ -172,14 +172,27 @@ impl Scrubber {
         if !textual(headers) || hyper::body::Body::is_end_stream(&body) {
             return Ok(body.map_err(|e| Box::new(e) as BoxError).boxed());
         }
-        let coding = headers
-            .get(header::CONTENT_ENCODING)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
-            .unwrap_or_default();
+        // Every coding named, on every line: one the broker reads, or none.
+        let codings: Vec<String> = headers
+            .get_all(header::CONTENT_ENCODING)
+            .iter()
+            .flat_map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .split(',')
+                    .map(|c| c.trim().to_ascii_lowercase())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|c| !c.is_empty() && c != "identity")
+            .collect();
+        let coding = match codings.as_slice() {
+            [] => String::new(),
+            [one] => one.clone(),
+            _ => codings.join(", "),
+        };
         let decoder = match coding.as_str() {
-            "" | "identity" => None,
+            "" => None,
             "gzip" | "x-gzip" => Some(Decoder::Gzip(flate2::write::MultiGzDecoder::new(Vec::new()))),
-            "deflate" => Some(Decoder::Deflate(None)),
+            "deflate" => Some(Decoder::Sniffing(Vec::new())),
             other => {
                 return Err(format!(
                     "the response came compressed as {other:?}, which the broker cannot read to keep the credential it injected out of it"
@@ -274,18 +287,16 @@ impl Scrubber {
     }
 }
 
-/// How much compressed input is decoded at once (deflate expands at most about 1,032 times).
-const DECODE_PIECE: usize = 4096;
+/// How much compressed input is decoded at once: deflate expands at most about 1,032 times, so
+/// one piece gives at most about half a megabyte.
+const DECODE_PIECE: usize = 512;
 
 /// A response body's content coding, being decoded.
 enum Decoder {
     Gzip(flate2::write::MultiGzDecoder<Vec<u8>>),
-    /// `deflate`: zlib-wrapped as the standard says, or raw as some servers send it (told by its
-    /// first bytes; `None` before they came).
-    Deflate(Option<Deflate>),
-}
-
-enum Deflate {
+    /// `deflate` before its first two bytes came: zlib-wrapped as the standard says, or raw as
+    /// some servers send it, told by them.
+    Sniffing(Vec<u8>),
     Zlib(flate2::write::ZlibDecoder<Vec<u8>>),
     Raw(flate2::write::DeflateDecoder<Vec<u8>>),
 }
@@ -294,53 +305,49 @@ impl Decoder {
     /// What `input` decodes to.
     fn write(&mut self, input: &[u8]) -> std::io::Result<Vec<u8>> {
         use std::io::Write;
-        match self {
-            Decoder::Gzip(d) => {
-                d.write_all(input)?;
-                Ok(std::mem::take(d.get_mut()))
+        if let Decoder::Sniffing(first) = self {
+            first.extend_from_slice(input);
+            if first.len() < 2 {
+                return Ok(Vec::new());
             }
-            Decoder::Deflate(d) => {
-                let d = d.get_or_insert_with(|| {
-                    // A zlib header: compression method 8 and a check that divides by 31.
-                    let zlib = input.len() >= 2
-                        && input[0] & 0x0f == 8
-                        && (u16::from(input[0]) << 8 | u16::from(input[1])) % 31 == 0;
-                    match zlib {
-                        true => Deflate::Zlib(flate2::write::ZlibDecoder::new(Vec::new())),
-                        false => Deflate::Raw(flate2::write::DeflateDecoder::new(Vec::new())),
-                    }
-                });
-                match d {
-                    Deflate::Zlib(d) => {
-                        d.write_all(input)?;
-                        Ok(std::mem::take(d.get_mut()))
-                    }
-                    Deflate::Raw(d) => {
-                        d.write_all(input)?;
-                        Ok(std::mem::take(d.get_mut()))
-                    }
-                }
-            }
+            return self.decide();
         }
+        match self {
+            Decoder::Gzip(d) => d.write_all(input).map(|_| std::mem::take(d.get_mut())),
+            Decoder::Zlib(d) => d.write_all(input).map(|_| std::mem::take(d.get_mut())),
+            Decoder::Raw(d) => d.write_all(input).map(|_| std::mem::take(d.get_mut())),
+            Decoder::Sniffing(_) => unreachable!("decided above"),
+        }
+    }
+
+    /// Becomes the decoder the first bytes call for, and decodes them.
+    fn decide(&mut self) -> std::io::Result<Vec<u8>> {
+        let Decoder::Sniffing(first) = self else { return Ok(Vec::new()) };
+        let first = std::mem::take(first);
+        // A zlib header: compression method 8 and a check that divides by 31.
+        let zlib =
+            first.len() >= 2 && first[0] & 0x0f == 8 && (u16::from(first[0]) << 8 | u16::from(first[1])) % 31 == 0;
+        *self = match zlib {
+            true => Decoder::Zlib(flate2::write::ZlibDecoder::new(Vec::new())),
+            false => Decoder::Raw(flate2::write::DeflateDecoder::new(Vec::new())),
+        };
+        self.write(&first)
     }
 
     /// The rest, at the body's end (an error where the compressed stream is cut short).
     fn finish(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut out = match self {
+            Decoder::Sniffing(first) if first.is_empty() => return Ok(Vec::new()),
+            Decoder::Sniffing(_) => self.decide()?,
+            _ => Vec::new(),
+        };
         match self {
-            Decoder::Gzip(d) => {
-                d.try_finish()?;
-                Ok(std::mem::take(d.get_mut()))
-            }
-            Decoder::Deflate(None) => Ok(Vec::new()),
-            Decoder::Deflate(Some(Deflate::Zlib(d))) => {
-                d.try_finish()?;
-                Ok(std::mem::take(d.get_mut()))
-            }
-            Decoder::Deflate(Some(Deflate::Raw(d))) => {
-                d.try_finish()?;
-                Ok(std::mem::take(d.get_mut()))
-            }
+            Decoder::Gzip(d) => d.try_finish().map(|_| out.append(d.get_mut()))?,
+            Decoder::Zlib(d) => d.try_finish().map(|_| out.append(d.get_mut()))?,
+            Decoder::Raw(d) => d.try_finish().map(|_| out.append(d.get_mut()))?,
+            Decoder::Sniffing(_) => {}
         }
+        Ok(out)
     }
 }
 

@@ -215,44 +215,64 @@ impl Checkpoints {
             })
         });
         // Set last, deepest first: the modes of directories put back or changed back (`true`),
-        // after those of directories opened for the rewind (`false`, set back where they still
-        // are and nothing else sets them).
-        let mut modes: Vec<(String, u32, bool)> =
-            open_closed_dirs(fs, &actions).await.into_iter().map(|(p, m)| (p, m, false)).collect();
-        for (path, action) in actions {
-            match action {
-                Action::Delete => fs.rm(&path, false).await?,
-                Action::RemoveDir => {
-                    // Left where something not of the command's is still in it.
-                    if fs.readdir(&path).await?.is_empty() {
-                        fs.rm(&path, false).await?;
+        // after those of directories opened for the rewind (`false`): set back, whatever became
+        // of the rewind, where a directory is still there and no action replaced or removed it.
+        let replaced: std::collections::HashSet<String> = actions
+            .iter()
+            .filter(|(_, a)| !matches!(a, Action::Chmod { .. } | Action::MakeDir { .. }))
+            .map(|(p, _)| p.clone())
+            .collect();
+        let mut modes: Vec<(String, u32, bool)> = open_closed_dirs(fs, &actions)
+            .await
+            .into_iter()
+            .filter(|(p, _)| !replaced.contains(p))
+            .map(|(p, m)| (p, m, false))
+            .collect();
+        let carried: Result<()> = async {
+            for (path, action) in actions {
+                match action {
+                    Action::Delete => fs.rm(&path, false).await?,
+                    Action::RemoveDir => {
+                        // Left where something not of the command's is still in it.
+                        if fs.readdir(&path).await?.is_empty() {
+                            fs.rm(&path, false).await?;
+                        }
+                    }
+                    Action::MakeDir { mode } => {
+                        fs.mkdir(&path).await?;
+                        modes.push((path, mode & 0o7777, true));
+                    }
+                    Action::Link { target } => Self::put_link(fs, &path, &target)?,
+                    Action::Chmod { mode } => modes.push((path, mode & 0o7777, true)),
+                    Action::Write { bytes, mode } => {
+                        if caps.write_bytes {
+                            fs.write_file_bytes(&path, &bytes).await?;
+                        } else {
+                            let text = String::from_utf8(bytes).expect("checked above");
+                            fs.write_file(&path, &text).await?;
+                        }
+                        if let Some(mode) = mode {
+                            fs.chmod(&path, mode).await?;
+                        }
                     }
                 }
-                Action::MakeDir { mode } => {
-                    fs.mkdir(&path).await?;
-                    modes.push((path, mode & 0o7777, true));
+            }
+            Ok(())
+        }
+        .await;
+        modes.sort_by_key(|(p, ..)| std::cmp::Reverse(depth(p)));
+        let mut failed = carried.err();
+        for (path, mode, ours) in modes {
+            if !ours {
+                if still_dir(fs, &path) {
+                    let _ = fs.chmod(&path, mode).await;
                 }
-                Action::Link { target } => Self::put_link(fs, &path, &target)?,
-                Action::Chmod { mode } => modes.push((path, mode & 0o7777, true)),
-                Action::Write { bytes, mode } => {
-                    if caps.write_bytes {
-                        fs.write_file_bytes(&path, &bytes).await?;
-                    } else {
-                        let text = String::from_utf8(bytes).expect("checked above");
-                        fs.write_file(&path, &text).await?;
-                    }
-                    if let Some(mode) = mode {
-                        fs.chmod(&path, mode).await?;
-                    }
-                }
+            } else if failed.is_none() {
+                failed = fs.chmod(&path, mode).await.err();
             }
         }
-        modes.sort_by_key(|(p, ..)| std::cmp::Reverse(depth(p)));
-        for (path, mode, ours) in modes {
-            match fs.chmod(&path, mode).await {
-                Err(e) if ours => return Err(e),
-                _ => {}
-            }
+        if let Some(e) = failed {
+            return Err(e);
         }
         // Only now, with every file back: a rewind that failed half-way can be run again. The
         // reference forgets the rewound turns whole; with keepSkipped the backups of the files it
@@ -351,4 +371,18 @@ async fn open_closed_dirs(fs: &dyn FsProvider, actions: &[(String, Action)]) -> 
 #[cfg(not(unix))]
 async fn open_closed_dirs(_fs: &dyn FsProvider, _actions: &[(String, Action)]) -> Vec<(String, u32)> {
     Vec::new()
+}
+
+/// Whether `path` is a directory now (a link there is not followed).
+#[cfg(unix)]
+fn still_dir(fs: &dyn FsProvider, path: &str) -> bool {
+    super::shell::local(fs)
+        .ok()
+        .and_then(|l| l.entry_sync(path).ok())
+        .is_some_and(|e| matches!(e, crate::fs::local::HostEntry::Dir { .. }))
+}
+
+#[cfg(not(unix))]
+fn still_dir(_fs: &dyn FsProvider, _path: &str) -> bool {
+    false
 }

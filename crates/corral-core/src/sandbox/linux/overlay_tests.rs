@@ -344,6 +344,21 @@ async fn directories_a_command_closed_after_writing_into_them_are_applied_and_re
 
 #[tokio::test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_file_a_command_replaced_by_a_closed_directory_comes_back_with_its_own_mode() {
+    // The directory is opened for the rewind (as an unprivileged user); its mode must not be set
+    // back on the file that takes its place.
+    let (_d, cwd, s, checkpoints, fs) = with_checkpoints(overlay());
+    write(&cwd, "x", "file\n");
+    let before = snapshot(&cwd);
+    in_turn(&s, 1, "rm x && mkdir x && chmod 500 x").await;
+    assert_eq!(std::fs::metadata(cwd.join("x")).unwrap().mode() & 0o7777, 0o500);
+    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
+    assert!(report.skipped.is_empty(), "{report:?}");
+    assert_eq!(snapshot(&cwd), before, "{report:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
 async fn a_direct_exec_records_under_the_default_session_and_turn_zero() {
     let (_d, cwd, s, checkpoints, fs) = with_checkpoints(overlay());
     write(&cwd, "a.txt", "one\n");

@@ -320,8 +320,10 @@ pub fn apply(
     modes.extend(a.modes.drain(..).map(|(p, m)| (p, m, true)));
     modes.sort_by_key(|(p, ..)| std::cmp::Reverse(p.components().count()));
     for (rel, mode, report) in modes {
-        let r = open_beneath(a.root, &rel, libc::O_PATH | libc::O_DIRECTORY)
-            .and_then(|d| chmod_fd(d.as_fd(), mode & 0o1777));
+        // A command's mode never gets a setuid or setgid bit from its root; a host directory's
+        // own mode comes back whole.
+        let mode = if report { mode & 0o1777 } else { mode & 0o7777 };
+        let r = open_beneath(a.root, &rel, libc::O_PATH | libc::O_DIRECTORY).and_then(|d| chmod_fd(d.as_fd(), mode));
         if let (Err(e), true) = (r, report) {
             a.out.refused.push(Refusal { path: format!("{}/", shown(&rel)), reason: format!("mode not applied: {e}") });
         }

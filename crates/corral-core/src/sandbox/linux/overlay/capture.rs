@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -218,13 +218,23 @@ impl Opened {
             j.write_all(&line)?;
             j.sync_data()?;
         }
-        let dir = std::fs::OpenOptions::new()
+        // Reached from the layer's top through no link, and the directory that was read (a
+        // process of the command's that outlived it could have moved another in its place).
+        let top = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .open(upper.join(rel));
-        let dir = dir?;
+            .open(upper)?;
+        let dir: std::os::fd::OwnedFd = match rel.as_os_str().is_empty() {
+            true => top.into(),
+            false => crate::fs::local::open_no_links(top.as_fd(), rel, libc::O_PATH | libc::O_DIRECTORY)?,
+        };
+        let now = std::fs::File::from(dir);
+        let st = now.metadata()?;
+        if (st.dev(), st.ino()) != (m.dev(), m.ino()) {
+            return Err(io::Error::other("the command's layer changed while it was read"));
+        }
         std::fs::set_permissions(
-            format!("/proc/self/fd/{}", dir.as_raw_fd()),
+            format!("/proc/self/fd/{}", now.as_raw_fd()),
             std::fs::Permissions::from_mode(mode | 0o700),
         )?;
         self.modes.insert(rel.to_path_buf(), mode);

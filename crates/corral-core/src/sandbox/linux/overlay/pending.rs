@@ -176,6 +176,8 @@ impl Pending {
         let sets = &state.sets;
         let mut out = Vec::new();
         for (i, set) in sets.iter().enumerate() {
+            // An apply whose caller gave up may still be reading (and opening) this layer.
+            settled(set).await;
             let lower =
                 Lower { layers: sets[..i].iter().rev().map(|s| s.layer.upper()).collect(), host: self.mount.clone() };
             let (upper, protected) = (set.layer.upper(), set.protected.clone());
@@ -217,7 +219,10 @@ impl Pending {
             let (mut changes, unsaved) =
                 finish_with(layer, self.mount.clone(), protected, record, state.ours.clone()).await;
             if unsaved {
-                // Nothing of it applied: it stays, and so do the sets over it.
+                // Nothing of it applied: it stays (pending again for a later process too), and
+                // so do the sets over it.
+                let set = &state.sets[0];
+                set.layer.mark("pending", &set.command, &set.protected);
                 changes.pending = true;
                 done.push(json!({ "id": state.sets[0].id, "changes": changes.to_json() }));
                 break;
