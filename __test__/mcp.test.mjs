@@ -1,42 +1,63 @@
-// `corral mcp` tested with the MCP SDK's own client over a real stdio transport, spawning the bin.
+// `corral mcp` tested over a real stdio transport, spawning the bin, with both generations of the
+// MCP SDK's own clients: SDK 1.x (protocol 2025-11-25) and SDK v2 pinned to 2026-07-28.
 import { describe, it, expect, afterAll, beforeAll, beforeEach, afterEach } from 'vitest';
 import { writeFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client as ClientV2 } from '@modelcontextprotocol/client';
+import { StdioClientTransport as StdioClientTransportV2 } from '@modelcontextprotocol/client/stdio';
 import { linuxSandboxUsable as linuxUsable, tempTree } from './helpers.mjs';
 
 const BIN = fileURLToPath(new URL('../bin/corral.js', import.meta.url));
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
 
-/** A client of `corral mcp args`; with `answer`, it declares elicitation and answers each request with it. */
-async function connect(args, { answer } = {}) {
-  const client = new Client({ name: 'corral-test', version: '1.0.0' }, answer ? { capabilities: { elicitation: {} } } : undefined);
+/** The protocol revisions the server speaks, each with the SDK client that speaks it. */
+const ERAS = ['2025-11-25', '2026-07-28'];
+const MODERN = '2026-07-28';
+
+/**
+ * A client of `corral mcp args` speaking `era`; with `answer`, it declares elicitation and answers
+ * each request with it (a 2026 `input_required` is answered through the same handler). `call`
+ * takes a tools/call's params and request options (signal, onprogress) in either SDK's form.
+ */
+async function connect(args, { answer, era = ERAS[0] } = {}) {
+  const modern = era === MODERN;
+  const capabilities = answer ? { capabilities: { elicitation: modern ? { form: {} } : {} } } : {};
+  const client = modern
+    ? new ClientV2({ name: 'corral-test', version: '1.0.0' }, { ...capabilities, versionNegotiation: { mode: { pin: MODERN } } })
+    : new Client({ name: 'corral-test', version: '1.0.0' }, answer ? capabilities : undefined);
   const asked = [];
   if (answer) {
-    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+    const handler = async (request) => {
       asked.push(request.params);
       return typeof answer === 'function' ? answer(request.params) : answer;
-    });
+    };
+    if (modern) client.setRequestHandler('elicitation/create', handler);
+    else client.setRequestHandler(ElicitRequestSchema, handler);
   }
   const stderr = [];
-  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', ...args], stderr: 'pipe' });
+  const Transport = modern ? StdioClientTransportV2 : StdioClientTransport;
+  const transport = new Transport({ command: process.execPath, args: [BIN, 'mcp', ...args], stderr: 'pipe' });
   transport.stderr?.on('data', (d) => stderr.push(String(d)));
   await client.connect(transport);
-  return { client, stderr, asked, close: () => client.close() };
+  const call = (params, options) => (modern ? client.callTool(params, options) : client.callTool(params, undefined, options));
+  return { client, call, stderr, asked, close: () => client.close() };
 }
 
-describe('corral mcp', () => {
+for (const era of ERAS) {
+describe(`corral mcp (${era} client)`, () => {
   let t;
   let conn;
   beforeAll(async () => {
     t = tempTree({ 'src/a.js': 'const a = 1;\n', 'slow.sh': 'sleep 1\ntouch marker\n' });
     trees.push(t);
     writeFileSync(join(t.root, 'logo.png'), Buffer.from('89504e470d0a1a0a0000000d494844520000000200000002080600000000000000', 'hex'));
-    conn = await connect(['--root', t.root, '--allow', 'cat src/a.js', '--allow', 'sh slow.sh']);
+    conn = await connect(['--root', t.root, '--allow', 'cat src/a.js', '--allow', 'sh slow.sh'], { era });
   });
   afterAll(() => conn?.close());
 
@@ -74,12 +95,12 @@ describe('corral mcp', () => {
     const shell = tools.find((x) => x.name === 'shell');
     expect(shell.outputSchema).toMatchObject({ type: 'object', required: ['stdout', 'stderr'] });
     expect(tools.find((x) => x.name === 'read_file').outputSchema).toBeUndefined();
-    const free = await connect(['--root', t.root, '--client-approves']);
+    const free = await connect(['--root', t.root, '--client-approves'], { era });
     try {
       const both = await free.client.callTool({ name: 'shell', arguments: { command: 'printf out; echo err >&2; exit 3' } });
       expect(both.content[0].text).toBe('out\n[stderr]\nerr\n[exit code 3]');
       const seen = [];
-      const r = await free.client.callTool({ name: 'shell', arguments: { command: 'echo first; sleep 1; echo second' } }, undefined,
+      const r = await free.call({ name: 'shell', arguments: { command: 'echo first; sleep 1; echo second' } },
         { onprogress: (p) => seen.push(p), timeout: 30_000 });
       expect(r.structuredContent).toMatchObject({ exitCode: 0, stdout: 'first\nsecond\n' });
       expect(seen.length).toBeGreaterThan(0);
@@ -93,7 +114,7 @@ describe('corral mcp', () => {
   it('a cancellation from the client aborts the running call, and the server keeps serving', async () => {
     const ac = new AbortController();
     const started = Date.now();
-    const running = conn.client.callTool({ name: 'shell', arguments: { command: 'sh slow.sh' } }, undefined, { signal: ac.signal });
+    const running = conn.call({ name: 'shell', arguments: { command: 'sh slow.sh' } }, { signal: ac.signal });
     setTimeout(() => ac.abort(), 300);
     await expect(running).rejects.toThrow();
     expect(Date.now() - started).toBeLessThan(3000); // a hang bound: the command sleeps 1 s, and the marker check below is the proof
@@ -105,7 +126,7 @@ describe('corral mcp', () => {
   });
 
   it('--tools all adds the agent tools with hints, and --read-only still serves only reading tools', async () => {
-    const all = await connect(['--root', t.root, '--tools', 'all']);
+    const all = await connect(['--root', t.root, '--tools', 'all'], { era });
     try {
       const { tools } = await all.client.listTools();
       const names = tools.map((x) => x.name);
@@ -121,7 +142,7 @@ describe('corral mcp', () => {
     } finally {
       await all.close();
     }
-    const ro = await connect(['--root', t.root, '--read-only', '--tools', 'all']);
+    const ro = await connect(['--root', t.root, '--read-only', '--tools', 'all'], { era });
     try {
       const { tools } = await ro.client.listTools();
       expect(tools.map((x) => x.name)).toEqual(['read_file', 'list_dir', 'glob', 'grep', 'file_info', 'read_files']);
@@ -134,8 +155,8 @@ describe('corral mcp', () => {
     const key = `ghp_${'aB3dE6gH9kLmN2pQ5sT8vW1yZ4cF7jR0uX6w'.slice(0, 36)}`;
     const own = tempTree({ '.npmrc': `token=${key}\n` });
     trees.push(own);
-    const on = await connect(['--root', own.root, '--read-only']);
-    const off = await connect(['--root', own.root, '--read-only', '--no-redact']);
+    const on = await connect(['--root', own.root, '--read-only'], { era });
+    const off = await connect(['--root', own.root, '--read-only', '--no-redact'], { era });
     try {
       const shown = await on.client.callTool({ name: 'read_file', arguments: { path: '.npmrc' } });
       expect(shown.content[0].text).toMatch(/^ 1\ttoken=\[secret:github-pat#\d+\]$/);
@@ -148,7 +169,7 @@ describe('corral mcp', () => {
   });
 
   it('--read-only offers only the read tools', async () => {
-    const ro = await connect(['--root', t.root, '--read-only']);
+    const ro = await connect(['--root', t.root, '--read-only'], { era });
     try {
       const { tools } = await ro.client.listTools();
       expect(tools.map((x) => x.name)).toEqual(['read_file', 'list_dir', 'glob', 'grep']);
@@ -160,7 +181,7 @@ describe('corral mcp', () => {
 
   it.skipIf(!linuxUsable)('--sandbox linux runs the shell in LinuxSandbox: the root is writable, the host is not', async () => {
     writeFileSync(join(t.root, 'probe.sh'), 'echo in > made.txt; echo x > /etc/corral-mcp-escape; cat made.txt\n');
-    const sb = await connect(['--root', t.root, '--sandbox', 'linux', '--allow', 'sh probe.sh']);
+    const sb = await connect(['--root', t.root, '--sandbox', 'linux', '--allow', 'sh probe.sh'], { era });
     try {
       const r = await sb.client.callTool({ name: 'shell', arguments: { command: 'sh probe.sh' } });
       expect(r.isError, JSON.stringify(r)).toBeFalsy();
@@ -174,12 +195,12 @@ describe('corral mcp', () => {
   });
 
   it('an unknown --sandbox is refused with the usage', async () => {
-    const e = await connect(['--root', t.root, '--sandbox', 'vm']).catch((err) => err);
+    const e = await connect(['--root', t.root, '--sandbox', 'vm'], { era }).catch((err) => err);
     expect(e).toBeInstanceOf(Error);
   });
 });
 
-describe('corral mcp asks before a command runs', () => {
+describe(`corral mcp asks before a command runs (${era} client)`, () => {
   const RUN_SCHEMA = { type: 'object', properties: { run: { type: 'boolean', title: 'Run this command' } }, required: ['run'] };
   const ACCEPT = { action: 'accept', content: { run: true } };
   let t;
@@ -198,7 +219,7 @@ describe('corral mcp asks before a command runs', () => {
     t.cleanup();
   });
   const open = async (args, options) => {
-    const c = await connect(args, options);
+    const c = await connect(args, { ...options, era });
     conns.push(c);
     return c;
   };
@@ -338,4 +359,116 @@ describe('corral mcp asks before a command runs', () => {
     expect(await describe([], { answer: ACCEPT })).toMatch(/Every command is put to the user/);
     expect(await describe(['--client-approves'])).toMatch(/Every command runs without asking here/);
   });
+});
+}
+
+/** `corral mcp args` spoken to line by line: `request(method, params)` resolves with the answer. */
+function raw(args) {
+  const child = spawn(process.execPath, [BIN, 'mcp', ...args], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const waiting = new Map();
+  let next = 1;
+  let buf = '';
+  child.stdout.on('data', (d) => {
+    buf += d;
+    for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
+      const m = JSON.parse(buf.slice(0, i));
+      waiting.get(m.id)?.(m);
+    }
+  });
+  const request = (method, params) => new Promise((res) => {
+    const id = next++;
+    waiting.set(id, res);
+    child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
+  });
+  return { request, close: () => child.kill() };
+}
+
+/** A 2026-07-28 request's `_meta`: its version, client and capabilities. */
+const envelope = (capabilities) => ({
+  'io.modelcontextprotocol/protocolVersion': MODERN,
+  'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+  'io.modelcontextprotocol/clientCapabilities': capabilities,
+});
+
+describe('corral mcp on the wire, 2026-07-28', () => {
+  let t;
+  beforeEach(() => {
+    t = tempTree({ 'a.txt': 'hi\n' });
+  });
+  afterEach(() => t.cleanup());
+
+  it('answers server/discover with the 2026 revision and its tools capability, and the v2 client speaks it', async () => {
+    const c = raw(['--root', t.root]);
+    try {
+      const { result } = await c.request('server/discover', { _meta: envelope({}) });
+      expect(result.supportedVersions).toContain(MODERN);
+      expect(result.capabilities.tools).toBeDefined();
+      expect(result._meta['io.modelcontextprotocol/serverInfo'].name).toBe('corral');
+    } finally {
+      c.close();
+    }
+    const v2 = await connect(['--root', t.root], { era: MODERN });
+    try {
+      expect(v2.client.getProtocolEra()).toBe('modern');
+    } finally {
+      await v2.close();
+    }
+  });
+
+  it('an approval answer counts only for the call it was asked for: unasked or for another command, nothing runs', async () => {
+    // The attack: a client (or whatever sits between it and the server) sends an "accept"
+    // without having asked, or replays one for a harmless command with another command.
+    const c = raw(['--root', t.root]);
+    const meta = envelope({ elicitation: { form: {} } });
+    const accept = { approval: { action: 'accept', content: { run: true } } };
+    const shell = (command, more = {}) => c.request('tools/call', { name: 'shell', arguments: { command }, _meta: meta, ...more });
+    try {
+      const unasked = await shell('touch unasked.txt', { inputResponses: accept });
+      expect(unasked.result.resultType).toBe('input_required');
+      expect(unasked.result.inputRequests.approval.params.message).toContain('touch unasked.txt');
+      expect(existsSync(join(t.root, 'unasked.txt'))).toBe(false);
+      const asked = await shell('echo harmless');
+      const { requestState } = asked.result;
+      expect(typeof requestState).toBe('string');
+      const replayed = await shell('touch replayed.txt', { inputResponses: accept, requestState });
+      expect(replayed.result.resultType).toBe('input_required');
+      expect(existsSync(join(t.root, 'replayed.txt'))).toBe(false);
+      const forged = await shell('touch forged.txt', { inputResponses: accept, requestState: `${requestState}x` });
+      // A state this server did not seal is refused by the SDK before the tool is reached.
+      expect(forged.error?.code, JSON.stringify(forged)).toBe(-32602);
+      expect(existsSync(join(t.root, 'forged.txt'))).toBe(false);
+      // The positive control: the same call with its own state runs.
+      const ran = await shell('echo harmless', { inputResponses: accept, requestState });
+      expect(ran.result.isError, JSON.stringify(ran)).toBeFalsy();
+      expect(ran.result.structuredContent.stdout).toBe('harmless\n');
+    } finally {
+      c.close();
+    }
+  });
+});
+
+describe('corral mcp with the MCP Inspector CLI', () => {
+  const INSPECTOR = fileURLToPath(new URL('../node_modules/.bin/mcp-inspector', import.meta.url));
+  const inspect = (era, root, ...args) =>
+    spawnSync(process.execPath, [INSPECTOR, '--cli', '--protocol-era', era, '--format', 'json', process.execPath, BIN, 'mcp', '--root', root, ...args], { encoding: 'utf8', timeout: 60_000 });
+  let t;
+  beforeAll(() => {
+    t = tempTree({ 'a.txt': 'hi\n' });
+    trees.push(t);
+  });
+
+  for (const era of ['legacy', 'modern']) {
+    it(`lists the tools and calls one, and a command it cannot ask for is refused (${era})`, () => {
+      const list = inspect(era, t.root, '--method', 'tools/list');
+      expect(list.status, list.stderr).toBe(0);
+      const names = JSON.parse(list.stdout).result.tools.map((x) => x.name);
+      expect(names).toEqual(['read_file', 'write_file', 'edit_file', 'list_dir', 'glob', 'grep', 'shell']);
+      const read = inspect(era, t.root, '--method', 'tools/call', '--tool-name', 'read_file', '--tool-arg', 'path=a.txt');
+      expect(read.status, read.stderr).toBe(0);
+      expect(JSON.stringify(JSON.parse(read.stdout))).toContain(' 1\\thi');
+      const shell = inspect(era, t.root, '--method', 'tools/call', '--tool-name', 'shell', '--tool-arg', 'command=touch made.txt');
+      expect(shell.stdout).toContain('Not run: this command needs approval and this client cannot ask for it');
+      expect(existsSync(join(t.root, 'made.txt'))).toBe(false);
+    });
+  }
 });

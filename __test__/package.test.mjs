@@ -91,9 +91,9 @@ describe('npm pack', { timeout: 180_000 }, () => {
       const files = JSON.parse(stdout)[0].files.map((f) => f.path).filter((f) => !['package.json', 'README.md', pkg.main].includes(f));
       expect(files, d).toEqual([]);
     }
-    // The SDKs a user brings are optional peers; installing corral pulls in the MCP SDK only.
+    // The SDKs a user brings are optional peers; installing corral pulls in the MCP server SDK only.
     expect(main.peerDependenciesMeta).toEqual({ ai: { optional: true }, '@openai/agents': { optional: true } });
-    expect(Object.keys(main.dependencies)).toEqual(['@modelcontextprotocol/sdk']);
+    expect(Object.keys(main.dependencies)).toEqual(['@modelcontextprotocol/server']);
   });
 });
 

@@ -1,11 +1,14 @@
 'use strict';
-// `corral mcp`: corral's tools as an MCP server on stdio, built on @modelcontextprotocol/sdk.
+// `corral mcp`: corral's tools as an MCP server on stdio, built on the official SDK v2
+// (@modelcontextprotocol/server). One server speaks both protocol eras: 2025-11-25 clients
+// (initialize, server-initiated elicitation) and 2026-07-28 clients (server/discover, stateless
+// requests, input_required results); `serveStdio` pins each connection to its era.
 // stdout carries only protocol messages; everything else goes to stderr.
 
 const { basename, resolve } = require('node:path');
-const { Server } = require('@modelcontextprotocol/sdk/server/index.js');
-const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js');
-const { ListToolsRequestSchema, CallToolRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
+const { createHash, randomBytes } = require('node:crypto');
+const { Server, inputRequired, inputResponse, createRequestStateCodec, CLIENT_CAPABILITIES_META_KEY } = require('@modelcontextprotocol/server');
+const { serveStdio } = require('@modelcontextprotocol/server/stdio');
 const corral = require('./index.js');
 // The addon itself (loaded once per process), for what the core decides that is not public API.
 const addon = require('./load-binding.js').loadBinding();
@@ -86,28 +89,61 @@ function toolsFor(o, onProgress) {
   return tools;
 }
 
-const canAsk = (server) => server.getClientCapabilities()?.elicitation?.form !== undefined;
+/**
+ * Whether the client of this request can put a question to its user (a form elicitation): on a
+ * 2025 connection as it declared at `initialize`, on a 2026 request as the request declares.
+ */
+function canAsk(server, era, ctx) {
+  if (era !== 'modern') return server.getClientCapabilities()?.elicitation?.form !== undefined;
+  const e = ctx?.mcpReq?.envelope?.[CLIENT_CAPABILITIES_META_KEY]?.elicitation;
+  return e !== undefined && e !== null && (e.form !== undefined || Object.keys(e).length === 0);
+}
 
 const notRun = (text) => ({ content: [{ type: 'text', text }], isError: true });
 
 /** A human has this long to answer an approval request (the SDK's default is a minute). */
 const APPROVAL_TIMEOUT_MS = 10 * 60_000;
 
+const RUN_SCHEMA = { type: 'object', properties: { run: { type: 'boolean', title: 'Run this command' } }, required: ['run'] };
+
 /**
- * Undefined when this call may run; else the result that says why it did not. A call its tool
- * says needs approval runs only when the client's user accepts it with `run: true`.
+ * A 2026 approval's state: sealed (HMAC, a key of this process, ten minutes) and naming the call
+ * it was asked for, so an answer comes back only for the same tool with the same arguments.
  */
-async function approval(server, tool, args, rootName, extra) {
+const approvals = createRequestStateCodec({ key: randomBytes(32), ttlSeconds: APPROVAL_TIMEOUT_MS / 1000, bind: (ctx) => ctx.mcpReq.method });
+const callDigest = (name, args) => createHash('sha256').update(JSON.stringify([name, args])).digest('hex');
+
+/**
+ * Undefined when this call may run; else the result that says why it did not, or (a 2026
+ * request) the `input_required` result that asks. A call its tool says needs approval runs only
+ * when the client's user accepts it with `run: true`. The decision and every text are the core's.
+ */
+async function approval(server, era, tool, args, rootName, ctx) {
   const needed = typeof tool.needsApproval === 'function' ? await tool.needsApproval(args) : tool.needsApproval === true;
-  const decision = addon.mcpDecide(Boolean(needed), canAsk(server), tool.name, args);
+  const decision = addon.mcpDecide(Boolean(needed), canAsk(server, era, ctx), tool.name, args);
   if (decision.action === 'run') return undefined;
   if (decision.action === 'refuse') return notRun(decision.text);
+  const message = tool.approvalPrompt(args, rootName);
+  if (era === 'modern') {
+    const digest = callDigest(tool.name, args);
+    const answer = inputResponse(ctx.mcpReq.inputResponses, 'approval');
+    // An answer counts only with the state this server sealed for this very call.
+    if (answer.kind === 'missing' || ctx.mcpReq.requestState()?.digest !== digest) {
+      return inputRequired({
+        inputRequests: { approval: inputRequired.elicit({ message, requestedSchema: RUN_SCHEMA }) },
+        requestState: await approvals.mint({ digest }, ctx),
+      });
+    }
+    if (answer.kind !== 'elicit') return notRun(addon.mcpAnswered(false, `the answer was not a form's (${answer.kind})`));
+    const text = addon.mcpAnswered(answer.action === 'accept' && answer.content?.run === true, null);
+    return text === null ? undefined : notRun(text);
+  }
   let answer;
   try {
-    answer = await server.elicitInput({
-      message: tool.approvalPrompt(args, rootName),
-      requestedSchema: { type: 'object', properties: { run: { type: 'boolean', title: 'Run this command' } }, required: ['run'] },
-    }, { signal: extra.signal, relatedRequestId: extra.requestId, timeout: APPROVAL_TIMEOUT_MS });
+    answer = await ctx.mcpReq.elicitInput(
+      { mode: 'form', message, requestedSchema: RUN_SCHEMA },
+      { signal: ctx.mcpReq.signal, relatedRequestId: ctx.mcpReq.id, timeout: APPROVAL_TIMEOUT_MS },
+    );
   } catch (e) {
     return notRun(addon.mcpAnswered(false, String(e?.message ?? e)));
   }
@@ -189,36 +225,40 @@ async function serve(argv) {
   const byName = new Map(tools.map((t) => [t.name, t]));
   // The user is told the root's name, never its host path.
   const rootName = basename(resolve(o.root)) || '/';
-  const server = new Server({ name: 'corral', version }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: tools.map((t) => ({
-      name: t.name,
-      description: t.name === 'shell' ? `${t.description} ${tools.policy.note(canAsk(server))}` : t.description,
-      inputSchema: t.inputSchema,
-      ...(t.name === 'shell' ? { outputSchema: SHELL_OUTPUT_SCHEMA } : {}),
-      annotations: addon.toolAnnotations(t.name),
-    })),
-  }));
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const { name, arguments: args = {} } = request.params;
-    const tool = byName.get(name);
-    if (!tool) return { content: [{ type: 'text', text: `Unknown tool: ${name}. Tools: ${[...byName.keys()].join(', ')}.` }], isError: true };
-    const toolCallId = String(extra.requestId);
-    const token = request.params._meta?.progressToken;
-    if (token !== undefined) progress.set(toolCallId, { token, count: 0, send: extra.sendNotification });
-    try {
-      const refused = await approval(server, tool, args, rootName, extra);
-      if (refused) return refused;
-      return content(await tool.execute(args, { signal: extra.signal, toolCallId }));
-    } catch (e) {
-      if (e?.name === 'WorkspaceError') return { content: [{ type: 'text', text: `${e.code}: ${e.message}` }], isError: true };
-      console.error(`corral mcp: ${name} failed: ${e?.stack ?? e}`);
-      return { content: [{ type: 'text', text: `Internal error in ${name}: ${e?.message ?? e}` }], isError: true };
-    } finally {
-      progress.delete(toolCallId);
-    }
-  });
-  await server.connect(new StdioServerTransport());
+  // One server per connection (and one for a 2026 client's discovery probe), all over the same tools.
+  const handle = serveStdio(({ era }) => {
+    const server = new Server({ name: 'corral', version }, { capabilities: { tools: {} }, requestState: { verify: approvals.verify } });
+    server.setRequestHandler('tools/list', async (_request, ctx) => ({
+      tools: tools.map((t) => ({
+        name: t.name,
+        description: t.name === 'shell' ? `${t.description} ${tools.policy.note(canAsk(server, era, ctx))}` : t.description,
+        inputSchema: t.inputSchema,
+        ...(t.name === 'shell' ? { outputSchema: SHELL_OUTPUT_SCHEMA } : {}),
+        annotations: addon.toolAnnotations(t.name),
+      })),
+    }));
+    server.setRequestHandler('tools/call', async (request, ctx) => {
+      const { name, arguments: args = {} } = request.params;
+      const tool = byName.get(name);
+      if (!tool) return { content: [{ type: 'text', text: `Unknown tool: ${name}. Tools: ${[...byName.keys()].join(', ')}.` }], isError: true };
+      const toolCallId = String(ctx.mcpReq.id);
+      const token = ctx.mcpReq._meta?.progressToken;
+      if (token !== undefined) progress.set(toolCallId, { token, count: 0, send: (n) => ctx.mcpReq.notify(n) });
+      try {
+        const refused = await approval(server, era, tool, args, rootName, ctx);
+        if (refused) return refused;
+        return content(await tool.execute(args, { signal: ctx.mcpReq.signal, toolCallId }));
+      } catch (e) {
+        if (e?.name === 'WorkspaceError') return { content: [{ type: 'text', text: `${e.code}: ${e.message}` }], isError: true };
+        console.error(`corral mcp: ${name} failed: ${e?.stack ?? e}`);
+        return { content: [{ type: 'text', text: `Internal error in ${name}: ${e?.message ?? e}` }], isError: true };
+      } finally {
+        progress.delete(toolCallId);
+      }
+    });
+    return server;
+  }, { onerror: (e) => console.error(`corral mcp: ${e?.message ?? e}`) });
+  void handle;
   console.error(`corral mcp: serving ${tools.length} tools over ${o.root} on stdio`);
   return undefined;
 }
