@@ -7,6 +7,7 @@
 
 use std::sync::OnceLock;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use regex::bytes::Regex;
 
 /// A rule: the name markers carry, its token's pattern, and whether the token stands between
@@ -45,7 +46,7 @@ pub const RULES: &[Rule] = &[
     b!("gitlab-rrt", r"GR1348941[0-9a-zA-Z_-]{20}"),
     b!("slack-bot-token", r"xoxb-[0-9]{10,13}-[0-9]{10,13}[a-zA-Z0-9-]{0,64}"),
     b!("slack-user-token", r"xox[pe](?:-[0-9]{10,13}){3}-[a-zA-Z0-9-]{28,34}"),
-    b!("slack-app-token", r"(?i-u:xapp)-[0-9]-[A-Z0-9]{1,64}-[0-9]{1,32}-[a-z0-9]{1,128}"),
+    b!("slack-app-token", r"(?:xapp|XAPP)-[0-9]-[A-Z0-9]{1,64}-[0-9]{1,32}-[a-z0-9]{1,128}"),
     Rule {
         name: "slack-webhook-url",
         pattern: r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}",
@@ -114,11 +115,11 @@ pub const PREFIXES: &[&str] = &[
     "AGE-SECRET-KEY-1",
 ];
 
-/// The rules compiled: where a token may begin (every prefix, in any case), one anchored pattern
-/// for all (tried at each such place), and each rule alone, anchored at both ends (a match is
-/// named by the rule that matches it whole).
+/// The rules compiled: where a token may begin (a literal search for every prefix), one anchored
+/// pattern for all (tried at each such place), and each rule alone, anchored at both ends (a
+/// match is named by the rule that matches it whole).
 pub struct Compiled {
-    pub prefixes: Regex,
+    pub prefixes: AhoCorasick,
     pub start: Regex,
     pub each: Vec<(&'static str, bool, Regex)>,
 }
@@ -143,15 +144,15 @@ pub fn compiled() -> &'static Compiled {
                 (r.name, r.bounded, Regex::new(&format!("^(?:{})$", r.pattern)).expect("each default rule compiles"))
             })
             .collect();
-        // The rules that ignore case begin with `-----BEGIN` or `xapp-`: those two in any case.
-        let alternatives: Vec<String> = PREFIXES
-            .iter()
-            .map(|p| match p.to_ascii_lowercase().as_str() {
-                l @ ("-----begin" | "xapp-") => format!("(?i-u:{})", regex::escape(l)),
-                _ => regex::escape(p),
-            })
-            .collect();
-        let prefixes = Regex::new(&alternatives.join("|")).expect("the prefixes compile");
+        // Literals only: a key block's `-----BEGIN`, which the rule takes in any case, is looked
+        // for as its `-----` (the anchored pattern then reads the word in any case); `xapp-` as
+        // Slack writes it, or in capitals. Case variants would make the search several times
+        // slower (the search runs over everything a tool returns).
+        let mut literals: Vec<&str> =
+            PREFIXES.iter().map(|p| if p.eq_ignore_ascii_case("-----begin") { "-----" } else { p }).collect();
+        literals.dedup();
+        let prefixes =
+            AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(&literals).expect("the prefixes compile");
         Compiled { prefixes, start, each }
     })
 }
@@ -185,7 +186,7 @@ pub fn tokens(text: &[u8]) -> Vec<(usize, usize, &'static str)> {
     let mut at = 0;
     // Each place a prefix begins; after one that begins no token, the search goes on from the next
     // byte (a token may begin inside a prefix that began none: `AKIAKIA…`).
-    while let Some(m) = c.prefixes.find_at(text, at) {
+    while let Some(m) = c.prefixes.find(aho_corasick::Input::new(text).span(at..text.len())) {
         let p = m.start();
         at = p + 1;
         let Some(hit) = c.start.find(&text[p..]) else { continue };

@@ -22,6 +22,7 @@ fn tokens() -> Vec<(&'static str, String)> {
     vec![
         ("private-key", format!("-----BEGIN RSA PRIVATE KEY-----\n{key_body}\n-----END RSA PRIVATE KEY-----")),
         ("private-key", format!("-----BEGIN OPENSSH PRIVATE KEY-----\n{key_body}\n-----END OPENSSH PRIVATE KEY-----")),
+        ("private-key", format!("-----begin ec private key-----\n{key_body}\n-----end ec private key-----")),
         ("aws-access-key-id", format!("AKIA{}", fill("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16, 3))),
         ("github-pat", format!("ghp_{}", fill(ALNUM, 36, 1))),
         ("github-oauth", format!("gho_{}", fill(ALNUM, 36, 2))),
@@ -353,4 +354,13 @@ fn a_marker_for_an_environment_value_is_unwritable_where_the_file_holds_it() {
     let marker = &shown[6..shown.len() - 1];
     assert_eq!(r.unwritable(&shown, "s", file), Some(marker));
     assert_eq!(r.unwritable(&shown, "s", "TOKEN=other\n"), None, "a file without the value loses nothing");
+}
+
+#[test]
+fn a_key_block_in_mixed_case_after_a_run_of_dashes_is_found() {
+    let body = (0..4).map(|i| fill(ALNUM, 64, i)).collect::<Vec<_>>().join("\n");
+    let text = format!("/* ---------- */\n--------Begin EC Private Key-----\n{body}\n-----End EC PRIVATE KEY-----\n");
+    let out = rules_only().redact(&text, "s");
+    assert!(!out.contains(&body[..64]), "{out}");
+    assert!(out.starts_with("/* ---------- */\n---[secret:private-key#"), "{out}");
 }
