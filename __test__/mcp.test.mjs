@@ -415,7 +415,7 @@ describe('corral mcp on the wire, 2026-07-28', () => {
     }
   });
 
-  it('an approval answer counts only for the call it was asked for: unasked or for another command, nothing runs', async () => {
+  it('an approval answer counts once and only for the call it was asked for: unasked, replayed or for another command, nothing runs', async () => {
     // The attack: a client (or whatever sits between it and the server) sends an "accept"
     // without having asked, or replays one for a harmless command with another command.
     const c = raw(['--root', t.root]);
@@ -437,10 +437,12 @@ describe('corral mcp on the wire, 2026-07-28', () => {
       // A state this server did not seal is refused by the SDK before the tool is reached.
       expect(forged.error?.code, JSON.stringify(forged)).toBe(-32602);
       expect(existsSync(join(t.root, 'forged.txt'))).toBe(false);
-      // The positive control: the same call with its own state runs.
+      // The positive control: the same call with its own state runs, once.
       const ran = await shell('echo harmless', { inputResponses: accept, requestState });
       expect(ran.result.isError, JSON.stringify(ran)).toBeFalsy();
       expect(ran.result.structuredContent.stdout).toBe('harmless\n');
+      const again = await shell('echo harmless', { inputResponses: accept, requestState });
+      expect(again.result.resultType).toBe('input_required');
     } finally {
       c.close();
     }

@@ -112,6 +112,8 @@ const RUN_SCHEMA = { type: 'object', properties: { run: { type: 'boolean', title
  */
 const approvals = createRequestStateCodec({ key: randomBytes(32), ttlSeconds: APPROVAL_TIMEOUT_MS / 1000, bind: (ctx) => ctx.mcpReq.method });
 const callDigest = (name, args) => createHash('sha256').update(JSON.stringify([name, args])).digest('hex');
+/** The sealed states an answer was taken with: each counts once (a replay is asked again). */
+const answered = new Set();
 
 /**
  * Undefined when this call may run; else the result that says why it did not, or (a 2026
@@ -127,13 +129,15 @@ async function approval(server, era, tool, args, rootName, ctx) {
   if (era === 'modern') {
     const digest = callDigest(tool.name, args);
     const answer = inputResponse(ctx.mcpReq.inputResponses, 'approval');
-    // An answer counts only with the state this server sealed for this very call.
-    if (answer.kind === 'missing' || ctx.mcpReq.requestState()?.digest !== digest) {
+    // An answer counts only with the state this server sealed for this very call, and once.
+    const state = ctx.mcpReq.requestState();
+    if (answer.kind === 'missing' || state?.digest !== digest || answered.has(state.nonce)) {
       return inputRequired({
         inputRequests: { approval: inputRequired.elicit({ message, requestedSchema: RUN_SCHEMA }) },
-        requestState: await approvals.mint({ digest }, ctx),
+        requestState: await approvals.mint({ digest, nonce: randomBytes(16).toString('hex') }, ctx),
       });
     }
+    answered.add(state.nonce);
     if (answer.kind !== 'elicit') return notRun(addon.mcpAnswered(false, `the answer was not a form's (${answer.kind})`));
     const text = addon.mcpAnswered(answer.action === 'accept' && answer.content?.run === true, null);
     return text === null ? undefined : notRun(text);
