@@ -112,8 +112,13 @@ const RUN_SCHEMA = { type: 'object', properties: { run: { type: 'boolean', title
  */
 const approvals = createRequestStateCodec({ key: randomBytes(32), ttlSeconds: APPROVAL_TIMEOUT_MS / 1000, bind: (ctx) => ctx.mcpReq.method });
 const callDigest = (name, args) => createHash('sha256').update(JSON.stringify([name, args])).digest('hex');
-/** The sealed states an answer was taken with: each counts once (a replay is asked again). */
-const answered = new Set();
+/** The sealed states an answer was taken with, until they expire: each counts once (a replay is asked again). */
+const answered = new Map();
+function spend(nonce) {
+  const now = Date.now();
+  for (const [n, expires] of answered) if (expires < now) answered.delete(n);
+  answered.set(nonce, now + APPROVAL_TIMEOUT_MS);
+}
 
 /**
  * Undefined when this call may run; else the result that says why it did not, or (a 2026
@@ -137,7 +142,7 @@ async function approval(server, era, tool, args, rootName, ctx) {
         requestState: await approvals.mint({ digest, nonce: randomBytes(16).toString('hex') }, ctx),
       });
     }
-    answered.add(state.nonce);
+    spend(state.nonce);
     if (answer.kind !== 'elicit') return notRun(addon.mcpAnswered(false, `the answer was not a form's (${answer.kind})`));
     const text = addon.mcpAnswered(answer.action === 'accept' && answer.content?.run === true, null);
     return text === null ? undefined : notRun(text);
@@ -215,7 +220,9 @@ async function serve(argv) {
     console.error(usage);
     return o.help ? 0 : 2;
   }
-  // The progress tokens of the calls running now, by request id (the tools' toolCallId).
+  // The progress tokens of the calls running now, by the tools' toolCallId (one per call: two
+  // requests may have ids that read alike, 1 and "1").
+  let calls = 0;
   const progress = new Map();
   const onProgress = ({ toolCallId, text }) => {
     const p = progress.get(toolCallId);
@@ -245,7 +252,7 @@ async function serve(argv) {
       const { name, arguments: args = {} } = request.params;
       const tool = byName.get(name);
       if (!tool) return { content: [{ type: 'text', text: `Unknown tool: ${name}. Tools: ${[...byName.keys()].join(', ')}.` }], isError: true };
-      const toolCallId = String(ctx.mcpReq.id);
+      const toolCallId = `call-${++calls}`;
       const token = ctx.mcpReq._meta?.progressToken;
       if (token !== undefined) progress.set(toolCallId, { token, count: 0, send: (n) => ctx.mcpReq.notify(n) });
       try {
@@ -260,6 +267,9 @@ async function serve(argv) {
         progress.delete(toolCallId);
       }
     });
+    // Why a request was refused before a handler ran (a sealed state forged, expired or bound
+    // elsewhere) goes to stderr.
+    server.onerror = (e) => console.error(`corral mcp: ${e?.message ?? e}`);
     return server;
   }, { onerror: (e) => console.error(`corral mcp: ${e?.message ?? e}`) });
   void handle;
