@@ -189,6 +189,10 @@ pub fn tokens(text: &[u8]) -> Vec<(usize, usize, &'static str)> {
     while let Some(m) = c.prefixes.find(aho_corasick::Input::new(text).span(at..text.len())) {
         let p = m.start();
         at = p + 1;
+        // A run of dashes in a comment is no key block: only one that says BEGIN is tried.
+        if text[p] == b'-' && !pem_mark_at(text, p, b"begin") {
+            continue;
+        }
         let Some(hit) = c.start.find(&text[p..]) else { continue };
         let end = p + hit.end();
         let (name, bounded) = rule_of(&text[p..end]);
