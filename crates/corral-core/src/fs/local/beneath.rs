@@ -102,6 +102,15 @@ pub(super) fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int, mode:
     }
 }
 
+/// Sets the mode of the inode a descriptor holds (an `O_PATH` one too, so the inode's own mode
+/// need not allow reading it), through its `/proc/self/fd` entry; `ENOENT` where there is no /proc.
+#[cfg(target_os = "linux")]
+pub(crate) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    let at = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL in a number");
+    // SAFETY: a NUL-terminated path to our own descriptor.
+    check(unsafe { libc::chmod(at.as_ptr(), mode as libc::mode_t) }).map(drop)
+}
+
 /// The root directory, held open for the life of the provider.
 pub(super) fn open_root(path: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(path.as_os_str().as_bytes())

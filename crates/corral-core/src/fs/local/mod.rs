@@ -21,6 +21,8 @@ use crate::path::Flavor;
 
 #[cfg(unix)]
 mod beneath;
+#[cfg(target_os = "linux")]
+pub(crate) use beneath::chmod_fd;
 /// Used by the overlay's apply (Linux).
 #[cfg(target_os = "linux")]
 pub(crate) use beneath::open_no_links;

@@ -285,16 +285,10 @@ impl LocalFs {
                 if kind(&fstatat(fd.as_fd(), None)?) == libc::S_IFLNK {
                     return Err(io::Error::from_raw_os_error(libc::ELOOP)); // as O_NOFOLLOW says below
                 }
-                let at = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
-                // SAFETY: a NUL-terminated path to our own descriptor.
-                if unsafe { libc::chmod(at.as_ptr(), (mode & 0o7777) as libc::mode_t) } == 0 {
-                    return Ok(());
+                match beneath::chmod_fd(fd.as_fd(), mode & 0o7777) {
+                    Err(e) if errno(&e) == libc::ENOENT => {} // no /proc: through a descriptor open for reading
+                    r => return r,
                 }
-                let e = io::Error::last_os_error();
-                if errno(&e) != libc::ENOENT {
-                    return Err(e);
-                }
-                // No /proc: through a descriptor open for reading.
             }
             let fd = match &f.name {
                 Some(name) => openat(f.dir.as_fd(), name, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0)?,

@@ -232,7 +232,10 @@ fn construction_is_refused_where_overlay_mounts_fail() {
 }
 
 /// Every entry below `dir`: its kind, permission bits and content (a link's target).
-fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, (char, u32, Vec<u8>)> {
+/// Every path below a directory: its kind, permission bits and content (a link's target).
+type Snapshot = std::collections::BTreeMap<PathBuf, (char, u32, Vec<u8>)>;
+
+fn snapshot(dir: &Path) -> Snapshot {
     let mut out = std::collections::BTreeMap::new();
     for p in walkdir(dir) {
         let m = std::fs::symlink_metadata(&p).unwrap();
@@ -272,6 +275,13 @@ async fn in_turn(s: &SandboxShell, turn: u32, cmd: &str) -> ExecResult {
     r
 }
 
+/// Rewinding session `s1` to turn 1 skips nothing and gives back the tree `before` showed.
+async fn assert_rewinds_to(checkpoints: &Ck, fs: &Fs, cwd: &Path, before: &Snapshot) {
+    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
+    assert!(report.skipped.is_empty(), "{report:?}");
+    assert_eq!(&snapshot(cwd), before, "{report:?}");
+}
+
 #[tokio::test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
 async fn a_rewind_after_a_turn_of_commands_gives_back_the_tree_as_it_was() {
@@ -304,9 +314,7 @@ async fn a_rewind_after_a_turn_of_commands_gives_back_the_tree_as_it_was() {
     assert_eq!(std::fs::metadata(cwd.join("locked")).unwrap().mode() & 0o777, 0o500, "{one:?}");
     in_turn(&s, 2, "echo three >> a.txt && rm -rf swap && ln -s nowhere swap").await;
     assert_ne!(snapshot(&cwd), before);
-    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
-    assert!(report.skipped.is_empty(), "{report:?}");
-    assert_eq!(snapshot(&cwd), before, "{report:?}");
+    assert_rewinds_to(&checkpoints, &fs, &cwd, &before).await;
 }
 
 #[tokio::test]
@@ -337,9 +345,7 @@ async fn directories_a_command_closed_after_writing_into_them_are_applied_and_re
         (read(&cwd, "out/f"), read(&cwd, "wo/sub/g"), read(&cwd, "ro/a")),
         ("x\n".into(), "y\n".into(), "new\n".into())
     );
-    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
-    assert!(report.skipped.is_empty(), "{report:?}");
-    assert_eq!(snapshot(&cwd), before, "{report:?}");
+    assert_rewinds_to(&checkpoints, &fs, &cwd, &before).await;
 }
 
 #[tokio::test]
@@ -352,9 +358,7 @@ async fn a_file_a_command_replaced_by_a_closed_directory_comes_back_with_its_own
     let before = snapshot(&cwd);
     in_turn(&s, 1, "rm x && mkdir x && chmod 500 x").await;
     assert_eq!(std::fs::metadata(cwd.join("x")).unwrap().mode() & 0o7777, 0o500);
-    let report = checkpoints.rewind(fs.as_ref(), "s1", 1, false, false).await.unwrap();
-    assert!(report.skipped.is_empty(), "{report:?}");
-    assert_eq!(snapshot(&cwd), before, "{report:?}");
+    assert_rewinds_to(&checkpoints, &fs, &cwd, &before).await;
 }
 
 #[tokio::test]

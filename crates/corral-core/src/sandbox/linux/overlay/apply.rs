@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::capture::{Entry, Op};
 use super::layer::Stamp;
+use crate::fs::local::chmod_fd;
 use crate::shell::changes::{Changes, Refusal};
 
 /// What may not land: bare names at any depth (`.git`), and paths relative to the working
@@ -329,13 +330,6 @@ pub fn apply(
         }
     }
     (a.out, done)
-}
-
-/// Sets the mode of the inode a descriptor (`O_PATH` too) holds.
-fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
-    let at = fd_path(fd)?;
-    // SAFETY: a NUL-terminated path to our own descriptor.
-    check(unsafe { libc::chmod(at.as_ptr(), mode) }).map(drop)
 }
 
 impl Applier<'_> {

@@ -5,9 +5,9 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// What goes to the host at a path.
@@ -233,10 +233,7 @@ impl Opened {
         if (st.dev(), st.ino()) != (m.dev(), m.ino()) {
             return Err(io::Error::other("the command's layer changed while it was read"));
         }
-        std::fs::set_permissions(
-            format!("/proc/self/fd/{}", now.as_raw_fd()),
-            std::fs::Permissions::from_mode(mode | 0o700),
-        )?;
+        crate::fs::local::chmod_fd(now.as_fd(), mode | 0o700)?;
         self.modes.insert(rel.to_path_buf(), mode);
         Ok(mode)
     }
