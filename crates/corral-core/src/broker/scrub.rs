@@ -184,11 +184,7 @@ impl Scrubber {
             })
             .filter(|c| !c.is_empty() && c != "identity")
             .collect();
-        let coding = match codings.as_slice() {
-            [] => String::new(),
-            [one] => one.clone(),
-            _ => codings.join(", "),
-        };
+        let coding = codings.join(", ");
         let decoder = match coding.as_str() {
             "" => None,
             "gzip" | "x-gzip" => Some(Decoder::Gzip(flate2::write::MultiGzDecoder::new(Vec::new()))),
@@ -217,9 +213,10 @@ impl Scrubber {
                     return None;
                 }
                 // Compressed input is decoded a piece at a time: what one piece expands to is
-                // bounded, however far the whole body expands.
+                // bounded, however far the whole body expands. Plain input is taken whole.
                 if !s.input.is_empty() {
-                    let piece = s.input.split_to(s.input.len().min(DECODE_PIECE));
+                    let n = if s.decoder.is_some() { DECODE_PIECE } else { s.input.len() };
+                    let piece = s.input.split_to(s.input.len().min(n));
                     match s.decoder.as_mut().map(|d| d.write(&piece)) {
                         Some(Ok(plain)) => s.held.extend_from_slice(&plain),
                         Some(Err(e)) => return s.fail(e),
@@ -242,8 +239,7 @@ impl Scrubber {
                         Ok(next) => next,
                         // The upstream paused: what is held goes out.
                         Err(_) => {
-                            let out = s.scrubber.replace(&std::mem::take(&mut s.held));
-                            return Some((Ok(Frame::data(Bytes::from(out))), s));
+                            return Some((Ok(s.flush()), s));
                         }
                     }
                 };
@@ -264,8 +260,7 @@ impl Scrubber {
                                 return s.fail(e);
                             }
                             if !s.held.is_empty() {
-                                let out = s.scrubber.replace(&std::mem::take(&mut s.held));
-                                return Some((Ok(Frame::data(Bytes::from(out))), s));
+                                return Some((Ok(s.flush()), s));
                             }
                         }
                     },
@@ -277,8 +272,7 @@ impl Scrubber {
                         if s.held.is_empty() {
                             return None;
                         }
-                        let out = s.scrubber.replace(&std::mem::take(&mut s.held));
-                        return Some((Ok(Frame::data(Bytes::from(out))), s));
+                        return Some((Ok(s.flush()), s));
                     }
                 }
             }
@@ -378,6 +372,11 @@ impl Scrubbing {
         let out = self.scrubber.replace(&self.held[..cut]);
         self.held.drain(..cut);
         out
+    }
+
+    /// Everything held, scrubbed, as one frame (the upstream paused or ended).
+    fn flush(&mut self) -> Frame<Bytes> {
+        Frame::data(Bytes::from(self.scrubber.replace(&std::mem::take(&mut self.held))))
     }
 
     /// The upstream's body ended: what the decoder still holds joins what is held.
