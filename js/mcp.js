@@ -144,8 +144,7 @@ async function approval(server, era, tool, args, rootName, ctx) {
     }
     spend(state.nonce);
     if (answer.kind !== 'elicit') return notRun(addon.mcpAnswered(false, `the answer was not a form's (${answer.kind})`));
-    const text = addon.mcpAnswered(answer.action === 'accept' && answer.content?.run === true, null);
-    return text === null ? undefined : notRun(text);
+    return fromAnswer(answer);
   }
   let answer;
   try {
@@ -156,6 +155,11 @@ async function approval(server, era, tool, args, rootName, ctx) {
   } catch (e) {
     return notRun(addon.mcpAnswered(false, String(e?.message ?? e)));
   }
+  return fromAnswer(answer);
+}
+
+/** What a form's answer decides: undefined (run) on accept with `run: true`, else why not. */
+function fromAnswer(answer) {
   const text = addon.mcpAnswered(answer.action === 'accept' && answer.content?.run === true, null);
   return text === null ? undefined : notRun(text);
 }
