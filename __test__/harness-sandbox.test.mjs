@@ -5,7 +5,7 @@
 import { describe, it, expect, afterEach, beforeAll } from 'vitest';
 import http from 'node:http';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
 import { HarnessCapabilityUnsupportedError } from '@ai-sdk/harness';
@@ -444,17 +444,56 @@ describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: d
     expect(await containersGone(t.root)).toEqual([]);
   });
 
-  it('an abort ends the command\'s process group and leaves what an earlier command left running', async () => {
+  it('starts each command with what the container\'s first process was given, in a pid namespace of its own below the container\'s', async () => {
+    const { root, s } = await session({ ports: [] });
+    const [c] = await containersFor(`${root}/${s.id}`);
+    const init = (await engineGet(`/containers/${c.Id}/json`)).State.Pid;
+    const p = await s.spawn({ command: 'exec sleep 309' });
+    let pid;
+    for (let i = 0; i < 50 && !pid; i++) {
+      pid = readdirSync('/proc').find((d) => /^\d+$/.test(d) && (() => { try { return readFileSync(`/proc/${d}/cmdline`, 'latin1') === 'sleep\x00309\x00'; } catch { return false; } })());
+      if (!pid) await sleep(100);
+    }
+    expect(pid).toBeDefined();
+    const status = (p) => readFileSync(`/proc/${p}/status`, 'utf8').split('\n');
+    const given = (p) => status(p).filter((l) => /^(Uid|Gid|Groups|Umask|Cap\w+|NoNewPrivs|Seccomp|Seccomp_filters):/.test(l));
+    expect(given(pid)).toEqual(given(init));
+    expect(given(pid).length).toBe(12);
+    expect(readFileSync(`/proc/${pid}/cgroup`, 'utf8')).toBe(readFileSync(`/proc/${init}/cgroup`, 'utf8'));
+    for (const ns of ['mnt', 'uts', 'ipc', 'net', 'cgroup', 'user']) {
+      expect(readlinkSync(`/proc/${pid}/ns/${ns}`), ns).toBe(readlinkSync(`/proc/${init}/ns/${ns}`));
+    }
+    expect(readlinkSync(`/proc/${pid}/ns/pid`)).not.toBe(readlinkSync(`/proc/${init}/ns/pid`));
+    // Three levels: this machine's, the container's, and its own, where it is the first.
+    const nspid = status(pid).find((l) => l.startsWith('NSpid:')).split(/\s+/).slice(1);
+    expect(nspid.length).toBe(3);
+    expect(nspid[2]).toBe('1');
+    await p.kill();
+  });
+
+  it('gives each command a pid namespace of its own: an abort takes all of it, a child that left its group too, and no command can signal another\'s', async () => {
     const { s } = await session({ ports: [] });
-    await s.run({ command: 'sleep 305 >/dev/null 2>&1 &' });
+    const other = await s.spawn({ command: 'echo started; sleep 305' });
+    expect(await firstLine(other.stdout)).toBe('started');
+    // `kill -9 -1` signals every process its sender may: here only those of its own command.
+    const r = await s.run({ command: 'echo $$; kill -9 -1; echo after' });
+    expect(r.stdout).toBe('1\nafter\n');
+    expect(sleeping(305)).toBe(1);
+    // A background child that made a session of its own (out of the command's process group)
+    // goes with the command's abort.
     const controller = new AbortController();
-    const run = s.run({ command: 'sleep 306', abortSignal: controller.signal });
-    for (let i = 0; i < 50 && sleeping(306) === 0; i++) await sleep(100);
+    const run = s.run({ command: 'setsid sleep 306 & sleep 307', abortSignal: controller.signal });
+    for (let i = 0; i < 50 && sleeping(306) + sleeping(307) < 2; i++) await sleep(100);
+    expect(sleeping(306) + sleeping(307)).toBe(2);
     controller.abort(new Error('stop it'));
     await expect(run).rejects.toThrow('stop it');
-    for (let i = 0; i < 50 && sleeping(306) > 0; i++) await sleep(100);
-    expect(sleeping(306)).toBe(0);
+    for (let i = 0; i < 50 && sleeping(306) + sleeping(307) > 0; i++) await sleep(100);
+    expect(sleeping(306) + sleeping(307)).toBe(0);
     expect(sleeping(305)).toBe(1);
+    // What a command leaves running ends with it, as in LinuxSandbox: `spawn` keeps a process.
+    expect((await s.run({ command: 'sleep 308 >/dev/null 2>&1 & echo left' })).stdout).toBe('left\n');
+    for (let i = 0; i < 50 && sleeping(308) > 0; i++) await sleep(100);
+    expect(sleeping(308)).toBe(0);
     await s.stop();
     for (let i = 0; i < 50 && sleeping(305) > 0; i++) await sleep(100);
     expect(sleeping(305)).toBe(0);

@@ -41,6 +41,7 @@ node scripts/module-cycles.mjs crates/corral-core/src/lib.rs src/lib.rs
 
 echo "== cargo test (core)"
 cargo test -p corral-core --lib
+cargo test -p corral-keeper
 if [ -n "${CORRAL_DOCKER_HOST:-}" ]; then
   echo "== cargo test (core, against the Docker Engine)"
   cargo test -p corral-core --lib sandbox::tests::real_engine::real_engine_ -- --ignored

@@ -26,6 +26,7 @@ pub type RlimitResource = libc::__rlimit_resource_t;
 pub type RlimitResource = libc::c_int;
 
 /// Everything the child needs, prepared before the fork.
+#[derive(Default)]
 pub struct Plan {
     /// Not root: a new user namespace mapping the host user to itself.
     pub user_ns: bool,
@@ -89,6 +90,9 @@ pub struct Plan {
     /// host's tree. Descriptors as `layer`, and their paths as `layer_dir`.
     pub lowers: Vec<libc::c_int>,
     pub lower_dirs: Vec<CString>,
+    /// A command in a running container (`container.rs`): every field above but `cwd`,
+    /// `rlimits` and `seccomp` is unused.
+    pub container: Option<crate::container::Container>,
 }
 
 fn check(r: libc::c_long) -> io::Result<()> {
@@ -303,14 +307,14 @@ pub fn loopback_up() -> io::Result<()> {
 }
 
 const NONE: *const libc::c_char = std::ptr::null();
-const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+pub(crate) const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 
 /// Exits with `status` (a wait status): the same code, or death by the same signal, so the caller
 /// sees what ended the command.
 ///
 /// # Safety
 /// Raw syscalls only; call in C1.
-unsafe fn exit_like(status: libc::c_int) -> ! {
+pub(crate) unsafe fn exit_like(status: libc::c_int) -> ! {
     if libc::WIFEXITED(status) {
         libc::_exit(libc::WEXITSTATUS(status));
     }
@@ -322,6 +326,9 @@ unsafe fn exit_like(status: libc::c_int) -> ! {
 
 /// The pre-exec step. Returns in C2 (which then execs the command); C1 never returns.
 pub fn enter(plan: &Plan) -> io::Result<()> {
+    if let Some(c) = &plan.container {
+        return crate::container::enter(plan, c);
+    }
     // SAFETY: raw syscall.
     let parent = unsafe { libc::getppid() };
     if let Some(procs) = &plan.memory_procs {
@@ -463,7 +470,7 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
 }
 
 /// Installs one seccomp program (`SECCOMP_SET_MODE_FILTER`, as `seccompiler::apply_filter`).
-fn install_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
+pub(crate) fn install_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
     // BPF_MAXINSNS: the kernel's limit, and what fits the 16-bit length below.
     if prog.is_empty() || prog.len() > 4096 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));

@@ -169,7 +169,16 @@ impl Keeper {
     /// Forks the command's first process.
     fn start(&mut self, mut run: Run, received: Vec<OwnedFd>) -> io::Result<Command> {
         let fixed = if run.stdin { 3 } else { 2 };
-        let named = run.plan.userns.iter().chain(&run.plan.trees).chain(&run.plan.layer).chain(&run.plan.lowers);
+        let in_container: Vec<i32> =
+            run.plan.container.iter().flat_map(|c| std::iter::once(c.pid_ns).chain(c.ns.iter().map(|n| n.0))).collect();
+        let named = run
+            .plan
+            .userns
+            .iter()
+            .chain(&run.plan.trees)
+            .chain(&run.plan.layer)
+            .chain(&run.plan.lowers)
+            .chain(&in_container);
         let fd_at = |i: i32| -> io::Result<RawFd> {
             usize::try_from(i)
                 .ok()
@@ -185,6 +194,12 @@ impl Keeper {
         run.plan.trees = run.plan.trees.iter().map(|i| fd_at(*i)).collect::<io::Result<_>>()?;
         run.plan.layer = run.plan.layer.map(fd_at).transpose()?;
         run.plan.lowers = run.plan.lowers.iter().map(|i| fd_at(*i)).collect::<io::Result<_>>()?;
+        if let Some(c) = &mut run.plan.container {
+            c.pid_ns = fd_at(c.pid_ns)?;
+            for n in &mut c.ns {
+                n.0 = fd_at(n.0)?;
+            }
+        }
         let mut pipe = [-1; 2];
         // SAFETY: a two-element array.
         if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {

@@ -12,6 +12,8 @@
 #[cfg(target_os = "linux")]
 pub mod child;
 #[cfg(target_os = "linux")]
+pub mod container;
+#[cfg(target_os = "linux")]
 pub mod forward;
 #[cfg(target_os = "linux")]
 pub mod frame;

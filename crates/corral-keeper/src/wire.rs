@@ -244,6 +244,26 @@ impl Run {
             e.i32(*l);
         }
         e.cstrs(&p.lower_dirs);
+        match &p.container {
+            Some(c) => {
+                e.u8(1).i32(c.pid_ns).cstrs(&c.cgroups).u32(c.ns.len() as u32);
+                for (fd, kind) in &c.ns {
+                    e.i32(*fd).i32(*kind);
+                }
+                e.u32(c.uid).u32(c.gid).u32(c.groups.len() as u32);
+                for g in &c.groups {
+                    e.u32(*g);
+                }
+                e.u32(c.umask);
+                for set in c.caps {
+                    e.u64(set);
+                }
+                e.opt_cstr(&c.label);
+            }
+            None => {
+                e.u8(0);
+            }
+        }
         e.0
     }
 
@@ -286,6 +306,22 @@ impl Run {
         let layer_dir = d.cstr()?;
         let lowers = (0..d.count(4)?).map(|_| d.i32()).collect::<io::Result<_>>()?;
         let lower_dirs = d.cstrs()?;
+        let container = if d.bool()? {
+            let pid_ns = d.i32()?;
+            let cgroups = d.cstrs()?;
+            let ns = (0..d.count(8)?).map(|_| Ok((d.i32()?, d.i32()?))).collect::<io::Result<_>>()?;
+            let (uid, gid) = (d.u32()?, d.u32()?);
+            let groups = (0..d.count(4)?).map(|_| d.u32()).collect::<io::Result<_>>()?;
+            let umask = d.u32()?;
+            let mut caps = [0u64; 5];
+            for set in &mut caps {
+                *set = d.u64()?;
+            }
+            let label = d.opt_cstr()?;
+            Some(crate::container::Container { pid_ns, cgroups, ns, uid, gid, groups, umask, caps, label })
+        } else {
+            None
+        };
         d.end()?;
         let plan = Plan {
             user_ns,
@@ -316,6 +352,7 @@ impl Run {
             lowers,
             lower_dirs,
             landlock,
+            container,
         };
         Ok(Run { id, argv, env, cgroups, stdin, plan })
     }
@@ -389,5 +426,72 @@ impl Reply {
             READY => Ok(Reply::Ready { id }),
             _ => Err(bad()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::container::Container;
+
+    #[test]
+    fn a_run_in_a_container_reads_back_as_it_was_written() {
+        let container = Container {
+            pid_ns: 3,
+            cgroups: vec![CString::new("/sys/fs/cgroup/memory/docker/x/cgroup.procs").unwrap()],
+            ns: vec![(4, libc::CLONE_NEWUTS), (5, libc::CLONE_NEWNS)],
+            uid: 1000,
+            gid: 1001,
+            groups: vec![10, 20],
+            umask: 0o022,
+            caps: [1, 2, 3, 4, 5],
+            label: Some(CString::new("exec docker-default").unwrap()),
+        };
+        let plan = Plan {
+            cwd: CString::new("/workspace").unwrap(),
+            rlimits: vec![(7, 1024, 4096)],
+            seccomp: vec![vec![libc::sock_filter { code: 6, jt: 0, jf: 0, k: 0x7fff_0000 }]],
+            container: Some(container),
+            ..Default::default()
+        };
+        let run = Run {
+            id: 9,
+            argv: vec![CString::new("sh").unwrap()],
+            env: Vec::new(),
+            cgroups: Vec::new(),
+            stdin: true,
+            plan,
+        };
+        let bytes = run.encode();
+        let mut d = Dec::new(&bytes);
+        assert_eq!(d.u8().unwrap(), RUN);
+        let back = Run::decode(&mut d).unwrap();
+        let c = back.plan.container.expect("the container's part");
+        assert_eq!(
+            (c.pid_ns, c.ns.clone(), c.uid, c.gid, c.groups.clone(), c.umask, c.caps),
+            (
+                3,
+                vec![(4, libc::CLONE_NEWUTS), (5, libc::CLONE_NEWNS)],
+                1000,
+                1001,
+                vec![10, 20],
+                0o022,
+                [1, 2, 3, 4, 5]
+            )
+        );
+        assert_eq!(c.cgroups, run_cgroups());
+        assert_eq!(c.label.unwrap().to_str().unwrap(), "exec docker-default");
+        assert_eq!(back.plan.cwd.to_str().unwrap(), "/workspace");
+        assert_eq!(back.plan.seccomp[0][0].k, 0x7fff_0000);
+        // A frame cut anywhere inside the container's part is refused, never read short.
+        for cut in 1..40 {
+            let mut d = Dec::new(&bytes[..bytes.len() - cut]);
+            d.u8().unwrap();
+            assert!(Run::decode(&mut d).is_err(), "cut {cut}");
+        }
+    }
+
+    fn run_cgroups() -> Vec<CString> {
+        vec![CString::new("/sys/fs/cgroup/memory/docker/x/cgroup.procs").unwrap()]
     }
 }

@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 mod egress;
 pub(crate) mod engine;
 #[cfg(target_os = "linux")]
+mod entry;
+#[cfg(target_os = "linux")]
 pub mod netns;
 mod options;
 pub use options::check_broker;
@@ -279,6 +281,25 @@ impl SubprocessSandbox {
         };
         let pid = v.get("State").and_then(|s| s.get("Pid")).and_then(Value::as_i64).unwrap_or(0);
         Ok((id, pid))
+    }
+
+    /// From now on, every command of the session's container `id` (whose first process is `pid`
+    /// of this machine) is started by this machine's keeper in a pid namespace of its own
+    /// (`entry.rs`). For a process that can enter the container's namespaces (root, the engine
+    /// on this machine); a failure is an error, and the session does not start.
+    #[cfg(target_os = "linux")]
+    pub async fn start_commands_in_own_pid_namespaces(&self, id: &str, pid: i64) -> Result<()> {
+        let kept =
+            self.sessions.find(id).await.ok_or_else(|| Error::new(Code::Io, "The session's container is gone."))?;
+        let owned = id.to_string();
+        let taken = tokio::task::spawn_blocking(move || entry::Entry::take(pid, &owned))
+            .await
+            .map_err(|e| Error::new(Code::Io, e.to_string()))?
+            .map_err(|e| {
+                Error::new(Code::Io, format!("Could not read how the session's container starts its processes: {e}"))
+            })?;
+        kept.enter(taken);
+        Ok(())
     }
 
     /// The labels of a kept container: a session's also names the directory it mounts.

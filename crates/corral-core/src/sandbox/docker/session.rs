@@ -37,6 +37,17 @@ pub(super) struct Kept {
     /// What `protect` named when it started: a name any of its commands (or what they left
     /// running) made since is removed when a command starts or ends.
     baseline: Option<super::super::protect::Watch>,
+    /// Set once (root, the engine on this machine): commands start through the keeper, each in
+    /// a pid namespace of its own (`entry.rs`), not through the exec API.
+    #[cfg(target_os = "linux")]
+    entry: std::sync::OnceLock<Arc<super::entry::Entry>>,
+}
+
+impl Kept {
+    #[cfg(target_os = "linux")]
+    pub(super) fn enter(&self, entry: super::entry::Entry) {
+        let _ = self.entry.set(Arc::new(entry));
+    }
 }
 
 /// The kept containers of one sandbox, by the directory they mount.
@@ -81,9 +92,22 @@ impl Sessions {
             remove_container(&p.client, &id).await;
             return Err(e);
         }
-        let k = Arc::new(Kept { id, running: AtomicUsize::new(0), oom_seen: Default::default(), baseline });
+        let k = Arc::new(Kept {
+            id,
+            running: AtomicUsize::new(0),
+            oom_seen: Default::default(),
+            baseline,
+            #[cfg(target_os = "linux")]
+            entry: Default::default(),
+        });
         kept.insert(p.mount.clone(), k.clone());
         Ok(k)
+    }
+
+    /// The kept container `id`.
+    #[cfg(target_os = "linux")]
+    pub(super) async fn find(&self, id: &str) -> Option<Arc<Kept>> {
+        self.kept.lock().await.values().find(|k| k.id == id).cloned()
     }
 
     /// Forgets a container that is gone or stopped (removed by hand, a daemon restart), and
@@ -202,6 +226,21 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         // Counted from before its exec exists, so a kill for another command never takes it
         // for alone in the container.
         let running = Running::start(&kept);
+        #[cfg(target_os = "linux")]
+        if let Some(entry) = kept.entry.get().cloned() {
+            let swept_before = sweep_kept(&kept).await;
+            let mut result = run_entered(req, cancel, &entry, &p.env).await;
+            drop(running);
+            if let Ok(r) = &mut result {
+                let killed = r.signal.as_deref() == Some("SIGKILL") && !r.timed_out && !r.aborted;
+                let oom = sb.limits.memory_bytes.is_some() && killed && killed_for_memory(&kept);
+                sb.add_limit_note(r, oom);
+                let mut notes = swept_before;
+                notes.extend(sweep_kept(&kept).await);
+                super::super::protect::add_notes(r, notes);
+            }
+            return result;
+        }
         match create_exec(&client, &kept.id, &body).await? {
             Some(exec) => break (kept, exec, running),
             None if attempt == 0 && sb.replaces_gone() => {
@@ -267,6 +306,54 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
     notes.extend(sweep_kept(&kept).await);
     super::super::protect::add_notes(&mut result, notes);
     Ok(result)
+}
+
+/// Runs a command in a session's container through this machine's keeper, in a pid namespace of
+/// its own: when its first process ends, or a timeout or abort kills it, every process it started
+/// goes with it (`corral_keeper::container`).
+#[cfg(target_os = "linux")]
+async fn run_entered(
+    req: SandboxRequest,
+    cancel: Cancel,
+    entry: &super::entry::Entry,
+    vars: &[String],
+) -> Result<ExecResult> {
+    use crate::shell::exec::{run_shell_command_with, Isolation};
+    let mut env = entry.env.clone();
+    env.extend(vars.iter().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())));
+    let (plan, namespaces) = entry
+        .plan(&req.cwd)
+        .map_err(|_| Error::new(Code::InvalidArguments, "The working directory has a NUL byte."))?;
+    let keeper = crate::sandbox::session::Keeper::shared()
+        .map_err(|e| Error::new(Code::Io, format!("Could not start the keeper process ({e}).")))?;
+    let isolation = Isolation {
+        launch: Some(Box::new(move |launch| {
+            Box::pin(async move { keeper.spawn(launch, plan, None, Vec::new(), Vec::new(), &namespaces).await })
+        })),
+        pids_max: None,
+        pids_unlimited: None,
+        pids_refused: None,
+        capture_bytes: req.capture_bytes,
+        input: req.input,
+        // The namespace's init carries a parent-death signal, and every process goes with it.
+        end_with_shell: false,
+    };
+    let timeout = (req.timeout_ms > 0).then_some(req.timeout_ms);
+    let mut r = run_shell_command_with(
+        &req.command,
+        std::path::Path::new(&req.cwd),
+        &env,
+        req.stdin,
+        timeout,
+        Some(cancel),
+        req.on_output,
+        isolation,
+    )
+    .await?;
+    if r.timed_out || r.aborted {
+        r.every_process_killed = true;
+    }
+    Ok(r)
 }
 
 /// The sweep of a kept container's mount against what `protect` named when it started.

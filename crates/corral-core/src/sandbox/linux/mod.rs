@@ -560,6 +560,7 @@ impl LinuxSandbox {
             layer_dir: CString::default(),
             lowers: Vec::new(),
             lower_dirs: Vec::new(),
+            container: None,
         };
         if !binds.is_empty() {
             session_plan::translate(&mut plan, binds)?;
@@ -708,7 +709,7 @@ impl SandboxAdapter for LinuxSandbox {
         let pids_refused = Arc::new(AtomicU64::new(0));
         let isolation = Isolation {
             launch: Some(Box::new(move |launch| {
-                Box::pin(async move { keeper.spawn(launch, plan, userns, trees, layer_fds).await })
+                Box::pin(async move { keeper.spawn(launch, plan, userns, trees, layer_fds, &[]).await })
             })),
             pids_max: limits.pids,
             pids_unlimited: Some(Arc::new(AtomicBool::new(false))),

@@ -239,7 +239,15 @@ impl SessionSandbox {
                 let entered = NetNs::enter(pid, &container);
                 let needs_network = !matches!(policy, NetworkPolicy::DenyAll) || !ports.is_empty();
                 match entered {
-                    Ok(ns) => (Holder::Container(sandbox.clone()), sandbox, Some(Arc::new(ns))),
+                    Ok(ns) => {
+                        // This process can enter the container: every command gets a pid
+                        // namespace of its own, or the session does not start.
+                        if let Err(e) = sandbox.start_commands_in_own_pid_namespaces(&container, pid).await {
+                            let _ = sandbox.close().await;
+                            return Err(e);
+                        }
+                        (Holder::Container(sandbox.clone()), sandbox, Some(Arc::new(ns)))
+                    }
                     Err(e) if needs_network => {
                         let _ = sandbox.close().await;
                         return Err(no_network(&e.to_string()));

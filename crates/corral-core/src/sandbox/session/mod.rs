@@ -248,8 +248,9 @@ impl Keeper {
     }
 
     /// Starts one command under `plan`; `userns`, `trees` and `layers` (overlay mode: the
-    /// command's own layer, then the pending ones) are the descriptors the plan names (the plan's
-    /// indices are set here).
+    /// command's own layer, then the pending ones) are the descriptors the plan names, and so are
+    /// `namespaces` for a command in a container (its pid namespace, then the others in the
+    /// plan's order); the plan's indices are set here.
     pub async fn spawn(
         &self,
         req: LaunchRequest,
@@ -257,6 +258,7 @@ impl Keeper {
         userns: Option<OwnedFd>,
         trees: Vec<OwnedFd>,
         layers: Vec<OwnedFd>,
+        namespaces: &[RawFd],
     ) -> io::Result<Launched> {
         let inner = &self.inner;
         if !inner.alive.load(Ordering::SeqCst) {
@@ -293,6 +295,18 @@ impl Keeper {
                 plan.lowers.push(at);
             }
             fds.push(l.as_raw_fd());
+        }
+        if let Some(c) = &mut plan.container {
+            let (pid_ns, rest) = namespaces.split_first().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+            if rest.len() != c.ns.len() {
+                return Err(io::Error::from_raw_os_error(libc::EBADF));
+            }
+            c.pid_ns = fds.len() as i32;
+            fds.push(*pid_ns);
+            for (n, fd) in c.ns.iter_mut().zip(rest) {
+                n.0 = fds.len() as i32;
+                fds.push(*fd);
+            }
         }
         let id = inner.next.fetch_add(1, Ordering::Relaxed);
         let run = Run { id, argv, env, cgroups: req.cgroups, stdin: stdin.is_some(), plan };

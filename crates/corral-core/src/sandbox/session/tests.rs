@@ -116,7 +116,7 @@ async fn a_command_is_the_keepers_child_and_ends_with_the_keeper_when_it_closes(
     let (_d, sb, cwd) = fixture();
     let k = Keeper::start(false).unwrap();
     let (plan, userns, trees) = plan_for(&sb, &cwd);
-    let l = k.spawn(request(&["sleep", "60"]), plan, userns, trees, Vec::new()).await.unwrap();
+    let l = k.spawn(request(&["sleep", "60"]), plan, userns, trees, Vec::new(), &[]).await.unwrap();
     let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", k.pid())).unwrap();
     assert_eq!(children.split_whitespace().collect::<Vec<_>>(), vec![l.pid.to_string()]);
     k.close();
@@ -130,14 +130,14 @@ async fn a_killed_keeper_takes_its_commands_with_it() {
     let (_d, sb, cwd) = fixture();
     let k = Keeper::start(false).unwrap();
     let (plan, userns, trees) = plan_for(&sb, &cwd);
-    let l = k.spawn(request(&["sleep", "60"]), plan, userns, trees, Vec::new()).await.unwrap();
+    let l = k.spawn(request(&["sleep", "60"]), plan, userns, trees, Vec::new(), &[]).await.unwrap();
     unsafe { libc::kill(k.pid(), libc::SIGKILL) };
     let exit = tokio::time::timeout(Duration::from_secs(10), l.exit).await.expect("no word of the end");
     assert!(exit.is_err(), "a command of a dead keeper reported {exit:?}");
     wait_until("the command ended with the keeper", || !running(l.pid));
     let (plan, userns, trees) = plan_for(&sb, &cwd);
     let e = k
-        .spawn(request(&["true"]), plan, userns, trees, Vec::new())
+        .spawn(request(&["true"]), plan, userns, trees, Vec::new(), &[])
         .await
         .err()
         .expect("a dead keeper started a command");
@@ -150,10 +150,10 @@ async fn a_missing_program_fails_to_start_with_its_errno_and_the_exit_status_com
     let (_d, sb, cwd) = fixture();
     let k = Keeper::start(false).unwrap();
     let (plan, userns, trees) = plan_for(&sb, &cwd);
-    let e = k.spawn(request(&["corral-no-such-program"]), plan, userns, trees, Vec::new()).await.err().unwrap();
+    let e = k.spawn(request(&["corral-no-such-program"]), plan, userns, trees, Vec::new(), &[]).await.err().unwrap();
     assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
     let (plan, userns, trees) = plan_for(&sb, &cwd);
-    let l = k.spawn(request(&["sh", "-c", "exit 7"]), plan, userns, trees, Vec::new()).await.unwrap();
+    let l = k.spawn(request(&["sh", "-c", "exit 7"]), plan, userns, trees, Vec::new(), &[]).await.unwrap();
     let status = l.exit.await.unwrap();
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7, "{status}");
     k.close();
