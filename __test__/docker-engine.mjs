@@ -13,14 +13,20 @@ export const IMAGE = 'corral-busybox:latest';
 
 /** A GET on the real engine's socket (unversioned path); resolves the parsed JSON. */
 export function engineGet(path) {
+  return engineCall('GET', path);
+}
+
+/** A call without a body on the real engine's socket; resolves the parsed JSON (or null). */
+export function engineCall(method, path) {
   const socketPath = DOCKER_HOST.replace(/^unix:\/\//, '');
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath, path, method: 'GET', headers: { host: 'docker' } }, (res) => {
+    const req = http.request({ socketPath, path, method, headers: { host: 'docker' } }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => {
-        if (res.statusCode !== 200) return reject(new Error(`GET ${path}: ${res.statusCode}`));
-        resolve(JSON.parse(Buffer.concat(chunks).toString()));
+        if (res.statusCode >= 300) return reject(new Error(`${method} ${path}: ${res.statusCode}`));
+        const text = Buffer.concat(chunks).toString();
+        resolve(text ? JSON.parse(text) : null);
       });
     });
     req.on('error', reject);

@@ -11,7 +11,7 @@ import WebSocket from 'ws';
 import { HarnessCapabilityUnsupportedError } from '@ai-sdk/harness';
 import { createCorralHarnessSandbox } from 'corral/ai-sdk';
 import { linuxSandboxUsable as usable, tempTree } from './helpers.mjs';
-import { DOCKER_HOST, containersFor, containersGone, engineGet } from './docker-engine.mjs';
+import { DOCKER_HOST, containersFor, containersGone, engineCall, engineGet } from './docker-engine.mjs';
 
 // The sandbox every session of the suite being run is made with.
 let kind;
@@ -81,6 +81,17 @@ req.end();
 async function withScripts(s) {
   await s.writeTextFile({ path: '/workspace/fetch.js', content: FETCH });
   await s.writeTextFile({ path: '/workspace/tunnel.js', content: TUNNEL });
+}
+
+/** How many processes on this machine have `word` as an argument. */
+function running(word) {
+  let n = 0;
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0').includes(word)) n += 1;
+    } catch {}
+  }
+  return n;
 }
 
 /** How many processes on this machine run `sleep <seconds>`. */
@@ -490,6 +501,19 @@ describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: d
     for (let i = 0; i < 50 && sleeping(306) + sleeping(307) > 0; i++) await sleep(100);
     expect(sleeping(306) + sleeping(307)).toBe(0);
     expect(sleeping(305)).toBe(1);
+    // A command that clears its parent-death signal (a change of its effective ids) still goes.
+    const escape = new AbortController();
+    const clearing = s.run({ command: 'exec node -e "process.setegid(1); process.setegid(0); setInterval(() => {}, 1e6)" corral-escape-310', abortSignal: escape.signal });
+    for (let i = 0; i < 50 && running('corral-escape-310') === 0; i++) await sleep(100);
+    await sleep(300);
+    expect(running('corral-escape-310')).toBe(1);
+    escape.abort(new Error('stop it'));
+    await expect(clearing).rejects.toThrow('stop it');
+    for (let i = 0; i < 50 && running('corral-escape-310') > 0; i++) await sleep(100);
+    expect(running('corral-escape-310')).toBe(0);
+    // No process a command can see shows this machine's network (the container has loopback only).
+    const seen = await s.run({ command: 'cat /proc/[0-9]*/net/dev 2>/dev/null | grep : | grep -v "^ *lo:" | wc -l' });
+    expect(seen.stdout.trim()).toBe('0');
     // What a command leaves running ends with it, as in LinuxSandbox: `spawn` keeps a process.
     expect((await s.run({ command: 'sleep 308 >/dev/null 2>&1 & echo left' })).stdout).toBe('left\n');
     for (let i = 0; i < 50 && sleeping(308) > 0; i++) await sleep(100);
@@ -497,6 +521,18 @@ describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: d
     await s.stop();
     for (let i = 0; i < 50 && sleeping(305) > 0; i++) await sleep(100);
     expect(sleeping(305)).toBe(0);
+  });
+
+  it('refuses commands once the session\'s container stopped outside corral, also after it started again', async () => {
+    const { root, s } = await session({ ports: [] });
+    expect((await s.run({ command: 'echo up' })).stdout).toBe('up\n');
+    const [c] = await containersFor(`${root}/${s.id}`);
+    await engineCall('POST', `/containers/${c.Id}/kill`);
+    for (let i = 0; i < 50 && (await engineGet(`/containers/${c.Id}/json`)).State.Running; i++) await sleep(100);
+    // (The harness reports a command that could not start as its result, exit code 1.)
+    expect(await s.run({ command: 'echo again' })).toMatchObject({ exitCode: 1, stdout: '', stderr: expect.stringMatching(/gone.*resume it/) });
+    await engineCall('POST', `/containers/${c.Id}/start`);
+    expect(await s.run({ command: 'echo again' })).toMatchObject({ exitCode: 1, stdout: '', stderr: expect.stringMatching(/gone.*resume it/) });
   });
 
   it('leaves no device file, file capability or setuid program another user could reach', async () => {

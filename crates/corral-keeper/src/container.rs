@@ -150,40 +150,100 @@ unsafe fn die_with_parent(alive: libc::c_int) {
     }
 }
 
+/// M, in the container's pid namespace: forks C2 (returned in C2) and guards it. M leaves C1's
+/// process group (a kill of that group must not take M first) and waits with SIGTERM and SIGCHLD
+/// blocked: SIGTERM is its parent-death signal, sent when C1 ends however it ends (killed by the
+/// keeper, or with it), and M then kills C2, the command's pid namespace's init, and with it every
+/// process of that namespace. C2's own parent-death signal is not enough: the command, as C2,
+/// can clear it by changing its effective ids. When C2 ends first, M exits as it did.
+fn fork_guarded(from_c1: libc::c_int) -> io::Result<libc::c_int> {
+    // SAFETY: raw syscalls on this single-threaded process's own signal state and descriptors.
+    unsafe {
+        libc::setsid();
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        let mut alive = [-1; 2];
+        check(libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) as libc::c_long)?;
+        let pid = libc::fork();
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // C2: signals as the command will have them.
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            libc::close(alive[1]);
+            libc::close(from_c1);
+            die_with_parent(alive[0]);
+            return Ok(alive[0]);
+        }
+        // M: nothing open but its two pipe ends; C1 gone before the signal was set counts too.
+        let keep = [from_c1.min(alive[1]) as u32, from_c1.max(alive[1]) as u32];
+        if keep[0] > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, keep[0] - 1, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, keep[0] + 1, keep[1] - 1, 0u32);
+        libc::syscall(libc::SYS_close_range, keep[1] + 1, u32::MAX, 0u32);
+        let mut p = libc::pollfd { fd: from_c1, events: libc::POLLIN, revents: 0 };
+        if libc::poll(&mut p, 1, 0) != 0 {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        loop {
+            let mut status = 0;
+            let done = libc::waitpid(pid, &mut status, libc::WNOHANG);
+            if done == pid {
+                crate::child::exit_like(status);
+            }
+            if done < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(126);
+            }
+            if libc::sigwaitinfo(&set, std::ptr::null_mut()) == libc::SIGTERM {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// The pre-exec step of a command in a container. Returns in C2 (which then execs the command);
-/// C1 and the process between never return.
+/// C1 and M never return.
 ///
-/// A new pid namespace can only be made below the one a process lives in, so C1, which enters
-/// the container's for its children, forks one process there that makes the command's.
+/// C1 enters the container's namespaces (the pid namespace for its children): a new pid namespace
+/// can only be made below the one a process lives in, so C1 forks M there, which makes the
+/// command's and forks C2 in it. Neither C1 nor M is seen from the command's namespace, and
+/// neither shows this machine's network or mounts through its `/proc` entries.
 pub fn enter(plan: &crate::child::Plan, c: &Container) -> io::Result<()> {
-    // Not dumpable (inherited by the processes below until the command's exec): the process
-    // left in the container's pid namespace keeps this machine's root and every capability, and
-    // nothing in the container may read its `/proc` entries (its root, its descriptors).
+    // Not dumpable (inherited by the processes below until the command's exec): M keeps this
+    // machine's root and every capability, and nothing in the container may read its `/proc`
+    // entries (its root, its descriptors).
     // SAFETY: raw syscall.
     check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } as libc::c_long)?;
     // After any group the run joined: these are the container's, in every hierarchy it has.
     for procs in &c.cgroups {
         crate::child::write_file(procs, b"0")?;
     }
-    // SAFETY: raw syscall in a single-threaded process.
-    check(unsafe { libc::setns(c.pid_ns, libc::CLONE_NEWPID) } as libc::c_long)?;
-    let alive = fork_and_wait()?;
-    // In the container's pid namespace.
-    // SAFETY: raw syscalls in a single-threaded process.
-    unsafe {
-        libc::close(alive);
-        check(libc::unshare(libc::CLONE_NEWPID) as libc::c_long)?;
-    }
-    let alive = fork_and_wait()?;
-    // C2: the command's pid namespace's init.
-    // Set through this machine's /proc, before the container's mount namespace hides it.
+    // Through this machine's /proc, before the container's mount namespace hides it; kept across
+    // the forks, it applies at C2's exec.
     if let Some(label) = &c.label {
         crate::child::write_file(c"/proc/thread-self/attr/exec", label.as_bytes())?;
     }
-    for &(fd, kind) in &c.ns {
-        // SAFETY: raw syscall on a descriptor the run carried.
-        check(unsafe { libc::setns(fd, kind) } as libc::c_long)?;
+    // SAFETY: raw syscalls on descriptors the run carried, in a single-threaded process.
+    unsafe {
+        check(libc::setns(c.pid_ns, libc::CLONE_NEWPID) as libc::c_long)?;
+        for &(fd, kind) in &c.ns {
+            check(libc::setns(fd, kind) as libc::c_long)?;
+        }
     }
+    let from_c1 = fork_and_wait()?;
+    // M, in the container's pid namespace.
+    // SAFETY: raw syscall in a single-threaded process.
+    check(unsafe { libc::unshare(libc::CLONE_NEWPID) } as libc::c_long)?;
+    let alive = fork_guarded(from_c1)?;
+    // C2: the command's pid namespace's init.
     // SAFETY: resetting a disposition to its default (see `child::enter`), and the mask.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_DFL);

@@ -27,6 +27,9 @@ const PTRACE_SECCOMP_GET_FILTER: libc::c_uint = 0x420c;
 
 /// What every command of one container starts with.
 pub struct Entry {
+    /// The container's first process (a pidfd): once it ended, the container's pid namespace
+    /// takes no process, and commands are refused.
+    init: OwnedFd,
     /// The container's pid namespace, then the others in `container.ns`'s order.
     namespaces: Vec<OwnedFd>,
     container: Container,
@@ -211,6 +214,13 @@ impl Entry {
                 "the container runs in a user namespace of its own (the engine remaps users)",
             ));
         }
+        // SAFETY: a raw syscall; the descriptor is owned at once.
+        let init = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if init < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor pidfd_open just made.
+        let init = unsafe { OwnedFd::from_raw_fd(init as RawFd) };
         let mut namespaces = vec![open_at(&dir, "ns/pid", libc::O_RDONLY)?];
         let mut ns = Vec::new();
         // The mount namespace last: entering it moves the root.
@@ -297,7 +307,14 @@ impl Entry {
             caps: caps(&status)?,
             label: label.map(|l| CString::new(l).map_err(|_| bad("LSM label"))).transpose()?,
         };
-        Ok(Entry { namespaces, container, seccomp, rlimits, env })
+        Ok(Entry { init, namespaces, container, seccomp, rlimits, env })
+    }
+
+    /// Whether the container's first process still runs.
+    pub fn running(&self) -> bool {
+        let mut p = libc::pollfd { fd: self.init.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd on our own descriptor; readable once the process ended.
+        unsafe { libc::poll(&mut p, 1, 0) == 0 }
     }
 
     /// The plan a command started in `cwd` (inside the container) runs under, and the

@@ -294,12 +294,20 @@ impl SubprocessSandbox {
         let owned = id.to_string();
         let taken = tokio::task::spawn_blocking(move || entry::Entry::take(pid, &owned))
             .await
-            .map_err(|e| Error::new(Code::Io, e.to_string()))?
-            .map_err(|e| {
-                Error::new(Code::Io, format!("Could not read how the session's container starts its processes: {e}"))
-            })?;
-        kept.enter(taken);
-        Ok(())
+            .map_err(|e| Error::new(Code::Io, e.to_string()))?;
+        match taken {
+            Ok(entry) => {
+                kept.enter(entry);
+                Ok(())
+            }
+            // A container in a user namespace of its own (an Engine that remaps users): its
+            // commands cannot be started like its first process, so they go through the exec API.
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(()),
+            Err(e) => Err(Error::new(
+                Code::Io,
+                format!("Could not read how the session's container starts its processes: {e}"),
+            )),
+        }
     }
 
     /// The labels of a kept container: a session's also names the directory it mounts.

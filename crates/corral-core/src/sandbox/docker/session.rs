@@ -147,6 +147,14 @@ impl Drop for Running {
     }
 }
 
+/// A session's container that stopped or was removed outside corral (it is never replaced).
+fn gone() -> Error {
+    Error::new(
+        Code::Io,
+        "The session's container is gone (removed or stopped outside corral); stop the session and resume it.",
+    )
+}
+
 /// `POST /containers/{id}/exec`: the exec's id, or `None` when the container is gone or stopped.
 async fn create_exec(client: &DockerClient, id: &str, body: &Value) -> Result<Option<String>> {
     let reply = client.call(Method::POST, &format!("/containers/{id}/exec"), Some(body)).await?;
@@ -228,6 +236,9 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
         let running = Running::start(&kept);
         #[cfg(target_os = "linux")]
         if let Some(entry) = kept.entry.get().cloned() {
+            if !entry.running() {
+                return Err(gone());
+            }
             let swept_before = sweep_kept(&kept).await;
             let mut result = run_entered(req, cancel, &entry, &p.env).await;
             drop(running);
@@ -251,10 +262,7 @@ pub(super) async fn run(sb: &SubprocessSandbox, req: SandboxRequest, cancel: Can
             None if sb.replaces_gone() => {
                 return Err(Error::new(Code::Io, "Docker Engine: the session container stopped as it started"))
             }
-            None => return Err(Error::new(
-                Code::Io,
-                "The session's container is gone (removed or stopped outside corral); stop the session and resume it.",
-            )),
+            None => return Err(gone()),
         }
     };
 
