@@ -94,16 +94,31 @@ async fn kill_tree(pid: Option<u32>, child: &mut Proc) {
 }
 
 #[cfg(unix)]
-fn shell_command(command: &str) -> Command {
-    let mut cmd = Command::new("sh");
+fn shell_command(command: &str, env: &BTreeMap<String, String>) -> Command {
+    let mut cmd = Command::new(shell_path(env));
     cmd.arg("-c").arg(command);
     // Its own process group (pgid = its pid), so the whole tree can be killed at once.
     cmd.process_group(0);
     cmd
 }
 
+/// `sh` as the command's own `PATH` finds it (`/bin/sh` when it names none). Found here, so the
+/// child is started with `posix_spawn` (no copy of this process's page tables): the C library
+/// looks a bare name up in this process's `PATH`, so the standard library forks for it when the
+/// command's environment sets another.
+#[cfg(unix)]
+fn shell_path(env: &BTreeMap<String, String>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env.get("PATH").map(String::as_str).unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("sh"))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .unwrap_or_else(|| PathBuf::from("/bin/sh"))
+}
+
 #[cfg(windows)]
-fn shell_command(command: &str) -> Command {
+fn shell_command(command: &str, _env: &BTreeMap<String, String>) -> Command {
     const CREATE_NO_WINDOW: u32 = 0x0800_0000;
     const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
     let mut cmd = Command::new("cmd.exe");
@@ -301,7 +316,7 @@ pub async fn run_shell_command_with(
         return Ok(ExecResult { aborted: true, ..Default::default() });
     }
     let input = if stdin.is_none() { isolation.input.as_ref().and_then(|i| i.take()) } else { None };
-    let mut cmd = shell_command(command);
+    let mut cmd = shell_command(command, env);
     cmd.current_dir(plain_dir(cwd))
         .env_clear()
         .envs(env)

@@ -311,3 +311,27 @@ async fn every_command_ends_with_its_owner_however_the_owner_ends() {
         }
     }
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_shell_is_the_sh_the_command_s_own_path_finds() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, _) = root();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let fake = bin.join("sh");
+    std::fs::write(&fake, "#!/bin/sh\necho \"the sh in bin: $*\"\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut env = BTreeMap::new();
+    env.insert("PATH".to_string(), format!("{}:/usr/bin:/bin", bin.display()));
+    let r = run_shell_command("echo real", dir.path(), &env, None, Some(30_000), None, None, None).await.unwrap();
+    assert_eq!(r.stdout, "the sh in bin: -c echo real\n");
+    // A PATH without an sh, or none at all: /bin/sh.
+    env.insert("PATH".to_string(), dir.path().join("nothing-here").display().to_string());
+    let r = run_shell_command("echo real", dir.path(), &env, None, Some(30_000), None, None, None).await.unwrap();
+    assert_eq!(r.stdout, "real\n");
+    let r = run_shell_command("echo real", dir.path(), &BTreeMap::new(), None, Some(30_000), None, None, None)
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "real\n");
+}
