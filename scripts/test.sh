@@ -58,6 +58,7 @@ if [ "$(id -u)" = 0 ]; then
   echo "== cargo test (a timeout, and the owner's end, empty the command's control group, as root)"
   cargo test -p corral-core --lib shell::exec::tests::a_timeout_kills_processes_that_left_the_group -- --ignored
   cargo test -p corral-core --lib shell::exec::tests::every_command_ends_with_its_owner_however_the_owner_ends -- --ignored --exact
+  cargo test -p corral-core --lib shell::exec::tests::a_command_started_into_its_control_group -- --ignored
 fi
 
 echo "== cargo test (LinuxSandbox and its keeper: escapes and attacks, as $(id -un), the attacks with and without Landlock)"

@@ -23,6 +23,8 @@ pub mod guard;
 pub mod launch;
 mod options;
 mod process;
+#[cfg(target_os = "linux")]
+mod spawn;
 
 pub(crate) use capture::{read_into, Capture};
 #[cfg(all(test, unix))]

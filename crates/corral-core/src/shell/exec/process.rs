@@ -229,6 +229,34 @@ fn spawn_child(mut cmd: Command) -> Result<Started> {
     Ok(Started { proc: Proc::Child(child), pid, stdin, stdout, stderr, kill: None })
 }
 
+/// Starts `sh -c command` as this process's child, in the control group of `procs`.
+#[cfg(target_os = "linux")]
+fn spawn_grouped(
+    command: &str,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+    stdin: bool,
+    procs: &std::ffi::CStr,
+) -> Result<Started> {
+    use tokio::net::unix::pipe;
+    let io = |e: std::io::Error| Error::new(Code::Io, format!("Could not start the command: {e}"));
+    let s = super::spawn::spawn_in_group(&shell_path(env), command, &plain_dir(cwd), env, stdin, procs).map_err(io)?;
+    let stdin = match s.stdin {
+        Some(fd) => Some(Box::new(pipe::Sender::from_owned_fd(fd).map_err(io)?) as Writer),
+        None => None,
+    };
+    let stdout = Box::new(pipe::Receiver::from_owned_fd(s.stdout).map_err(io)?) as Reader;
+    let stderr = Box::new(pipe::Receiver::from_owned_fd(s.stderr).map_err(io)?) as Reader;
+    Ok(Started {
+        proc: Proc::Launched { exit: s.exit, status: None, kill: s.kill.clone() },
+        pid: Some(s.pid),
+        stdin,
+        stdout: Some(stdout),
+        stderr: Some(stderr),
+        kill: Some(s.kill),
+    })
+}
+
 /// Starts the command through `launch`.
 #[cfg(unix)]
 async fn spawn_launched(
@@ -337,11 +365,6 @@ pub async fn run_shell_command_with(
                 }
             }
         }
-        let procs = group.procs_path();
-        // SAFETY: the closure only makes async-signal-safe calls (open, write, close).
-        unsafe {
-            cmd.pre_exec(move || crate::shell::exec::cgroup::join_in_child(&procs));
-        }
     }
     #[cfg(target_os = "linux")]
     if cgroup.is_none() && isolation.pids_max.is_some() {
@@ -360,6 +383,15 @@ pub async fn run_shell_command_with(
             let cgroups = Vec::new();
             spawn_launched(launch, command, env, stdin.is_some() || input.is_some(), cgroups).await?
         }
+        // A command that joins its group first starts without a fork of this process (`spawn.rs`).
+        #[cfg(target_os = "linux")]
+        None if cgroup.is_some() => spawn_grouped(
+            command,
+            cwd,
+            env,
+            stdin.is_some() || input.is_some(),
+            &cgroup.as_ref().map(|g| g.procs_path()).unwrap_or_default(),
+        )?,
         None => spawn_child(cmd)?,
     };
     #[cfg(not(unix))]

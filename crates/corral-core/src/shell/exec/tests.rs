@@ -209,6 +209,41 @@ async fn a_timeout_kills_processes_that_left_the_group_where_a_control_group_can
 }
 
 #[tokio::test]
+#[ignore = "needs a writable control group: scripts/test.sh runs it as root"]
+async fn a_command_started_into_its_control_group_is_in_it_with_default_signals_its_input_and_streams() {
+    assert!(crate::shell::exec::cgroup::Cgroup::create().is_some(), "no writable cgroup hierarchy on this machine");
+    let (_d, shell) = root();
+    let mine = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut o = opts();
+    o.stdin = Some("fed\n".to_string());
+    // SIGPIPE at its default (this process ignores it): `yes` ends quietly when `head` is done.
+    let r = shell
+        .exec("read line; echo \"$line\"; yes | head -n 1; echo err >&2; cat /proc/self/cgroup; exit 3", o)
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, Some(3));
+    assert_eq!(r.stderr, "err\n");
+    let mut lines = r.stdout.lines();
+    assert_eq!((lines.next(), lines.next()), (Some("fed"), Some("y")));
+    let groups: String = lines.map(|l| format!("{l}\n")).collect();
+    assert_ne!(groups, mine, "the command is in a control group of its own");
+    // A directory that is gone: the start fails, and says why.
+    let gone = shell.root().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let mut o = opts();
+    o.cwd = Some("gone".to_string());
+    std::fs::remove_dir(&gone).unwrap();
+    let e = shell.exec("true", o).await.expect_err("no directory to start in");
+    assert!(
+        e.message.contains("No such file or directory")
+            || e.message.contains("not found")
+            || e.message.contains("does not exist"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
 async fn cancel_kills_the_process_group() {
     let (_d, shell) = root();
     let cancel = Cancel::new();
