@@ -85,6 +85,25 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     }
 }
 
+/// Reaps the child when its exit future is dropped before it did (the caller gave up on the
+/// command, whose group is then killed): no zombie is left for the life of this process.
+struct Reaper {
+    pid: libc::pid_t,
+    done: bool,
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if !self.done {
+            let pid = self.pid;
+            // SAFETY: waits for our own child, which nothing else reaps.
+            let _ = std::thread::Builder::new()
+                .name("corral-reap".into())
+                .spawn(move || unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) });
+        }
+    }
+}
+
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut p = [-1; 2];
     // SAFETY: a two-element array.
@@ -179,13 +198,18 @@ pub fn spawn_in_group(
         w
     });
     let waited = pidfd.clone();
+    let reaper = Reaper { pid, done: false };
     let exit = Box::pin(async move {
+        // The whole guard moves into the future (dropped with it, polled or not).
+        let mut reaper = reaper;
         // SAFETY: the pidfd is owned by the Arc the AsyncFd holds: open, and the same, while it lives.
         let ready = unsafe { tokio::io::unix::AsyncFd::register_with_interest(waited, tokio::io::Interest::READABLE) }?;
         let _ = ready.readable().await?;
         let mut status = 0;
         // SAFETY: reaps our own child, which has ended (its pidfd is readable).
-        if unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        reaper.done = true;
+        if r < 0 {
             return Err(std::io::Error::last_os_error());
         }
         Ok(status)

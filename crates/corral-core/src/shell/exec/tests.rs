@@ -270,6 +270,23 @@ async fn dropping_the_future_kills_the_process_group() {
     assert_no_markers(&shell).await;
 }
 
+#[cfg(unix)]
+#[tokio::test]
+async fn a_command_whose_future_was_dropped_is_killed_and_reaped() {
+    let (_d, shell) = root();
+    let fut = shell.exec("echo $$ > first.pid; exec sleep 30", opts());
+    assert!(tokio::time::timeout(Duration::from_millis(500), fut).await.is_err());
+    let pid = std::fs::read_to_string(shell.root().join("first.pid")).unwrap();
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
+    // Killed, then reaped: not even a zombie is left under this process.
+    let start = Instant::now();
+    while proc_dir.exists() && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let state = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+    assert!(!proc_dir.exists(), "the command's first process is still there: {state}");
+}
+
 #[tokio::test]
 async fn an_already_cancelled_token_starts_nothing() {
     let (_d, shell) = root();
