@@ -208,6 +208,7 @@ async fn a_timeout_kills_processes_that_left_the_group_where_a_control_group_can
     assert!(!shell.root().join("escaped2").exists(), "a setpgrp process survived the timeout");
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test]
 #[ignore = "needs a writable control group: scripts/test.sh runs it as root"]
 async fn a_command_started_into_its_control_group_is_in_it_with_default_signals_its_input_and_streams() {
