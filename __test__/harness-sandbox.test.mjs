@@ -459,7 +459,7 @@ describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: d
     const { root, s } = await session({ ports: [] });
     const [c] = await containersFor(`${root}/${s.id}`);
     const init = (await engineGet(`/containers/${c.Id}/json`)).State.Pid;
-    const p = await s.spawn({ command: 'exec sleep 309' });
+    const p = await s.spawn({ command: 'echo x > /corral-root-mark; exec sleep 309' });
     let pid;
     for (let i = 0; i < 50 && !pid; i++) {
       pid = readdirSync('/proc').find((d) => /^\d+$/.test(d) && (() => { try { return readFileSync(`/proc/${d}/cmdline`, 'latin1') === 'sleep\x00309\x00'; } catch { return false; } })());
@@ -471,10 +471,17 @@ describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: d
     expect(given(pid)).toEqual(given(init));
     expect(given(pid).length).toBe(12);
     expect(readFileSync(`/proc/${pid}/cgroup`, 'utf8')).toBe(readFileSync(`/proc/${init}/cgroup`, 'utf8'));
-    for (const ns of ['mnt', 'uts', 'ipc', 'net', 'cgroup', 'user']) {
+    for (const ns of ['uts', 'ipc', 'net', 'cgroup', 'user']) {
       expect(readlinkSync(`/proc/${pid}/ns/${ns}`), ns).toBe(readlinkSync(`/proc/${init}/ns/${ns}`));
     }
     expect(readlinkSync(`/proc/${pid}/ns/pid`)).not.toBe(readlinkSync(`/proc/${init}/ns/pid`));
+    // Its own mount namespace only for its own /proc: the same root as the container's, and the
+    // same overmounts on /proc (masked and read-only paths) as the container's first process has.
+    expect(readlinkSync(`/proc/${pid}/ns/mnt`)).not.toBe(readlinkSync(`/proc/${init}/ns/mnt`));
+    expect(readFileSync(`/proc/${init}/root/corral-root-mark`, 'utf8')).toBe('x\n');
+    const procMounts = (p) => readFileSync(`/proc/${p}/mountinfo`, 'utf8').split('\n').map((l) => l.split(' ')).filter((f) => f[4]?.startsWith('/proc/')).map((f) => `${f[4]} ${f[5].split(',')[0]}`);
+    expect(procMounts(init).length).toBeGreaterThan(3);
+    expect(procMounts(pid)).toEqual(procMounts(init));
     // Three levels: this machine's, the container's, and its own, where it is the first.
     const nspid = status(pid).find((l) => l.startsWith('NSpid:')).split(/\s+/).slice(1);
     expect(nspid.length).toBe(3);
@@ -514,6 +521,10 @@ describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: d
     // No process a command can see shows this machine's network (the container has loopback only).
     const seen = await s.run({ command: 'cat /proc/[0-9]*/net/dev 2>/dev/null | grep : | grep -v "^ *lo:" | wc -l' });
     expect(seen.stdout.trim()).toBe('0');
+    // Its /proc is its own pid namespace's: no other command's process, nor the container's first.
+    const listed = await s.run({ command: 'for f in /proc/[0-9]*/cmdline; do tr "\\000" " " < $f; echo; done' });
+    expect(listed.stdout).toMatch(/^sh -c /);
+    expect(listed.stdout).not.toMatch(/sleep 305|sleep 2147483647|docker-init/);
     // What a command leaves running ends with it, as in LinuxSandbox: `spawn` keeps a process.
     expect((await s.run({ command: 'sleep 308 >/dev/null 2>&1 & echo left' })).stdout).toBe('left\n');
     for (let i = 0; i < 50 && sleeping(308) > 0; i++) await sleep(100);

@@ -200,6 +200,7 @@ fn fork_guarded(from_c1: libc::c_int) -> io::Result<libc::c_int> {
                 crate::child::exit_like(status);
             }
             if done < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::kill(pid, libc::SIGKILL);
                 libc::_exit(126);
             }
             if libc::sigwaitinfo(&set, std::ptr::null_mut()) == libc::SIGTERM {
@@ -207,6 +208,52 @@ fn fork_guarded(from_c1: libc::c_int) -> io::Result<libc::c_int> {
             }
         }
     }
+}
+
+/// Gives C2 a mount namespace of its own whose `/proc` is its pid namespace's: a command then
+/// sees, and can open, only its own processes (not the container's first process, nor other
+/// commands'). The overmounts the runtime put on the container's `/proc` (its masked paths, bound
+/// to `/dev/null` or an empty tmpfs, and its read-only ones, `/proc/sys` and the like) are cloned
+/// first and put back on the new one in the same order, so nothing they hid shows; the
+/// container's /proc itself is unmounted in this namespace.
+fn own_proc() -> io::Result<()> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let points: Vec<CString> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|p| p.starts_with("/proc/"))
+        .map(|p| CString::new(p.replace("\\040", " ")).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL)))
+        .collect::<io::Result<_>>()?;
+    // SAFETY: raw syscalls in a single-threaded process, on NUL-terminated literals.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNS) as libc::c_long)?;
+        check(libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) as libc::c_long)?;
+    }
+    let trees = points.iter().map(|p| crate::child::clone_tree(p, false)).collect::<io::Result<Vec<_>>>()?;
+    // The container's /proc goes from this namespace, its overmounts with it (their copies are
+    // the trees above).
+    // SAFETY: a NUL-terminated literal.
+    check(unsafe { libc::umount2(c"/proc".as_ptr(), libc::MNT_DETACH) } as libc::c_long)?;
+    // SAFETY: NUL-terminated literals.
+    check(unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    } as libc::c_long)?;
+    for (tree, point) in trees.into_iter().zip(&points) {
+        crate::child::attach(tree, point)?;
+    }
+    Ok(())
 }
 
 /// The pre-exec step of a command in a container. Returns in C2 (which then execs the command);
@@ -244,6 +291,7 @@ pub fn enter(plan: &crate::child::Plan, c: &Container) -> io::Result<()> {
     check(unsafe { libc::unshare(libc::CLONE_NEWPID) } as libc::c_long)?;
     let alive = fork_guarded(from_c1)?;
     // C2: the command's pid namespace's init.
+    own_proc()?;
     // SAFETY: resetting a disposition to its default (see `child::enter`), and the mask.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_DFL);

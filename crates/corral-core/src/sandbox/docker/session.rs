@@ -19,6 +19,11 @@ use crate::shell::{Cancel, ExecResult};
 
 /// PID 1 of a kept container: waits forever, reaps what it inherits, stops on SIGTERM.
 const KEEPALIVE: &str = "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done";
+/// A harness session's container: the Engine's init (`docker-init`, a read-only file of the
+/// host's) is PID 1 and reaps, and its one child runs no program after the start. Nothing in the
+/// container's own pid namespace ever runs a program from the container's files, which a command
+/// can replace, so nothing a command planted runs beside its guards (`entry.rs`).
+const SESSION_KEEPALIVE: &str = "exec sleep 2147483647";
 /// Each command writes its pid as the first line of its stdout (docker starts an exec'd process
 /// as the leader of its own session, so that is also its process group), then becomes the
 /// command. Nothing the command does can change that line: it is written before the command
@@ -70,15 +75,19 @@ impl Sessions {
             return Err(Error::new(Code::Io, "The session was stopped; resume it to run commands again."));
         }
         let (found, baseline) = sb.protected_now(p)?;
+        let harness = !sb.replaces_gone();
         let mut body = json!({
             "Image": sb.image(),
             "Entrypoint": ["sh", "-c"],
-            "Cmd": [KEEPALIVE],
+            "Cmd": [if harness { SESSION_KEEPALIVE } else { KEEPALIVE }],
             "WorkingDir": p.mount,
             "Tty": false,
             "Labels": sb.session_labels(),
             "HostConfig": sb.host_config(p, &found, None)?,
         });
+        if harness {
+            body["HostConfig"]["Init"] = json!(true);
+        }
         if let Some(user) = sb.session_user(&p.client).await? {
             body["User"] = json!(user);
         }

@@ -241,12 +241,17 @@ fn spawn_grouped(
     use tokio::net::unix::pipe;
     let io = |e: std::io::Error| Error::new(Code::Io, format!("Could not start the command: {e}"));
     let s = super::spawn::spawn_in_group(&shell_path(env), command, &plain_dir(cwd), env, stdin, procs).map_err(io)?;
+    // Pipes the runtime cannot take: the command, already running, is killed (and reaped).
+    let kill_on_error = |e: std::io::Error| {
+        (s.kill)();
+        io(e)
+    };
     let stdin = match s.stdin {
-        Some(fd) => Some(Box::new(pipe::Sender::from_owned_fd(fd).map_err(io)?) as Writer),
+        Some(fd) => Some(Box::new(pipe::Sender::from_owned_fd(fd).map_err(kill_on_error)?) as Writer),
         None => None,
     };
-    let stdout = Box::new(pipe::Receiver::from_owned_fd(s.stdout).map_err(io)?) as Reader;
-    let stderr = Box::new(pipe::Receiver::from_owned_fd(s.stderr).map_err(io)?) as Reader;
+    let stdout = Box::new(pipe::Receiver::from_owned_fd(s.stdout).map_err(kill_on_error)?) as Reader;
+    let stderr = Box::new(pipe::Receiver::from_owned_fd(s.stderr).map_err(kill_on_error)?) as Reader;
     Ok(Started {
         proc: Proc::Launched { exit: s.exit, status: None, kill: s.kill.clone() },
         pid: Some(s.pid),

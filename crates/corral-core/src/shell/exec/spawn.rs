@@ -51,11 +51,14 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
             libc::_exit(127)
         };
         // The parent's handlers must never run here: every handled signal back to its default;
-        // SIGPIPE too (Node ignores it, and an ignored signal stays ignored across exec).
+        // SIGPIPE and SIGXFSZ too (Node ignores them, and an ignored signal stays ignored across
+        // exec: a broken pipe or a file size limit would not stop the command).
         for sig in 1..65 {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && (old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
+                && (old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN
+                    || sig == libc::SIGPIPE
+                    || sig == libc::SIGXFSZ)
             {
                 let mut dfl: libc::sigaction = std::mem::zeroed();
                 dfl.sa_sigaction = libc::SIG_DFL;
@@ -76,7 +79,8 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         if libc::chdir(a.cwd) < 0 {
             return fail();
         }
-        let stdin = if a.stdin >= 0 { a.stdin } else { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+        let stdin =
+            if a.stdin >= 0 { a.stdin } else { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         if stdin < 0 || libc::dup2(stdin, 0) < 0 || libc::dup2(a.stdout, 1) < 0 || libc::dup2(a.stderr, 2) < 0 {
             return fail();
         }
@@ -206,13 +210,17 @@ pub fn spawn_in_group(
         let ready = unsafe { tokio::io::unix::AsyncFd::register_with_interest(waited, tokio::io::Interest::READABLE) }?;
         let _ = ready.readable().await?;
         let mut status = 0;
-        // SAFETY: reaps our own child, which has ended (its pidfd is readable).
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        reaper.done = true;
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
+        loop {
+            // SAFETY: reaps our own child, which has ended (its pidfd is readable).
+            if unsafe { libc::waitpid(pid, &mut status, 0) } >= 0 {
+                reaper.done = true;
+                return Ok(status);
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
         }
-        Ok(status)
     });
     let kill = Arc::new(move || {
         // SAFETY: a signal through a pidfd: it reaches this child or nothing (once reaped, ESRCH).
