@@ -470,6 +470,7 @@ describe.skipIf(!(DOCKER_HOST && asRoot))('a corral harness session with kind: d
     const given = (p) => status(p).filter((l) => /^(Uid|Gid|Groups|Umask|Cap\w+|NoNewPrivs|Seccomp|Seccomp_filters):/.test(l));
     expect(given(pid)).toEqual(given(init));
     expect(given(pid).length).toBe(12);
+    expect(readFileSync(`/proc/${pid}/oom_score_adj`, 'utf8')).toBe(readFileSync(`/proc/${init}/oom_score_adj`, 'utf8'));
     expect(readFileSync(`/proc/${pid}/cgroup`, 'utf8')).toBe(readFileSync(`/proc/${init}/cgroup`, 'utf8'));
     for (const ns of ['uts', 'ipc', 'net', 'cgroup', 'user']) {
       expect(readlinkSync(`/proc/${pid}/ns/${ns}`), ns).toBe(readlinkSync(`/proc/${init}/ns/${ns}`));

@@ -29,6 +29,9 @@ pub struct Container {
     pub gid: u32,
     pub groups: Vec<u32>,
     pub umask: u32,
+    /// The first process's `oom_score_adj`, which the command takes (M, its guard, takes -1000:
+    /// the memory limit's killer never picks it).
+    pub oom_score_adj: i32,
     /// Capability sets: bounding, inheritable, permitted, effective, ambient.
     pub caps: [u64; 5],
     /// What to write to `attr/exec` so the command's exec takes the first process's LSM label.
@@ -166,6 +169,8 @@ fn fork_guarded(from_c1: libc::c_int) -> io::Result<libc::c_int> {
         libc::sigaddset(&mut set, libc::SIGCHLD);
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        // Set back for C2 below, before its credentials change.
+        let _ = crate::child::write_file(c"/proc/self/oom_score_adj", b"-1000");
         let mut alive = [-1; 2];
         check(libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) as libc::c_long)?;
         let pid = libc::fork();
@@ -291,6 +296,7 @@ pub fn enter(plan: &crate::child::Plan, c: &Container) -> io::Result<()> {
     check(unsafe { libc::unshare(libc::CLONE_NEWPID) } as libc::c_long)?;
     let alive = fork_guarded(from_c1)?;
     // C2: the command's pid namespace's init.
+    crate::child::write_file(c"/proc/self/oom_score_adj", c.oom_score_adj.to_string().as_bytes())?;
     own_proc()?;
     // SAFETY: resetting a disposition to its default (see `child::enter`), and the mask.
     unsafe {

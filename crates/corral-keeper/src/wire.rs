@@ -254,7 +254,7 @@ impl Run {
                 for g in &c.groups {
                     e.u32(*g);
                 }
-                e.u32(c.umask);
+                e.u32(c.umask).i32(c.oom_score_adj);
                 for set in c.caps {
                     e.u64(set);
                 }
@@ -312,13 +312,24 @@ impl Run {
             let ns = (0..d.count(8)?).map(|_| Ok((d.i32()?, d.i32()?))).collect::<io::Result<_>>()?;
             let (uid, gid) = (d.u32()?, d.u32()?);
             let groups = (0..d.count(4)?).map(|_| d.u32()).collect::<io::Result<_>>()?;
-            let umask = d.u32()?;
+            let (umask, oom_score_adj) = (d.u32()?, d.i32()?);
             let mut caps = [0u64; 5];
             for set in &mut caps {
                 *set = d.u64()?;
             }
             let label = d.opt_cstr()?;
-            Some(crate::container::Container { pid_ns, cgroups, ns, uid, gid, groups, umask, caps, label })
+            Some(crate::container::Container {
+                pid_ns,
+                cgroups,
+                ns,
+                uid,
+                gid,
+                groups,
+                umask,
+                oom_score_adj,
+                caps,
+                label,
+            })
         } else {
             None
         };
@@ -444,6 +455,7 @@ mod tests {
             gid: 1001,
             groups: vec![10, 20],
             umask: 0o022,
+            oom_score_adj: -5,
             caps: [1, 2, 3, 4, 5],
             label: Some(CString::new("exec docker-default").unwrap()),
         };
@@ -468,7 +480,7 @@ mod tests {
         let back = Run::decode(&mut d).unwrap();
         let c = back.plan.container.expect("the container's part");
         assert_eq!(
-            (c.pid_ns, c.ns.clone(), c.uid, c.gid, c.groups.clone(), c.umask, c.caps),
+            (c.pid_ns, c.ns.clone(), c.uid, c.gid, c.groups.clone(), c.umask, c.oom_score_adj, c.caps),
             (
                 3,
                 vec![(4, libc::CLONE_NEWUTS), (5, libc::CLONE_NEWNS)],
@@ -476,6 +488,7 @@ mod tests {
                 1001,
                 vec![10, 20],
                 0o022,
+                -5,
                 [1, 2, 3, 4, 5]
             )
         );

@@ -304,6 +304,10 @@ impl Entry {
             gid: effective_id(&status, "Gid")?,
             groups,
             umask: u32::from_str_radix(field(&status, "Umask")?, 8).map_err(|_| bad("Umask"))?,
+            oom_score_adj: String::from_utf8_lossy(&read_at(&dir, "oom_score_adj")?)
+                .trim()
+                .parse()
+                .map_err(|_| bad("oom_score_adj"))?,
             caps: caps(&status)?,
             label: label.map(|l| CString::new(l).map_err(|_| bad("LSM label"))).transpose()?,
         };
