@@ -694,6 +694,50 @@ export declare class LinuxSandbox implements SandboxAdapter {
   close(): Promise<void>;
 }
 
+export interface KubernetesSandboxOptions {
+  /** The `SandboxWarmPool` (kubernetes-sigs/agent-sandbox) each sandbox is claimed from. */
+  warmPool: string;
+  /** Default: the kubeconfig context's namespace, else 'default'. */
+  namespace?: string;
+  /** A kubeconfig path. Default: the in-cluster service account, then `KUBECONFIG`, then `~/.kube/config`. */
+  kubeconfig?: string;
+  context?: string;
+  /** Default: the pod's first container. */
+  container?: string;
+  /** The pod directory `workspace()` is. Default '/workspace'. */
+  workdir?: string;
+  /** The claim's `shutdownTime` is this far ahead, moved forward while the sandbox is in use. Default 3,600,000. */
+  shutdownAfterMs?: number;
+  /** How long the claim may take to become `Ready`. Default 120,000. */
+  readyTimeoutMs?: number;
+  /** Set as `ulimit` values inside the pod (memory as address space, pids per user). */
+  limits?: SandboxLimits;
+}
+
+/**
+ * Each command in a pod of a kubernetes-sigs/agent-sandbox warm pool: the first use claims a
+ * sandbox (a `SandboxClaim`, watched until Ready), each command is a `pods/exec` over WebSocket
+ * (v5, v4 as fallback), a timeout or abort kills its process group in the pod. `close()` deletes
+ * the claim.
+ */
+export declare class KubernetesSandbox implements SandboxAdapter {
+  constructor(options: KubernetesSandboxOptions);
+  /** The pod's workdir as an FsProvider (file operations by exec). */
+  workspace(): KubernetesWorkspace;
+  /** Deletes the claims of this machine whose owner process no longer runs; resolves with how many. */
+  prune(): Promise<number>;
+  run(request: SandboxRequest, options?: SandboxRunOptions): Promise<ExecResult>;
+  close(): Promise<void>;
+}
+
+/** A pod's workdir as an FsProvider, confined to it (links resolved in the pod), `.git` denied; every method of FsProvider. */
+export interface KubernetesWorkspace extends Required<FsProvider> {}
+export declare class KubernetesWorkspace {
+  private constructor();
+  /** The workdir in the pod. */
+  readonly root: string;
+}
+
 /** A ShellProvider over any SandboxAdapter. */
 export declare class SandboxShell implements ShellProvider {
   /**

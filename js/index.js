@@ -555,6 +555,32 @@ class LinuxSandbox {
 }
 adapterMethods(LinuxSandbox);
 
+/**
+ * Runs each command in a pod of a kubernetes-sigs/agent-sandbox warm pool, claimed on first use
+ * (pods/exec over WebSocket); `workspace()` is the pod's workdir as an FsProvider.
+ */
+class KubernetesSandbox {
+  constructor(options) {
+    adapterOf.set(this, native.NativeSandbox.kubernetes(optionData(options ?? null)));
+  }
+  /** The pod's workdir as an FsProvider (file operations by exec). */
+  workspace() { return new KubernetesWorkspace(adapterOf.get(this).workspace()); }
+  /** Deletes the claims of this machine whose owner process no longer runs; resolves with how many. */
+  prune() { return adapterOf.get(this).prune(); }
+}
+adapterMethods(KubernetesSandbox);
+
+/** A pod's workdir as an FsProvider: made by KubernetesSandbox.workspace(). */
+class KubernetesWorkspace {
+  constructor(handle) {
+    if (!(handle instanceof native.NativeFs)) throw new ConfigurationError('KubernetesWorkspace is made by KubernetesSandbox.workspace().');
+    nativeOf.set(this, handle);
+    Object.defineProperty(this, 'root', { value: handle.root, enumerable: true });
+  }
+  realPath(path) { return nativeOf.get(this).realPath(path); }
+}
+fsMethods(KubernetesWorkspace);
+
 /** A ShellProvider over any SandboxAdapter. */
 class SandboxShell {
   constructor(adapter, options) {
@@ -694,6 +720,8 @@ module.exports = {
   NoopSandbox,
   SubprocessSandbox,
   LinuxSandbox,
+  KubernetesSandbox,
+  KubernetesWorkspace,
   WorkspaceCheckpoints,
   FileWorkspaceCheckpointStore,
   defineTool,

@@ -80,6 +80,12 @@ impl NativeFs {
         NativeFs { inner, memory: None, root: None }
     }
 
+    /// A provider of the core's own that is not a directory of this machine (a pod's workdir),
+    /// with the root it shows.
+    pub(crate) fn remote_root(inner: Arc<dyn FsProvider>, root: String) -> NativeFs {
+        NativeFs { inner, memory: None, root: Some(root) }
+    }
+
     #[napi(getter)]
     pub fn root(&self) -> Option<String> {
         self.root.clone()

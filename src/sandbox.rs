@@ -8,6 +8,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use corral_core::error::Error as CoreError;
+use corral_core::sandbox::kubernetes::{KubernetesSandbox, KubernetesSandboxOptions};
 use corral_core::sandbox::{EgressBroker, NoopSandbox, SandboxAdapter, SandboxRequest, SubprocessSandbox};
 
 use crate::broker::NativeBroker;
@@ -17,13 +18,14 @@ use crate::{CancelToken, IntoNapi, JsCallback, JsFn};
 pub struct NativeSandbox {
     pub(crate) inner: Arc<dyn SandboxAdapter>,
     subprocess: Option<Arc<SubprocessSandbox>>,
+    kubernetes: Option<Arc<KubernetesSandbox>>,
 }
 
 #[napi]
 impl NativeSandbox {
     #[napi(factory, catch_unwind)]
     pub fn noop() -> NativeSandbox {
-        NativeSandbox { inner: Arc::new(NoopSandbox::new()), subprocess: None }
+        NativeSandbox { inner: Arc::new(NoopSandbox::new()), subprocess: None, kubernetes: None }
     }
 
     #[napi(factory, catch_unwind)]
@@ -32,7 +34,7 @@ impl NativeSandbox {
         let mut o = corral_core::sandbox::SubprocessSandboxOptions::from_options(&options).napi()?;
         o.broker = broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>);
         let s = Arc::new(SubprocessSandbox::new(o).napi()?);
-        Ok(NativeSandbox { inner: s.clone(), subprocess: Some(s) })
+        Ok(NativeSandbox { inner: s.clone(), subprocess: Some(s), kubernetes: None })
     }
 
     /// `new LinuxSandbox(options)`: the kernel's own isolation (Linux only).
@@ -44,12 +46,36 @@ impl NativeSandbox {
             corral_core::sandbox::check_broker("LinuxSandbox", &options, broker.is_some()).napi()?;
             let o = LinuxSandboxOptions::from_options(&options).napi()?;
             let broker = broker.map(|b| b.inner.clone() as Arc<dyn EgressBroker>);
-            Ok(NativeSandbox { inner: Arc::new(LinuxSandbox::new(o).napi()?.with_broker(broker)), subprocess: None })
+            Ok(NativeSandbox {
+                inner: Arc::new(LinuxSandbox::new(o).napi()?.with_broker(broker)),
+                subprocess: None,
+                kubernetes: None,
+            })
         }
         #[cfg(not(target_os = "linux"))]
         {
             let _ = (options, broker);
             Err(CoreError::config("LinuxSandbox: this machine does not run Linux; use SubprocessSandbox.")).napi()
+        }
+    }
+
+    /// `new KubernetesSandbox(options)`: nothing reaches the cluster before the first use.
+    #[napi(factory, catch_unwind)]
+    pub fn kubernetes(options: Value) -> Result<NativeSandbox> {
+        let k = Arc::new(KubernetesSandbox::new(KubernetesSandboxOptions::from_options(&options).napi()?));
+        Ok(NativeSandbox { inner: k.clone(), subprocess: None, kubernetes: Some(k) })
+    }
+
+    /// KubernetesSandbox's `workspace()`: the pod's workdir as a file-system provider.
+    #[napi(catch_unwind)]
+    pub fn workspace(&self) -> Result<crate::fs::NativeFs> {
+        match &self.kubernetes {
+            Some(k) => {
+                let ws = k.workspace();
+                let root = ws.workdir().to_string();
+                Ok(crate::fs::NativeFs::remote_root(Arc::new(ws), root))
+            }
+            None => Err(CoreError::config("workspace() belongs to KubernetesSandbox.")).napi(),
         }
     }
 
@@ -71,6 +97,7 @@ impl NativeSandbox {
         NativeSandbox {
             inner: Arc::new(corral_core::remote::RemoteSandbox::new(JsCallback::dispatch(dispatch))),
             subprocess: None,
+            kubernetes: None,
         }
     }
 
@@ -96,11 +123,12 @@ impl NativeSandbox {
     /// SubprocessSandbox's `prune()`: how many containers a crashed process left were removed.
     #[napi(ts_return_type = "Promise<number>")]
     pub fn prune<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, u32>> {
-        let s = self.subprocess.clone();
+        let (s, k) = (self.subprocess.clone(), self.kubernetes.clone());
         crate::spawn(env, async move {
-            match s {
-                Some(s) => s.prune().await.map(|n| n as u32),
-                None => Err(CoreError::config("prune() belongs to SubprocessSandbox.")),
+            match (s, k) {
+                (Some(s), _) => s.prune().await.map(|n| n as u32),
+                (None, Some(k)) => k.prune().await.map(|n| n as u32),
+                (None, None) => Err(CoreError::config("prune() belongs to SubprocessSandbox and KubernetesSandbox.")),
             }
         })
     }

@@ -17,6 +17,8 @@ use crate::shell::exec::{base_env, set_var, InheritEnv, LocalShell};
 use crate::shell::{Cancel, ExecOptions, ExecResult, ShellProvider};
 
 pub(crate) mod docker;
+pub mod kubernetes;
+mod lead;
 pub mod limits;
 #[cfg(target_os = "linux")]
 pub mod linux;

@@ -207,10 +207,11 @@ async fn kill(client: &DockerClient, id: &str, lead: Option<(u32, u64)>, alone: 
     let script = match (alone, lead) {
         (true, _) => "kill -9 -1".to_string(),
         // Never 1 (init: the container) nor 0.
-        (false, Some((p, start))) if p > 1 => format!(
-            r#"s=$(cut -d' ' -f22 /proc/{p}/stat 2>/dev/null); if [ -z "$s" ]; then kill -9 -- -{p}; elif [ "$s" = {start} ]; then kill -9 -- -{p} {p}; fi"#
-        ),
-        (false, _) => return false,
+        (false, Some(lead)) => match crate::sandbox::lead::kill_group_script(lead) {
+            Some(script) => script,
+            None => return false,
+        },
+        (false, None) => return false,
     };
     let body = json!({ "AttachStdout": false, "AttachStderr": false, "Tty": false, "Cmd": ["sh", "-c", script] });
     let Ok(Some(exec)) = create_exec(client, id, &body).await else { return false };

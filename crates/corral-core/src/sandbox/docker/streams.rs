@@ -9,10 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::SandboxRequest;
 use super::engine::{Attached, Demux};
+use crate::sandbox::lead::Lead;
 use crate::shell::exec::{Capture, MAX_CAPTURE_BYTES};
-
-/// The longest an abort waits for a started exec's pid line.
-const LEAD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A command's output as it is read from its attached streams.
 pub(super) struct Streams {
@@ -22,41 +20,6 @@ pub(super) struct Streams {
     pub done: CancellationToken,
     /// In a kept container, the wrapper's first stdout line (its pid), taken off the output.
     pub lead: Option<Arc<Mutex<Lead>>>,
-}
-
-/// The first line of an exec's stdout, written by corral's wrapper before the command runs.
-#[derive(Default)]
-pub(super) struct Lead {
-    line: Vec<u8>,
-    done: bool,
-    /// Cancelled once `done` is set.
-    known: CancellationToken,
-}
-
-impl Lead {
-    /// Takes the line off the front of `data`; returns what is left for the capture.
-    fn take<'a>(&mut self, data: &'a [u8]) -> &'a [u8] {
-        if self.done {
-            return data;
-        }
-        match data.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                self.line.extend_from_slice(&data[..i]);
-                self.done = true;
-                self.known.cancel();
-                &data[i + 1..]
-            }
-            None => {
-                self.line.extend_from_slice(data);
-                // A pid and a start time are a few digits: anything longer is not the wrapper's line.
-                self.done = self.line.len() > 48;
-                if self.done {
-                    self.known.cancel();
-                }
-                &[]
-            }
-        }
-    }
 }
 
 impl Streams {
@@ -78,30 +41,14 @@ impl Streams {
     }
 
     /// The pid and start time the wrapper wrote, when it wrote them.
+    #[cfg(test)]
     pub(super) fn lead_pid(&self) -> Option<(u32, u64)> {
-        let lead = self.lead.as_ref()?.lock().unwrap();
-        if !lead.done {
-            return None;
-        }
-        let text = std::str::from_utf8(&lead.line).ok()?;
-        let (pid, start) = text.split_once(' ')?;
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        (digits(pid) && digits(start)).then(|| Some((pid.parse().ok()?, start.parse().ok()?))).flatten()
+        self.lead.as_ref()?.lock().unwrap().pid()
     }
 
-    /// The wrapper's pid line, waited for until it was read or the streams ended (then the
-    /// wrapper never wrote it, so the command never ran); a daemon that sends neither within
-    /// `LEAD_WAIT` is given up on.
+    /// The wrapper's pid line, waited for until it was read or the streams ended.
     pub(super) async fn wait_lead_pid(&self) -> Option<(u32, u64)> {
-        let known = self.lead.as_ref()?.lock().unwrap().known.clone();
-        let _ = tokio::time::timeout(LEAD_WAIT, async {
-            tokio::select! {
-                _ = known.cancelled() => {}
-                _ = self.done.cancelled() => {}
-            }
-        })
-        .await;
-        self.lead_pid()
+        crate::sandbox::lead::wait(self.lead.as_ref()?, &self.done).await
     }
 
     /// Reads them (and writes the request's stdin, or its input as it comes) on a task of its own.
@@ -136,20 +83,7 @@ async fn read_attached(
     let mut demux = Demux::default();
     let mut sink = |stream: u8, data: &[u8]| {
         let stream = if matches!(stream, 2 | 3) { Stream::Stderr } else { Stream::Stdout };
-        let data = match (&lead, stream) {
-            (Some(l), Stream::Stdout) => l.lock().unwrap().take(data),
-            _ => data,
-        };
-        if data.is_empty() {
-            return;
-        }
-        match stream {
-            Stream::Stderr => err.lock().unwrap().push(data),
-            Stream::Stdout => out.lock().unwrap().push(data),
-        }
-        if let Some(s) = &on_output {
-            s.0.output(stream, data);
-        }
+        crate::sandbox::lead::deliver(stream, data, (&out, &err), lead.as_deref(), on_output.as_ref());
     };
     match attached {
         Attached::Raw(io) => {
