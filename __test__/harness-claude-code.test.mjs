@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { HarnessAgent } from '@ai-sdk/harness/agent';
 import { createClaudeCode } from '@ai-sdk/harness-claude-code';
 import { createCorralHarnessSandbox } from 'corral/ai-sdk';
-import { linuxSandboxUsable as usable, tempTree } from './helpers.mjs';
+import { certificates, linuxSandboxUsable as usable, tempTree } from './helpers.mjs';
 
 const REAL_KEY = 'sk-ant-api03-' + 'corral0test0real0key0'.repeat(3);
 const PLACEHOLDER = 'placeholder-not-a-key';
@@ -46,16 +46,6 @@ function storeDir() {
     } catch {}
   }
   throw new Error('No writable directory for the pnpm store under /var/cache or /var/tmp.');
-}
-
-/** A CA and a certificate for 127.0.0.1 it signed (openssl), in `dir`. */
-function certificates(dir) {
-  const ssl = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=fake model CA');
-  ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=127.0.0.1');
-  writeFileSync(join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n');
-  ssl('x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'leaf.pem', '-days', '2', '-extfile', 'ext');
-  return { ca: readFileSync(join(dir, 'ca.pem'), 'utf8'), key: readFileSync(join(dir, 'leaf.key')), cert: readFileSync(join(dir, 'leaf.pem')) };
 }
 
 /** The Anthropic Messages API as Claude Code calls it: every message gets REPLY (streamed or not). */
@@ -127,7 +117,7 @@ describe.skipIf(!usable || !reachable)('Claude Code inside corral, through @ai-s
   beforeAll(async () => {
     tree = tempTree();
     root = join(tree.dir, 'sessions');
-    const certs = certificates(tree.dir);
+    const certs = certificates(tree.dir, 'fake model CA');
     ca = certs.ca;
     model = fakeModel(certs);
     await new Promise((r) => model.server.listen(0, '127.0.0.1', r));

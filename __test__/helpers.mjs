@@ -2,7 +2,7 @@
 import { afterEach, afterAll } from 'vitest';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync, rmSync, realpathSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join, dirname, relative } from 'node:path';
 import { LinuxSandbox, normalizeWorkspacePath, WorkspaceError } from 'corral';
@@ -151,4 +151,14 @@ export function startPostgres() {
     resume: () => must('resume'),
     cleanup: () => { run('stop'); rmSync(dir, { recursive: true, force: true }); },
   };
+}
+
+/** A CA and a certificate for 127.0.0.1 it signed (openssl), in `dir`: { ca (PEM text), key, cert }. */
+export function certificates(dir, name = 'test CA') {
+  const ssl = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', `/CN=${name}`);
+  ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=127.0.0.1');
+  writeFileSync(join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n');
+  ssl('x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'leaf.pem', '-days', '2', '-extfile', 'ext');
+  return { ca: readFileSync(join(dir, 'ca.pem'), 'utf8'), key: readFileSync(join(dir, 'leaf.key')), cert: readFileSync(join(dir, 'leaf.pem')) };
 }

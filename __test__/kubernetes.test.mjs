@@ -1,0 +1,384 @@
+// KubernetesSandbox and KubernetesWorkspace against a fake API server that speaks the real wire
+// protocol (kubernetes-fake.mjs: agent-sandbox custom objects, watches, pods/exec over WebSocket,
+// each command run for real in a temporary directory). No cluster can run on this machine; the
+// fake is checked with @kubernetes/client-node, a client nobody here wrote. With KUBECONFIG and
+// CORRAL_K8S_WARM_POOL set, the last test runs against that real cluster; else it is skipped.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import * as k8s from '@kubernetes/client-node';
+import { KubernetesSandbox, SandboxShell, createFsTools, WorkspaceCheckpoints, ConfigurationError, WorkspaceError } from 'corral';
+import { startFakeCluster } from './kubernetes-fake.mjs';
+
+const dirs = [];
+const fakes = [];
+const sandboxes = [];
+function tempDir(prefix) {
+  const d = realpathSync(mkdtempSync(join(tmpdir(), prefix)));
+  dirs.push(d);
+  return d;
+}
+afterAll(async () => {
+  for (const s of sandboxes) await s.close().catch(() => {});
+  for (const f of fakes) await f.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A fake cluster with its pod directory and a kubeconfig for it. */
+async function cluster(options = {}) {
+  const dir = tempDir('corral-k8s-');
+  const podDir = join(dir, 'pod');
+  mkdirSync(join(podDir, 'workspace'), { recursive: true });
+  const fake = await startFakeCluster({ dir, podDir, ...options });
+  fakes.push(fake);
+  fake.podDir = podDir;
+  fake.workdir = join(podDir, 'workspace');
+  fake.config = fake.kubeconfig(join(dir, 'kubeconfig'));
+  return fake;
+}
+
+function sandbox(fake, options = {}) {
+  const s = new KubernetesSandbox({ warmPool: 'python', kubeconfig: fake.config, workdir: fake.workdir, ...options });
+  sandboxes.push(s);
+  return s;
+}
+
+/** Whether a process runs (a zombie no reaper collected counts as gone). */
+const alive = (pid) => {
+  try {
+    return !/^\S+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
+const until = async (check, ms = 10_000) => {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return true;
+};
+
+describe('the fake API server, driven by @kubernetes/client-node', () => {
+  let fake;
+  let kc;
+  beforeAll(async () => {
+    fake = await cluster();
+    kc = new k8s.KubeConfig();
+    kc.loadFromFile(fake.config);
+  });
+
+  it('serves custom objects and a watch as the official client reads them', async () => {
+    const api = kc.makeApiClient(k8s.CustomObjectsApi);
+    const g = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1', namespace: 'agents', plural: 'sandboxclaims' };
+    const events = [];
+    const watch = await new k8s.Watch(kc).watch(`/apis/${g.group}/${g.version}/namespaces/agents/sandboxclaims`, {}, (type, obj) => events.push([type, obj.metadata.name, obj.status?.conditions?.[0]?.status]), () => {});
+    const made = await api.createNamespacedCustomObject({ ...g, body: { apiVersion: `${g.group}/${g.version}`, kind: 'SandboxClaim', metadata: { name: 'by-client-node' }, spec: { warmPoolRef: { name: 'python' } } } });
+    expect(made.metadata.name).toBe('by-client-node');
+    expect((await api.getNamespacedCustomObject({ ...g, name: 'by-client-node' })).spec.warmPoolRef.name).toBe('python');
+    expect(await until(() => events.some(([t, n, s]) => t === 'MODIFIED' && n === 'by-client-node' && s === 'True'))).toBe(true);
+    expect((await api.listNamespacedCustomObject(g)).items.map((i) => i.metadata.name)).toContain('by-client-node');
+    await api.deleteNamespacedCustomObject({ ...g, name: 'by-client-node' });
+    await expect(api.getNamespacedCustomObject({ ...g, name: 'by-client-node' })).rejects.toMatchObject({ code: 404 });
+    watch.abort();
+  });
+
+  it("runs an exec over v5 with the official client: output, stdin and the exit code's status", async () => {
+    const chunks = { out: [], err: [] };
+    const sink = (k) => new Writable({ write(c, _e, cb) { chunks[k].push(Buffer.from(c)); cb(); } });
+    let st;
+    const ws = await new k8s.Exec(kc).exec('agents', 'pod-x', 'main', ['sh', '-c', 'cat; echo err >&2; exit 3'], sink('out'), sink('err'), Readable.from([Buffer.from('hello')]), false, (s) => (st = s));
+    await new Promise((r) => ws.on('close', r));
+    expect(ws.protocol).toBe('v5.channel.k8s.io');
+    expect(Buffer.concat(chunks.out).toString()).toBe('hello');
+    expect(Buffer.concat(chunks.err).toString()).toBe('err\n');
+    expect(st).toMatchObject({ status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [{ reason: 'ExitCode', message: '3' }] } });
+  });
+});
+
+describe('KubernetesSandbox against the fake API server', () => {
+  let fake;
+  let shell;
+  let sb;
+  beforeAll(async () => {
+    fake = await cluster();
+    sb = sandbox(fake);
+    shell = new SandboxShell(sb, { cwd: fake.workdir });
+  });
+
+  it('claims a sandbox from the warm pool on first use and runs commands in its pod', async () => {
+    const r = await shell.exec('echo "$GREETING"; pwd; echo oops >&2; exit 4', { env: { GREETING: 'hi there' }, timeoutMs: 30_000 });
+    expect(r).toMatchObject({ stdout: `hi there\n${fake.workdir}\n`, stderr: 'oops\n', exitCode: 4, timedOut: false });
+    const [claim] = [...fake.claims.values()];
+    expect(claim.spec).toMatchObject({ warmPoolRef: { name: 'python' }, lifecycle: { shutdownPolicy: 'Delete' } });
+    const ahead = Date.parse(claim.spec.lifecycle.shutdownTime) - Date.now();
+    expect(ahead).toBeGreaterThan(3_500_000);
+    expect(ahead).toBeLessThan(3_700_000);
+    expect(claim.metadata.labels['app.kubernetes.io/managed-by']).toBe('corral');
+    const sandboxName = claim.status.sandbox.name;
+    const pod = fake.sandboxes.get(sandboxName).metadata.annotations['agents.x-k8s.io/pod-name'];
+    const last = fake.execs.at(-1);
+    expect(last).toMatchObject({ pod, container: 'main', protocol: 'v5.channel.k8s.io' });
+    // The command, its directory and its variables are arguments of the exec, never script text.
+    expect(last.argv.slice(0, 2)).toEqual(['sh', '-c']);
+    expect(last.argv[2]).not.toContain('GREETING');
+    expect(last.argv).toContain('GREETING=hi there');
+  });
+
+  it('writes stdin and closes it, and a second command runs in the same pod', async () => {
+    expect((await shell.exec('cat; echo end', { stdin: 'line 1\nline 2' })).stdout).toBe('line 1\nline 2end\n');
+    expect((await shell.exec('true')).exitCode).toBe(0);
+    expect(fake.claims.size).toBe(1);
+  });
+
+  it('streams a large output whole', async () => {
+    const r = await shell.exec("head -c 3000000 /dev/zero | tr '\\0' x; echo; echo done >&2", { timeoutMs: 60_000 });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.length).toBe(3_000_001);
+    expect(r.stdout.startsWith('xxx')).toBe(true);
+    expect(r.stderr).toBe('done\n');
+  });
+
+  it('a timeout kills the command and what it started in the pod, through a second exec', async () => {
+    const before = fake.execs.length;
+    const r = await shell.exec('sleep 61 & echo $! > bg.pid; echo $$ > fg.pid; sleep 62', { timeoutMs: 800 });
+    expect(r).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGKILL' });
+    const fg = Number(readFileSync(join(fake.workdir, 'fg.pid'), 'utf8'));
+    const bg = Number(readFileSync(join(fake.workdir, 'bg.pid'), 'utf8'));
+    expect(await until(() => !alive(fg) && !alive(bg))).toBe(true);
+    const kill = fake.execs.slice(before).find((e) => /kill -9/.test(e.argv.join(' ')));
+    expect(kill, 'the kill exec').toBeTruthy();
+    expect((await shell.exec('echo still here')).stdout).toBe('still here\n');
+  });
+
+  it('closing the exec stream does not stop a command; the abort kills it by its process group', async () => {
+    const ac = new AbortController();
+    const run = shell.exec('echo $$ > abort.pid; sleep 63', { signal: ac.signal, timeoutMs: 60_000 });
+    expect(await until(() => existsSync(join(fake.workdir, 'abort.pid')))).toBe(true);
+    const pid = Number(readFileSync(join(fake.workdir, 'abort.pid'), 'utf8'));
+    ac.abort();
+    const r = await run;
+    expect(r.aborted).toBe(true);
+    expect(await until(() => !alive(pid))).toBe(true);
+  });
+
+  it('runs 20 commands at once', async () => {
+    const rs = await Promise.all(Array.from({ length: 20 }, (_, i) => shell.exec(`echo ${i}; exit $((${i} % 3))`, { timeoutMs: 60_000 })));
+    rs.forEach((r, i) => expect([r.stdout, r.exitCode]).toEqual([`${i}\n`, i % 3]));
+  });
+
+  it('close() deletes the claim, and later commands are refused', async () => {
+    const own = sandbox(fake);
+    await own.run({ command: 'true', cwd: fake.workdir, env: {} });
+    const name = [...fake.claims.keys()].find((n) => !fake.deleted.includes(n) && n !== [...fake.claims.keys()][0]);
+    await own.close();
+    expect(fake.deleted).toContain(name);
+    await expect(own.run({ command: 'true', cwd: fake.workdir, env: {} })).rejects.toThrow(/closed/);
+  });
+});
+
+describe('KubernetesSandbox when the cluster says no', () => {
+  it('a claim that never becomes ready fails at readyTimeoutMs naming the last reason, and is deleted', async () => {
+    const fake = await cluster({ outcome: 'never' });
+    const started = Date.now();
+    const err = await sandbox(fake, { readyTimeoutMs: 1500 }).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);
+    const took = Date.now() - started;
+    expect(err).toBeInstanceOf(WorkspaceError);
+    expect(err.code).toBe('Timeout');
+    expect(err.message).toMatch(/readyTimeoutMs \(1500 ms\).*DependenciesNotReady.*pod is pending/);
+    expect(took).toBeGreaterThanOrEqual(1400);
+    expect(took).toBeLessThan(15_000);
+    expect(fake.deleted).toHaveLength(1);
+  });
+
+  it('a terminal reason fails at once, naming it', async () => {
+    const fake = await cluster({ outcome: { reason: 'PodFailed', message: 'the pod reached phase Failed' } });
+    const started = Date.now();
+    const err = await sandbox(fake, { readyTimeoutMs: 60_000 }).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);
+    expect(err.message).toMatch(/PodFailed \(the pod reached phase Failed\)/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('a missing warm pool is a ConfigurationError naming it', async () => {
+    const fake = await cluster();
+    const err = await sandbox(fake, { warmPool: 'nope' }).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);
+    expect(err).toBeInstanceOf(ConfigurationError);
+    expect(err.message).toMatch(/no SandboxWarmPool "nope" in namespace "agents"/);
+    expect(fake.claims.size).toBe(0);
+  });
+
+  it('a refused token is a ConfigurationError that never names the token', async () => {
+    const fake = await cluster();
+    const secret = 'sekret-token-ABCDEFGHIJ';
+    const config = fake.kubeconfig(join(tempDir('corral-k8s-cfg-'), 'kubeconfig'), { token: secret });
+    const err = await sandbox(fake, { kubeconfig: config }).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);
+    expect(err).toBeInstanceOf(ConfigurationError);
+    expect(err.message).toMatch(/refused the credential \(401/);
+    expect(err.message).not.toContain(secret);
+  });
+
+  it('an unreachable API server is a ConfigurationError naming it', async () => {
+    const fake = await cluster();
+    const config = join(tempDir('corral-k8s-cfg-'), 'kubeconfig');
+    writeFileSync(config, readFileSync(fake.config, 'utf8').replace(fake.url, 'https://127.0.0.1:9'));
+    const err = await sandbox(fake, { kubeconfig: config }).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);
+    expect(err).toBeInstanceOf(ConfigurationError);
+    expect(err.message).toMatch(/127\.0\.0\.1:9\/? cannot be reached/);
+  });
+
+  it('a watch that expires (410 Gone) starts again and the claim still becomes ready', async () => {
+    const fake = await cluster({ goneOnFirstWatch: true, readyAfterMs: 300 });
+    const r = await new SandboxShell(sandbox(fake), { cwd: fake.workdir }).exec('echo ok');
+    expect(r.stdout).toBe('ok\n');
+    expect(fake.log.filter((l) => l.query.watch === 'true').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('an API server that drops the connection mid-command is an error, not a hang', async () => {
+    const fake = await cluster();
+    const shell = new SandboxShell(sandbox(fake), { cwd: fake.workdir });
+    await shell.exec('true');
+    fake.dropExecsAfterMs = 300;
+    const started = Date.now();
+    const err = await shell.exec('sleep 5; echo late', { timeoutMs: 60_000 }).catch((e) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(err.message).toMatch(/connection to the API server ended|closed the exec stream/);
+    expect(Date.now() - started).toBeLessThan(4_000);
+  });
+
+  it('falls back to v4.channel.k8s.io where the server has no v5', async () => {
+    const fake = await cluster({ protocols: ['v4.channel.k8s.io'] });
+    const r = await new SandboxShell(sandbox(fake), { cwd: fake.workdir }).exec('echo v4; exit 2');
+    expect(r).toMatchObject({ stdout: 'v4\n', exitCode: 2 });
+    expect(fake.execs.at(-1).protocol).toBe('v4.channel.k8s.io');
+  });
+
+  it("moves the claim's shutdownTime forward while the sandbox is in use", async () => {
+    const fake = await cluster();
+    const shell = new SandboxShell(sandbox(fake, { shutdownAfterMs: 2000 }), { cwd: fake.workdir });
+    await shell.exec('true');
+    await new Promise((r) => setTimeout(r, 700));
+    await shell.exec('true');
+    expect(await until(() => fake.patches.length > 0)).toBe(true);
+    const p = fake.patches[0];
+    expect(p.contentType).toMatch(/merge-patch/);
+    expect(Date.parse(p.patch.spec.lifecycle.shutdownTime)).toBeGreaterThan(Date.now());
+  });
+
+  it("prune() deletes the claims a dead process of this machine left, and not this process's", async () => {
+    const fake = await cluster();
+    const mine = sandbox(fake);
+    await mine.run({ command: 'true', cwd: fake.workdir, env: {} });
+    const script = `const { KubernetesSandbox } = require(${JSON.stringify(join(process.cwd(), 'js/index.js'))});
+      const s = new KubernetesSandbox({ warmPool: 'python', kubeconfig: ${JSON.stringify(fake.config)}, workdir: ${JSON.stringify(fake.workdir)} });
+      s.run({ command: 'true', cwd: ${JSON.stringify(fake.workdir)}, env: {} }).then(() => { console.log('claimed'); setInterval(() => {}, 1000); });`;
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise((r) => child.stdout.once('data', r));
+    expect(fake.claims.size).toBe(2);
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    expect(await mine.prune()).toBe(1);
+    expect(fake.claims.size).toBe(1);
+    expect((await mine.run({ command: 'echo mine', cwd: fake.workdir, env: {} })).stdout).toBe('mine\n');
+  });
+
+  it('refuses options without a warm pool, and unknown options', () => {
+    expect(() => new KubernetesSandbox({})).toThrow(ConfigurationError);
+    expect(() => new KubernetesSandbox({})).toThrow(/warmPool/);
+    expect(() => new KubernetesSandbox({ warmPool: 'p', workdir: 'relative' })).toThrow(/workdir/);
+    expect(() => new KubernetesSandbox({ warmPool: 'p', contxt: 'x' })).toThrow(ConfigurationError);
+  });
+});
+
+describe('KubernetesWorkspace: the file tools over exec', () => {
+  let fake;
+  let ws;
+  let tools;
+  beforeAll(async () => {
+    fake = await cluster();
+    ws = sandbox(fake).workspace();
+    tools = Object.fromEntries(createFsTools(ws).map((t) => [t.name, t]));
+  });
+  const call = (name, args, ctx = {}) => tools[name].execute(args, { toolCallId: 'c', sessionId: 's', ...ctx });
+
+  it('reads, writes, edits, lists, greps and globs the pod workdir', async () => {
+    expect(ws.root).toBe(fake.workdir);
+    await call('write_file', { path: 'src/app.js', content: 'const a = 1;\nconst b = 2;\n' });
+    expect(readFileSync(join(fake.workdir, 'src/app.js'), 'utf8')).toBe('const a = 1;\nconst b = 2;\n');
+    expect(await call('read_file', { path: 'src/app.js' })).toContain('const b = 2;');
+    await call('edit_file', { path: 'src/app.js', old_string: 'const b = 2;', new_string: 'const b = 3;' });
+    expect(readFileSync(join(fake.workdir, 'src/app.js'), 'utf8')).toBe('const a = 1;\nconst b = 3;\n');
+    expect(await call('list_dir', { path: 'src' })).toContain('app.js');
+    expect(await call('grep', { pattern: 'b = 3' })).toContain('src/app.js');
+    expect(await call('glob', { pattern: '**/*.js' })).toContain('src/app.js');
+  });
+
+  it('keeps binary bytes and file modes exactly', async () => {
+    const bytes = new Uint8Array([0, 1, 2, 250, 255, 10, 13, 0]);
+    await ws.writeFileBytes('bin/blob', bytes);
+    expect([...(await ws.readFileBytes('bin/blob'))]).toEqual([...bytes]);
+    await ws.chmod('bin/blob', 0o750);
+    expect(await ws.getMode('bin/blob')).toBe(0o750);
+    await ws.writeFileBytes('bin/blob', new Uint8Array([1]));
+    expect(await ws.getMode('bin/blob')).toBe(0o750);
+    expect(await ws.stat('bin/blob')).toMatchObject({ type: 'file', size: 1 });
+    expect(await ws.stat('missing')).toBeUndefined();
+  });
+
+  it('applies a patch and rewinds it through checkpoints', async () => {
+    const checkpoints = new WorkspaceCheckpoints(ws);
+    const tracked = Object.fromEntries(createFsTools(ws, { checkpoints, include: ['apply_patch'] }).map((t) => [t.name, t]));
+    await ws.writeFile('notes.txt', 'one\ntwo\n');
+    await tracked.apply_patch.execute({ input: '*** Begin Patch\n*** Update File: notes.txt\n@@\n one\n-two\n+zwei\n*** Add File: new.txt\n+fresh\n*** End Patch' }, { toolCallId: 'p', sessionId: 'rw', turn: 0 });
+    expect(readFileSync(join(fake.workdir, 'notes.txt'), 'utf8')).toBe('one\nzwei\n');
+    expect(readFileSync(join(fake.workdir, 'new.txt'), 'utf8')).toBe('fresh\n');
+    expect(await checkpoints.rewind(0, { sessionId: 'rw' })).toMatchObject({ restored: ['notes.txt'], deleted: ['new.txt'] });
+    expect(readFileSync(join(fake.workdir, 'notes.txt'), 'utf8')).toBe('one\ntwo\n');
+    expect(existsSync(join(fake.workdir, 'new.txt'))).toBe(false);
+  });
+
+  it('refuses a link that leads outside the workdir, and .git', async () => {
+    writeFileSync(join(fake.podDir, 'outside.txt'), 'secret\n');
+    symlinkSync(join(fake.podDir, 'outside.txt'), join(fake.workdir, 'leak'));
+    mkdirSync(join(fake.workdir, '.git'));
+    writeFileSync(join(fake.workdir, '.git', 'config'), '[core]\n');
+    symlinkSync('.git/config', join(fake.workdir, 'cfg'));
+    await expect(ws.readFile('leak')).rejects.toMatchObject({ code: 'OutsideWorkspace' });
+    await expect(ws.writeFile('leak', 'x')).rejects.toMatchObject({ code: 'OutsideWorkspace' });
+    expect(readFileSync(join(fake.podDir, 'outside.txt'), 'utf8')).toBe('secret\n');
+    await expect(ws.readFile('../outside.txt')).rejects.toMatchObject({ code: 'OutsideWorkspace' });
+    await expect(ws.readFile('.git/config')).rejects.toMatchObject({ code: 'Denied' });
+    await expect(ws.readFile('cfg')).rejects.toMatchObject({ code: 'Denied' });
+    await expect(ws.rm('.', { recursive: true })).rejects.toMatchObject({ code: 'Denied' });
+    expect(await ws.realPath('src/../src/app.js').catch((e) => e.code)).toBe('src/app.js');
+  });
+
+  it('says what is missing, and what is a directory', async () => {
+    await expect(ws.readFile('nope.txt')).rejects.toMatchObject({ code: 'NotFound' });
+    await expect(ws.readFile('src')).rejects.toMatchObject({ code: 'IsADirectory' });
+    await ws.mkdir('a/b/c');
+    expect((await ws.readdir('a/b')).map((e) => [e.name, e.type])).toEqual([['c', 'directory']]);
+    await expect(ws.rm('a')).rejects.toMatchObject({ code: 'IsADirectory' });
+    await ws.rm('a', { recursive: true });
+    expect(existsSync(join(fake.workdir, 'a'))).toBe(false);
+  });
+});
+
+const REAL = process.env.KUBECONFIG && process.env.CORRAL_K8S_WARM_POOL;
+describe.skipIf(!REAL)('KubernetesSandbox against the cluster KUBECONFIG names (CORRAL_K8S_WARM_POOL)', () => {
+  it('claims a sandbox, runs a command and a file round trip, and releases the claim', async () => {
+    const s = new KubernetesSandbox({ warmPool: process.env.CORRAL_K8S_WARM_POOL, namespace: process.env.CORRAL_K8S_NAMESPACE });
+    try {
+      const shell = new SandboxShell(s, { cwd: '/workspace' });
+      expect((await shell.exec('echo hello', { timeoutMs: 60_000 })).stdout).toBe('hello\n');
+      const ws = s.workspace();
+      await ws.writeFile('corral-check.txt', 'round trip\n');
+      expect(await ws.readFile('corral-check.txt')).toBe('round trip\n');
+    } finally {
+      await s.close();
+    }
+  });
+});
