@@ -4,9 +4,9 @@
 // pods/exec as a WebSocket upgrade with the v5 and v4 channel subprotocols. Each exec runs its
 // argv for real in `podDir`, in a session of its own as a container runtime starts it, and —
 // as a kubelet does — closing the exec stream does not stop the command.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { join } from 'node:path';
 import { WebSocketServer } from 'ws';
@@ -54,7 +54,7 @@ export async function startFakeCluster(options) {
   const patches = [];
   const deleted = [];
   let watches = 0;
-  const fake = { ca, token: o.token, claims, sandboxes, log, execs, patches, deleted, options: o, dropExecsAfterMs: null };
+  const fake = { ca, token: o.token, claims, sandboxes, log, execs, patches, deleted, options: o, dropExec: null };
 
   const emit = (type, object) => {
     const ev = { rv: Number(object.metadata.resourceVersion), type, object: structuredClone(object) };
@@ -92,9 +92,10 @@ export async function startFakeCluster(options) {
     req.on('data', (d) => (b += d));
     req.on('end', () => resolve(b ? JSON.parse(b) : null));
   });
-  const authorized = (req) => req.headers.authorization === `Bearer ${o.token}`;
+  // With `clientCertificates`, a client certificate the fake's CA signed is the credential; else the token.
+  const authorized = (req) => (o.clientCertificates ? req.socket.authorized === true : req.headers.authorization === `Bearer ${o.token}`);
 
-  const server = https.createServer({ key, cert }, async (req, res) => {
+  const server = https.createServer({ key, cert, ...(o.clientCertificates ? { ca, requestCert: true, rejectUnauthorized: false } : {}) }, async (req, res) => {
     const url = new URL(req.url, 'https://x');
     const path = url.pathname;
     log.push({ method: req.method, path, query: Object.fromEntries(url.searchParams) });
@@ -202,7 +203,8 @@ export async function startFakeCluster(options) {
         if (!child.stdin.writableEnded) child.stdin.end();
       });
       ws.on('error', () => {});
-      if (fake.dropExecsAfterMs !== null) setTimeout(() => socket.destroy(), fake.dropExecsAfterMs);
+      // A connection that breaks: the socket is destroyed without a status (`dropExec`: { afterMs, when(argv) }).
+      if (fake.dropExec?.when(argv)) setTimeout(() => socket.destroy(), fake.dropExec.afterMs);
       child.on('close', (code, signal) => {
         record.done = true;
         record.code = code;
@@ -217,28 +219,46 @@ export async function startFakeCluster(options) {
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   fake.url = `https://127.0.0.1:${server.address().port}`;
   /** A kubeconfig for this server in `file` (token, CA and namespace as given). */
-  fake.kubeconfig = (file, { token = o.token, namespace = o.namespace } = {}) => {
-    const b64 = Buffer.from(ca).toString('base64');
+  fake.kubeconfig = (file, { token = o.token, namespace = o.namespace, user = null, current = 'fake', server = fake.url } = {}) => {
+    const b64 = (t) => Buffer.from(t).toString('base64');
+    const auth = user ? `    client-certificate-data: ${b64(user.cert)}\n    client-key-data: ${b64(user.key)}` : `    token: ${token}`;
     writeFileSync(file, `apiVersion: v1
 kind: Config
 clusters:
 - name: fake
   cluster:
-    server: ${fake.url}
-    certificate-authority-data: ${b64}
+    server: ${server}
+    certificate-authority-data: ${b64(ca)}
+- name: nowhere
+  cluster:
+    server: https://127.0.0.1:9
+    certificate-authority-data: ${b64(ca)}
 users:
 - name: agent
   user:
-    token: ${token}
+${auth}
 contexts:
 - name: fake
   context:
     cluster: fake
     user: agent
     namespace: ${namespace}
-current-context: fake
+- name: nowhere
+  context:
+    cluster: nowhere
+    user: agent
+    namespace: ${namespace}
+current-context: ${current}
 `);
     return file;
+  };
+  /** A client certificate and key the fake's CA signed (PEM), for `clientCertificates`. */
+  fake.clientCertificate = () => {
+    const ssl = (...args) => execFileSync('openssl', args, { cwd: o.dir, stdio: 'pipe' });
+    ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=agent/O=corral');
+    writeFileSync(join(o.dir, 'client.ext'), 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n');
+    ssl('x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '2', '-extfile', 'client.ext');
+    return { cert: readFileSync(join(o.dir, 'client.pem'), 'utf8'), key: readFileSync(join(o.dir, 'client.key'), 'utf8') };
   };
   fake.close = () => new Promise((r) => {
     for (const e of execs) if (!e.done) try { process.kill(-e.pid, 'SIGKILL'); } catch {}

@@ -3,7 +3,7 @@
 // each command run for real in a temporary directory). No cluster can run on this machine; the
 // fake is checked with @kubernetes/client-node, a client nobody here wrote. With KUBECONFIG and
 // CORRAL_K8S_WARM_POOL set, the last test runs against that real cluster; else it is skipped.
-import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { describe, it, test, expect, beforeAll, afterAll } from 'vitest';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
 import { KubernetesSandbox, SandboxShell, createFsTools, WorkspaceCheckpoints, ConfigurationError, WorkspaceError } from 'corral';
+import { runConformance } from 'corral/conformance';
 import { startFakeCluster } from './kubernetes-fake.mjs';
 
 const dirs = [];
@@ -237,16 +238,50 @@ describe('KubernetesSandbox when the cluster says no', () => {
     expect(fake.log.filter((l) => l.query.watch === 'true').length).toBeGreaterThanOrEqual(2);
   });
 
-  it('an API server that drops the connection mid-command is an error, not a hang', async () => {
+  it('an API server that drops the connection mid-command is an error, not a hang, and the command is killed by corral', async () => {
     const fake = await cluster();
     const shell = new SandboxShell(sandbox(fake), { cwd: fake.workdir });
     await shell.exec('true');
-    fake.dropExecsAfterMs = 300;
+    const command = 'echo $$ > drop.pid; sleep 30; echo late';
+    fake.dropExec = { afterMs: 300, when: (argv) => argv.includes(command) };
+    const before = fake.execs.length;
     const started = Date.now();
-    const err = await shell.exec('sleep 5; echo late', { timeoutMs: 60_000 }).catch((e) => e);
+    const err = await shell.exec(command, { timeoutMs: 60_000 }).catch((e) => e);
     expect(err).toBeInstanceOf(Error);
     expect(err.message).toMatch(/connection to the API server ended|closed the exec stream/);
-    expect(Date.now() - started).toBeLessThan(4_000);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    // The fake, as a kubelet, left the command running when its stream broke: only corral's kill
+    // exec, by the command's pid line, ends it.
+    const pid = Number(readFileSync(join(fake.workdir, 'drop.pid'), 'utf8'));
+    expect(await until(() => !alive(pid))).toBe(true);
+    expect(fake.execs.slice(before).some((e) => e.argv.join(' ').includes(`kill -9 -${pid}`))).toBe(true);
+  });
+
+  it('a client certificate from the kubeconfig is the credential where the server asks for one', async () => {
+    const fake = await cluster({ clientCertificates: true });
+    const config = fake.kubeconfig(join(tempDir('corral-k8s-cfg-'), 'kubeconfig'), { user: fake.clientCertificate() });
+    const r = await new SandboxShell(sandbox(fake, { kubeconfig: config }), { cwd: fake.workdir }).exec('echo mtls');
+    expect(r.stdout).toBe('mtls\n');
+    const err = await sandbox(fake).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);
+    expect(err).toBeInstanceOf(ConfigurationError);
+  });
+
+  it('reads KUBECONFIG when no kubeconfig is given, and context picks one of its contexts', async () => {
+    const fake = await cluster();
+    const config = fake.kubeconfig(join(tempDir('corral-k8s-cfg-'), 'kubeconfig'), { current: 'nowhere' });
+    const saved = process.env.KUBECONFIG;
+    process.env.KUBECONFIG = config;
+    try {
+      const byContext = new KubernetesSandbox({ warmPool: 'python', context: 'fake', workdir: fake.workdir });
+      sandboxes.push(byContext);
+      expect((await byContext.run({ command: 'echo ctx', cwd: fake.workdir, env: {} })).stdout).toBe('ctx\n');
+      const current = new KubernetesSandbox({ warmPool: 'python', workdir: fake.workdir });
+      sandboxes.push(current);
+      await expect(current.run({ command: 'true', cwd: fake.workdir, env: {} })).rejects.toThrow(/127\.0\.0\.1:9\/? cannot be reached/);
+    } finally {
+      if (saved === undefined) delete process.env.KUBECONFIG;
+      else process.env.KUBECONFIG = saved;
+    }
   });
 
   it('falls back to v4.channel.k8s.io where the server has no v5', async () => {
@@ -365,6 +400,22 @@ describe('KubernetesWorkspace: the file tools over exec', () => {
     await ws.rm('a', { recursive: true });
     expect(existsSync(join(fake.workdir, 'a'))).toBe(false);
   });
+});
+
+// The shell and file-system checks every provider of corral's passes, over a pod of the fake: each
+// provider its own workdir and claim.
+const shared = await cluster();
+let providers = 0;
+runConformance({
+  name: 'KubernetesWorkspace and SandboxShell over KubernetesSandbox',
+  makeProvider: () => {
+    const workdir = join(shared.podDir, `conformance-${++providers}`);
+    mkdirSync(workdir);
+    const s = sandbox(shared, { workdir });
+    return { fs: s.workspace(), shell: new SandboxShell(s, { cwd: workdir }) };
+  },
+  test,
+  describe,
 });
 
 const REAL = process.env.KUBECONFIG && process.env.CORRAL_K8S_WARM_POOL;

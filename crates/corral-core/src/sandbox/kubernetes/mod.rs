@@ -320,7 +320,17 @@ impl SandboxAdapter for KubernetesSandbox {
             _ = cancel.cancelled() => { result.aborted = true; None }
         };
         match finished {
-            Some(code) => result.exit_code = Some(code?),
+            Some(Ok(code)) => result.exit_code = Some(code),
+            Some(Err(e)) => {
+                // The connection ended before the command did, and a kubelet keeps it running:
+                // it is killed by its pid line (best effort: the API server may be gone too).
+                let lead_pid = lead.lock().unwrap().pid();
+                if let Some(script) = lead_pid.and_then(super::lead::kill_group_script) {
+                    let kill = pod.collect(vec!["sh".into(), "-c".into(), script], None, 64 * 1024);
+                    let _ = tokio::time::timeout(KILL_TIMEOUT, kill).await;
+                }
+                return Err(e);
+            }
             None => {
                 // The pid line may still be on its way: kill once it is here, or once the exec
                 // ended without it (then the wrapper never ran the command).
