@@ -39,7 +39,8 @@ function merge(target, patch) {
  * Starts the fake. Options: `dir` (for its certificates), `podDir` (where commands run), `token`,
  * `pools` (warm pool names), `namespace`, `readyAfterMs`, `outcome` ('ready' | 'never' |
  * { reason, message }), `protocols` (the exec subprotocols it accepts, in its order of preference),
- * `goneOnFirstWatch` (the first claim watch gets a 410 Gone).
+ * `goneOnFirstWatch` (the first claim watch gets a 410 Gone), `anyPod` (execs in any pod name: for
+ * the official client's check).
  */
 export async function startFakeCluster(options) {
   const o = { token: 'fake-token-0123456789', pools: ['python'], namespace: 'agents', readyAfterMs: 100, outcome: 'ready', protocols: ['v5.channel.k8s.io', 'v4.channel.k8s.io'], goneOnFirstWatch: false, ...options };
@@ -47,6 +48,7 @@ export async function startFakeCluster(options) {
   let rv = 100;
   const claims = new Map();
   const sandboxes = new Map();
+  const pods = new Map(); // pod name → the claim it serves
   const history = []; // { rv, type, object } of claims
   const watchers = new Set();
   const log = []; // every request: { method, path, query }
@@ -54,7 +56,7 @@ export async function startFakeCluster(options) {
   const patches = [];
   const deleted = [];
   let watches = 0;
-  const fake = { ca, token: o.token, claims, sandboxes, log, execs, patches, deleted, options: o, dropExec: null };
+  const fake = { ca, token: o.token, claims, sandboxes, pods, log, execs, patches, deleted, options: o, dropExec: null };
 
   const emit = (type, object) => {
     const ev = { rv: Number(object.metadata.resourceVersion), type, object: structuredClone(object) };
@@ -72,6 +74,7 @@ export async function startFakeCluster(options) {
     if (outcome === 'ready') {
       const sb = `sb-${randomBytes(3).toString('hex')}`;
       const pod = `pod-${randomBytes(3).toString('hex')}`;
+      pods.set(pod, name);
       sandboxes.set(sb, { apiVersion: 'agents.x-k8s.io/v1beta1', kind: 'Sandbox', metadata: { name: sb, namespace: o.namespace, annotations: { 'agents.x-k8s.io/pod-name': pod } } });
       c.status = { sandbox: { name: sb }, conditions: [{ type: 'Ready', status: 'True', reason: 'DependenciesReady', message: 'ready', lastTransitionTime: now }] };
     } else if (outcome === 'never') {
@@ -159,6 +162,7 @@ export async function startFakeCluster(options) {
       if (req.method === 'DELETE') {
         claims.delete(name);
         deleted.push(name);
+        for (const [pod, claim] of pods) if (claim === name) pods.delete(pod);
         bump(c);
         emit('DELETED', c);
         return send(res, 200, c);
@@ -169,6 +173,7 @@ export async function startFakeCluster(options) {
       return sb ? send(res, 200, sb) : send(res, 404, status(404, 'NotFound', `sandboxes.agents.x-k8s.io "${m[2]}" not found`));
     }
     if ((m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)$/.exec(path)) && req.method === 'GET') {
+      if (!pods.has(m[2]) && !o.anyPod) return send(res, 404, status(404, 'NotFound', `pods "${m[2]}" not found`));
       return send(res, 200, { apiVersion: 'v1', kind: 'Pod', metadata: { name: m[2], namespace: m[1] }, spec: { containers: [{ name: 'main', image: 'busybox' }, { name: 'sidecar', image: 'busybox' }] } });
     }
     return send(res, 404, status(404, 'NotFound', `the server could not find the requested resource (${req.method} ${path})`));
@@ -181,7 +186,10 @@ export async function startFakeCluster(options) {
     log.push({ method: 'UPGRADE', path: url.pathname, query: Object.fromEntries(url.searchParams), protocols: req.headers['sec-websocket-protocol'] });
     if (!authorized(req)) return socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n' + JSON.stringify(status(401, 'Unauthorized', 'Unauthorized')));
     const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/exec$/.exec(url.pathname);
-    if (!m) return socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\n\r\n');
+    if (!m || (!pods.has(m[2]) && !o.anyPod)) {
+      const body = JSON.stringify(status(404, 'NotFound', `pods "${m?.[2]}" not found`));
+      return socket.end(`HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    }
     wss.handleUpgrade(req, socket, head, (ws) => {
       const argv = url.searchParams.getAll('command');
       const withStdin = url.searchParams.get('stdin') === 'true';

@@ -4,8 +4,8 @@
 // fake is checked with @kubernetes/client-node, a client nobody here wrote. With KUBECONFIG and
 // CORRAL_K8S_WARM_POOL set, the last test runs against that real cluster; else it is skipped.
 import { describe, it, test, expect, beforeAll, afterAll } from 'vitest';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
@@ -68,7 +68,7 @@ describe('the fake API server, driven by @kubernetes/client-node', () => {
   let fake;
   let kc;
   beforeAll(async () => {
-    fake = await cluster();
+    fake = await cluster({ anyPod: true });
     kc = new k8s.KubeConfig();
     kc.loadFromFile(fake.config);
   });
@@ -167,6 +167,31 @@ describe('KubernetesSandbox against the fake API server', () => {
     expect(await until(() => !alive(pid))).toBe(true);
   });
 
+  it('a command that names itself with spaces is still killed at its timeout (its start time is read after the name)', async () => {
+    const r = await shell.exec(`cp "$(command -v sleep)" './a b'; echo $$ > named.pid; exec './a b' 64`, { timeoutMs: 800 });
+    expect(r.timedOut).toBe(true);
+    const pid = Number(readFileSync(join(fake.workdir, 'named.pid'), 'utf8'));
+    expect(await until(() => !alive(pid), 5_000)).toBe(true);
+  });
+
+  it("a command's variables cannot change the wrapper's own: not its command, directory, timeout nor IFS", async () => {
+    const env = { c: 'echo HIJACKED', d: '/', t: '0', kv: 'x', IFS: '0123456789' };
+    const r = await shell.exec('echo "c=$c"; pwd', { env });
+    expect(r.stdout).toBe(`c=echo HIJACKED\n${fake.workdir}\n`);
+    const slow = await shell.exec('echo $$ > ifs.pid; sleep 65', { env, timeoutMs: 800 });
+    expect(slow.timedOut).toBe(true);
+    const pid = Number(readFileSync(join(fake.workdir, 'ifs.pid'), 'utf8'));
+    expect(await until(() => !alive(pid), 5_000)).toBe(true);
+    await expect(shell.exec('true', { env: { __corral_c: 'x' } })).rejects.toMatchObject({ code: 'InvalidArguments' });
+  });
+
+  it('sets the limits as ulimit values, under dash as under other shells', async () => {
+    const limited = new SandboxShell(sandbox(fake, { limits: { pids: 300, openFiles: 64, cpuSeconds: 30, fileSizeBytes: 1 << 20, memoryBytes: 2 ** 31 } }), { cwd: fake.workdir });
+    const r = await limited.exec('ulimit -n; ulimit -t; ulimit -f; ulimit -v');
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`64\n30\n2048\n${2 ** 21}\n`);
+  });
+
   it('runs 20 commands at once', async () => {
     const rs = await Promise.all(Array.from({ length: 20 }, (_, i) => shell.exec(`echo ${i}; exit $((${i} % 3))`, { timeoutMs: 60_000 })));
     rs.forEach((r, i) => expect([r.stdout, r.exitCode]).toEqual([`${i}\n`, i % 3]));
@@ -174,8 +199,10 @@ describe('KubernetesSandbox against the fake API server', () => {
 
   it('close() deletes the claim, and later commands are refused', async () => {
     const own = sandbox(fake);
+    const before = new Set(fake.claims.keys());
     await own.run({ command: 'true', cwd: fake.workdir, env: {} });
-    const name = [...fake.claims.keys()].find((n) => !fake.deleted.includes(n) && n !== [...fake.claims.keys()][0]);
+    const [name] = [...fake.claims.keys()].filter((n) => !before.has(n));
+    expect(name).toBeTruthy();
     await own.close();
     expect(fake.deleted).toContain(name);
     await expect(own.run({ command: 'true', cwd: fake.workdir, env: {} })).rejects.toThrow(/closed/);
@@ -284,11 +311,60 @@ describe('KubernetesSandbox when the cluster says no', () => {
     }
   });
 
+  it('an exec credential plugin that fails is named, and nothing it printed or was given is shown', async () => {
+    const fake = await cluster();
+    const config = join(tempDir('corral-k8s-cfg-'), 'kubeconfig');
+    const text = readFileSync(fake.config, 'utf8').replace(/    token: .*/, [
+      '    exec:',
+      '      apiVersion: client.authentication.k8s.io/v1beta1',
+      '      command: sh',
+      "      args: ['-c', 'echo PLUGIN-PRINTED-SECRET >&2; echo \"{\\\"token\\\": \\\"PLUGIN-TOKEN\\\"}\"; exit 1', '--client-secret=ARG-SECRET']",
+      '      env: [{ name: PLUGIN_SECRET, value: ENV-SECRET }]',
+      '      interactiveMode: Never',
+    ].join('\n'));
+    writeFileSync(config, text);
+    const err = await sandbox(fake, { kubeconfig: config }).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);
+    expect(err).toBeInstanceOf(ConfigurationError);
+    expect(err.message).toMatch(/credential could not be obtained/);
+    for (const secret of ['PLUGIN-PRINTED-SECRET', 'PLUGIN-TOKEN', 'ARG-SECRET', 'ENV-SECRET']) expect(err.message).not.toContain(secret);
+  });
+
+  it('an abort while the claim is made leaves no claim behind once the sandbox is closed', async () => {
+    const fake = await cluster({ readyAfterMs: 600 });
+    const s = sandbox(fake);
+    const ac = new AbortController();
+    const run = s.run({ command: 'true', cwd: fake.workdir, env: {} }, { signal: ac.signal });
+    expect(await until(() => fake.claims.size === 1)).toBe(true);
+    ac.abort();
+    expect((await run).aborted).toBe(true);
+    await s.close();
+    await new Promise((r) => setTimeout(r, 900));
+    expect(fake.claims.size).toBe(0);
+  });
+
+  it('a pod whose claim expired is said to be gone, and the next call claims a new sandbox', async () => {
+    const fake = await cluster();
+    const shell = new SandboxShell(sandbox(fake), { cwd: fake.workdir });
+    await shell.exec('true');
+    const [first] = fake.claims.keys();
+    fake.claims.delete(first);
+    for (const [pod, claim] of fake.pods) if (claim === first) fake.pods.delete(pod);
+    await expect(shell.exec('true')).rejects.toMatchObject({ code: 'NotFound', message: expect.stringMatching(/is gone.*claims a new sandbox/) });
+    expect((await shell.exec('echo again')).stdout).toBe('again\n');
+    expect([...fake.claims.keys()]).not.toContain(first);
+    expect(fake.claims.size).toBe(1);
+  });
+
   it('falls back to v4.channel.k8s.io where the server has no v5', async () => {
     const fake = await cluster({ protocols: ['v4.channel.k8s.io'] });
-    const r = await new SandboxShell(sandbox(fake), { cwd: fake.workdir }).exec('echo v4; exit 2');
+    const s = sandbox(fake);
+    const r = await new SandboxShell(s, { cwd: fake.workdir }).exec('echo v4; exit 2');
     expect(r).toMatchObject({ stdout: 'v4\n', exitCode: 2 });
     expect(fake.execs.at(-1).protocol).toBe('v4.channel.k8s.io');
+    // A write tells the pod its length, so it needs no end of stdin (which v4 cannot send).
+    const ws = s.workspace();
+    await ws.writeFile('over-v4.txt', 'written over v4\n');
+    expect(await ws.readFile('over-v4.txt')).toBe('written over v4\n');
   });
 
   it("moves the claim's shutdownTime forward while the sandbox is in use", async () => {
@@ -389,6 +465,16 @@ describe('KubernetesWorkspace: the file tools over exec', () => {
     await expect(ws.readFile('cfg')).rejects.toMatchObject({ code: 'Denied' });
     await expect(ws.rm('.', { recursive: true })).rejects.toMatchObject({ code: 'Denied' });
     expect(await ws.realPath('src/../src/app.js').catch((e) => e.code)).toBe('src/app.js');
+  });
+
+  it('refuses to replace a read-only file or a FIFO, leaving each as it was', async () => {
+    writeFileSync(join(fake.workdir, 'ro.txt'), 'keep\n');
+    chmodSync(join(fake.workdir, 'ro.txt'), 0o444);
+    await expect(ws.writeFile('ro.txt', 'changed')).rejects.toMatchObject({ code: 'ReadOnly' });
+    expect(readFileSync(join(fake.workdir, 'ro.txt'), 'utf8')).toBe('keep\n');
+    execFileSync('mkfifo', [join(fake.workdir, 'pipe')]);
+    await expect(ws.writeFile('pipe', 'x')).rejects.toMatchObject({ code: 'NotAFile' });
+    expect(lstatSync(join(fake.workdir, 'pipe')).isFIFO()).toBe(true);
   });
 
   it('says what is missing, and what is a directory', async () => {

@@ -10,8 +10,18 @@ use tokio_util::sync::CancellationToken;
 use crate::shell::exec::Capture;
 use crate::shell::{Sink, Stream};
 
+/// The lead line a wrapper starts with: its pid and start time (field 22 of its `stat`, counted
+/// after the name, which may hold spaces and parentheses). A macro so a wrapper can be one
+/// literal (`concat!`).
+macro_rules! lead_line {
+    () => {
+        r#"echo $$ $(sed 's/.*) //' /proc/$$/stat 2>/dev/null | cut -d' ' -f20)"#
+    };
+}
+pub(crate) use lead_line;
+
 /// Prints the lead line, for a wrapper to start with.
-pub(crate) const LEAD_LINE: &str = r#"echo $$ $(cut -d' ' -f22 /proc/$$/stat 2>/dev/null)"#;
+pub(crate) const LEAD_LINE: &str = lead_line!();
 
 /// The longest an abort waits for a started command's lead line.
 const LEAD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -104,12 +114,13 @@ pub(crate) async fn wait(lead: &Mutex<Lead>, ended: &CancellationToken) -> Optio
 /// A script that kills the command a lead names with its process group: the leader still
 /// running with that start time dies with its group; a leader gone leaves its group to kill (a
 /// pid in use as a group id is not given out again); a pid that now names another process is
-/// left alone. `None` for pid 0 or 1 (init: the container itself). Written as dash, busybox and
+/// left alone. The start time is read after the name's last `)`: a command that names itself
+/// with spaces does not shift it. `None` for pid 0 or 1 (init: the container itself). Written as dash, busybox and
 /// bash all read it: `kill -9 -<pgid>`, never `kill -9 -- -<pgid>` (dash takes `--` for a pid).
 pub(crate) fn kill_group_script((pid, start): (u32, u64)) -> Option<String> {
     (pid > 1).then(|| {
         format!(
-            r#"s=$(cut -d' ' -f22 /proc/{pid}/stat 2>/dev/null); if [ -z "$s" ]; then kill -9 -{pid}; elif [ "$s" = {start} ]; then kill -9 -{pid} {pid}; fi"#
+            r#"s=$(sed 's/.*) //' /proc/{pid}/stat 2>/dev/null | cut -d' ' -f20); if [ -z "$s" ]; then kill -9 -{pid}; elif [ "$s" = {start} ]; then kill -9 -{pid} {pid}; fi"#
         )
     })
 }

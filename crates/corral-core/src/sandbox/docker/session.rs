@@ -30,7 +30,7 @@ const SESSION_KEEPALIVE: &str = "exec sleep 2147483647";
 /// exists, and read by this process off the stream (no file in the container is trusted).
 /// Its start time (field 22 of its `stat`) comes with it, so a kill never takes a later process
 /// that got the same pid for this one.
-const WRAPPER: &str = r#"echo $$ $(cut -d' ' -f22 /proc/$$/stat 2>/dev/null); exec sh -c "$1""#;
+const WRAPPER: &str = concat!(crate::sandbox::lead::lead_line!(), r#"; exec sh -c "$1""#);
 
 /// One kept container.
 pub(super) struct Kept {

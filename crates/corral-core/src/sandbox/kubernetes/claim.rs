@@ -61,6 +61,13 @@ fn pools(c: &Connection) -> Api<DynamicObject> {
 /// What the API server said, as a corral error: an unreachable server, a refused credential or a
 /// missing resource type is a `ConfigurationError` naming it; no message names a token.
 pub(crate) fn api_error(c: &Connection, what: &str, e: kube::Error) -> Error {
+    // A credential plugin's failure carries its command line, environment and output: only its
+    // kind is said.
+    if auth_failed(&e) {
+        return Error::config(format!(
+            "KubernetesSandbox: the credential could not be obtained while {what} (an exec credential plugin or a token file of the kubeconfig failed)."
+        ));
+    }
     match &e {
         kube::Error::Api(s) if s.code == 401 => Error::config(format!(
             "KubernetesSandbox: the API server {} refused the credential (401 Unauthorized) while {what}.",
@@ -81,6 +88,27 @@ pub(crate) fn api_error(c: &Connection, what: &str, e: kube::Error) -> Error {
         )),
         _ => Error::new(Code::Io, format!("KubernetesSandbox: {what}: {}", scrub(&e.to_string()))),
     }
+}
+
+/// Whether the error comes from getting the credential (kube's auth layer), however wrapped.
+fn auth_failed(e: &kube::Error) -> bool {
+    if matches!(e, kube::Error::Auth(_)) {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<kube::client::AuthError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// This machine's boot id, as a label value (none where the system names no boot).
+fn boot_label() -> Option<String> {
+    let boot = super::super::owner::label().split('/').next().unwrap_or("-");
+    (boot != "-").then(|| boot.to_string())
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -140,7 +168,9 @@ pub(super) struct ClaimSpec<'a> {
 pub(super) async fn claim(c: &Connection, spec: &ClaimSpec<'_>) -> Result<Claimed> {
     // A missing pool is said at once, not after the ready timeout (a credential that may not read
     // pools goes on to the claim, whose condition says the same).
-    match pools(c).get_opt(spec.pool).await {
+    match tokio::time::timeout(super::CALL_TIMEOUT, pools(c).get_opt(spec.pool)).await.unwrap_or_else(|_| {
+        Err(kube::Error::Service(format!("no answer within {} s", super::CALL_TIMEOUT.as_secs()).into()))
+    }) {
         Ok(Some(_)) => {}
         Ok(None) => {
             return Err(Error::config(format!(
@@ -152,13 +182,17 @@ pub(super) async fn claim(c: &Connection, spec: &ClaimSpec<'_>) -> Result<Claime
         Err(e) => return Err(api_error(c, "reading the warm pool", e)),
     }
     let label = super::super::owner::label();
-    let boot = label.split('/').next().unwrap_or("-").to_string();
+    let mut labels = serde_json::Map::new();
+    labels.insert("app.kubernetes.io/managed-by".into(), json!("corral"));
+    if let Some(boot) = boot_label() {
+        labels.insert(BOOT.into(), json!(boot));
+    }
     let body = json!({
         "apiVersion": "extensions.agents.x-k8s.io/v1beta1",
         "kind": "SandboxClaim",
         "metadata": {
             "generateName": "corral-",
-            "labels": { "app.kubernetes.io/managed-by": "corral", BOOT: boot },
+            "labels": labels,
             "annotations": { OWNER: label },
         },
         "spec": {
@@ -168,19 +202,22 @@ pub(super) async fn claim(c: &Connection, spec: &ClaimSpec<'_>) -> Result<Claime
     });
     let obj: DynamicObject = serde_json::from_value(body).map_err(|e| Error::new(Code::Io, e.to_string()))?;
     let api = claims(c);
-    let made =
-        api.create(&PostParams::default(), &obj).await.map_err(|e| api_error(c, "creating the SandboxClaim", e))?;
+    let made = super::bounded("creating the SandboxClaim", async {
+        api.create(&PostParams::default(), &obj).await.map_err(|e| api_error(c, "creating the SandboxClaim", e))
+    })
+    .await?;
     let name = made.metadata.name.clone().unwrap_or_default();
     let waited = tokio::time::timeout(spec.ready_timeout, wait_ready(c, &api, &name, made, spec)).await;
     let sandbox = match waited {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            let _ = api.delete(&name, &DeleteParams::default()).await;
+            let _ = release(c, &name).await;
             return Err(e);
         }
         Err(_) => {
-            let last = api.get_opt(&name).await.ok().flatten();
-            let _ = api.delete(&name, &DeleteParams::default()).await;
+            let last =
+                tokio::time::timeout(super::CALL_TIMEOUT, api.get_opt(&name)).await.ok().and_then(|r| r.ok()).flatten();
+            let _ = release(c, &name).await;
             return Err(Error::new(
                 Code::Timeout,
                 format!(
@@ -192,13 +229,15 @@ pub(super) async fn claim(c: &Connection, spec: &ClaimSpec<'_>) -> Result<Claime
             ));
         }
     };
-    let pod = match sandboxes(c).get_opt(&sandbox).await {
+    let read = tokio::time::timeout(super::CALL_TIMEOUT, sandboxes(c).get_opt(&sandbox)).await;
+    let read = read.unwrap_or_else(|_| Err(kube::Error::Service("no answer within 60 s".into())));
+    let pod = match read {
         Ok(Some(sb)) => {
             sb.metadata.annotations.as_ref().and_then(|a| a.get("agents.x-k8s.io/pod-name")).cloned().unwrap_or(sandbox)
         }
         Ok(None) => sandbox,
         Err(e) => {
-            let _ = api.delete(&name, &DeleteParams::default()).await;
+            let _ = release(c, &name).await;
             return Err(api_error(c, "reading the Sandbox", e));
         }
     };
@@ -270,20 +309,26 @@ pub(super) async fn extend(c: &Connection, claim: &str, after: Duration) -> Resu
 
 /// Deletes the claim (its sandbox and pod go with it); one already gone is no error.
 pub(super) async fn release(c: &Connection, claim: &str) -> Result<()> {
-    match claims(c).delete(claim, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(api_error(c, "deleting the claim", e)),
-    }
+    super::bounded("deleting the claim", async {
+        match claims(c).delete(claim, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(api_error(c, "deleting the claim", e)),
+        }
+    })
+    .await
 }
 
 /// Deletes the claims of this machine's boot whose owner process provably no longer runs; how
 /// many.
 pub(super) async fn prune(c: &Connection) -> Result<usize> {
-    let label = super::super::owner::label();
-    let boot = label.split('/').next().unwrap_or("-");
+    // Without a boot id no claim of this machine can be told from another's: none is taken.
+    let Some(boot) = boot_label() else { return Ok(0) };
     let params = ListParams::default().labels(&format!("{MANAGED_BY},{BOOT}={boot}"));
-    let list = claims(c).list(&params).await.map_err(|e| api_error(c, "listing claims", e))?;
+    let list = super::bounded("listing claims", async {
+        claims(c).list(&params).await.map_err(|e| api_error(c, "listing claims", e))
+    })
+    .await?;
     let mut n = 0;
     for obj in list.items {
         let owner = obj.metadata.annotations.as_ref().and_then(|a| a.get(OWNER)).cloned().unwrap_or_default();

@@ -39,19 +39,33 @@ fn config_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::config(format!("KubernetesSandbox: {what}: {}", scrub(&e.to_string())))
 }
 
-/// A message from the client library with anything that looks like a credential cut out (a
-/// `Bearer` value, a token assigned in a URL or a query).
+/// A message from the client library with anything that looks like a credential cut out: the
+/// value after `Bearer`, `token`, `password` or `secret` (as `: `, `=` or a space), on its first
+/// line only (a parser's message may quote the configuration below it).
 pub(crate) fn scrub(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut rest = message;
-    while let Some(i) = rest.find("Bearer ") {
-        out.push_str(&rest[..i + 7]);
-        out.push_str("[token]");
-        let tail = &rest[i + 7..];
-        let end = tail.find(|c: char| c.is_whitespace() || c == '"' || c == '\'').unwrap_or(tail.len());
-        rest = &tail[end..];
+    let first = message.lines().next().unwrap_or("");
+    let lower = first.to_ascii_lowercase();
+    let mut out = String::with_capacity(first.len());
+    let mut at = 0;
+    while let Some((i, key)) = ["bearer ", "token", "password", "secret"]
+        .iter()
+        .filter_map(|k| lower[at..].find(k).map(|i| (at + i, *k)))
+        .min_by_key(|(i, _)| *i)
+    {
+        let mut value = i + key.len();
+        while value < first.len() && matches!(first.as_bytes()[value], b':' | b'=' | b' ' | b'"' | b'\'') {
+            value += 1;
+        }
+        let end = first[value..]
+            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == ',')
+            .map_or(first.len(), |e| value + e);
+        out.push_str(&first[at..value]);
+        if end > value {
+            out.push_str("[redacted]");
+        }
+        at = end.max(value);
     }
-    out.push_str(rest);
+    out.push_str(&first[at..]);
     out
 }
 
@@ -192,7 +206,13 @@ pub(crate) async fn connect(source: &Source, namespace: Option<&str>) -> Result<
     let https = builder.enable_http1().wrap_connector(http);
     let hyper_client: hyper_util::client::legacy::Client<_, kube::client::Body> =
         hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
-    let auth = config.auth_layer().map_err(|e| config_error("the credential", e))?;
+    // An exec plugin's failure carries its command line, environment and output: only its kind
+    // is said.
+    let auth = config.auth_layer().map_err(|_| {
+        Error::config(
+            "KubernetesSandbox: the credential could not be obtained (an exec credential plugin or a token file of the kubeconfig failed).",
+        )
+    })?;
     let headers = config.extra_headers_layer().map_err(|e| config_error("the configuration's headers", e))?;
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
@@ -209,12 +229,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_bearer_token_in_a_message_is_cut_out() {
+    fn a_credential_in_a_message_is_cut_out() {
         assert_eq!(
             scrub("sent Authorization: Bearer abc.def-ghi and failed"),
-            "sent Authorization: Bearer [token] and failed"
+            "sent Authorization: Bearer [redacted] and failed"
         );
-        assert_eq!(scrub("\"Bearer xyz\""), "\"Bearer [token]\"");
+        assert_eq!(scrub("\"Bearer xyz\""), "\"Bearer [redacted]\"");
+        assert_eq!(scrub("bad token: s3cr3t, then"), "bad token: [redacted], then");
+        assert_eq!(scrub("password=hunter2 client-secret=abc"), "password=[redacted] client-secret=[redacted]");
+        assert_eq!(scrub("line one\ntoken: on the second line"), "line one");
         assert_eq!(scrub("nothing here"), "nothing here");
     }
 }

@@ -22,7 +22,11 @@ const DRAIN: Duration = Duration::from_millis(500);
 /// What the command reads.
 pub(crate) enum Stdin {
     None,
+    /// Written, then closed.
     Bytes(Vec<u8>),
+    /// Written and left open: for a command that reads a length it was told, which then works on
+    /// a v4 server too (where closing stdin closes the whole connection).
+    Counted(Vec<u8>),
     Channel(tokio::sync::mpsc::Receiver<Vec<u8>>),
 }
 
@@ -32,15 +36,23 @@ pub(crate) type OnData = Arc<Mutex<dyn FnMut(Stream, &[u8]) + Send>>;
 /// A started exec.
 pub(crate) struct Exec {
     task: tokio::task::JoinHandle<Result<i32>>,
+    /// What `finish` found, once it found it: it may be asked again (a task is polled once).
+    ended: Option<Result<i32>>,
 }
 
 impl Exec {
     /// The exit code, once the command ended (or an error when the connection ended without it).
+    /// Cancel-safe, and may be called again after it returned.
     pub(crate) async fn finish(&mut self) -> Result<i32> {
-        match (&mut self.task).await {
+        if let Some(r) = &self.ended {
+            return r.clone();
+        }
+        let r = match (&mut self.task).await {
             Ok(r) => r,
             Err(_) => Err(Error::new(Code::Io, "KubernetesSandbox: the exec was stopped.")),
-        }
+        };
+        self.ended = Some(r.clone());
+        r
     }
 }
 
@@ -48,6 +60,17 @@ impl Drop for Exec {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// The error of an exec whose pod is gone: its claim expired (`shutdownTime`) or was deleted.
+/// `NotFound` from an exec means this, never a file.
+pub(crate) fn pod_gone(pod: &str) -> Error {
+    Error::new(
+        Code::NotFound,
+        format!(
+            "KubernetesSandbox: pod {pod} is gone (its claim expired or was deleted); the next call claims a new sandbox, without this one's files."
+        ),
+    )
 }
 
 /// The exit code a `Status` from channel 3 gives: `Success` is 0; `NonZeroExitCode` carries it
@@ -94,10 +117,11 @@ pub(crate) async fn start(
     params.max_stdin_buf_size = Some(STREAM_BUFFER);
     params.max_stdout_buf_size = Some(STREAM_BUFFER);
     params.max_stderr_buf_size = Some(STREAM_BUFFER);
-    let mut attached = pods
-        .exec(pod, argv, &params)
-        .await
-        .map_err(|e| super::claim::api_error(c, &format!("starting a command in pod {pod}"), e))?;
+    let mut attached = match pods.exec(pod, argv, &params).await {
+        Ok(a) => a,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Err(pod_gone(pod)),
+        Err(e) => return Err(super::claim::api_error(c, &format!("starting a command in pod {pod}"), e)),
+    };
     let writer = attached.stdin();
     let readers: Vec<_> = [(Stream::Stdout, attached.stdout()), (Stream::Stderr, attached.stderr())]
         .into_iter()
@@ -123,6 +147,12 @@ pub(crate) async fn start(
                     Stdin::None => {}
                     Stdin::Bytes(bytes) => {
                         let _ = w.write_all(&bytes).await;
+                    }
+                    Stdin::Counted(bytes) => {
+                        let _ = w.write_all(&bytes).await;
+                        let _ = w.flush().await;
+                        // Kept open until the exec ends (this task is then stopped).
+                        std::future::pending::<()>().await;
                     }
                     Stdin::Channel(mut rx) => {
                         while let Some(chunk) = rx.recv().await {
@@ -169,7 +199,7 @@ pub(crate) async fn start(
             )),
         }
     });
-    Ok(Exec { task })
+    Ok(Exec { task, ended: None })
 }
 
 /// Runs `argv` to its end and returns its exit code, stdout and stderr (each up to `limit` bytes;
@@ -179,7 +209,7 @@ pub(crate) async fn collect(
     pod: &str,
     container: Option<&str>,
     argv: Vec<String>,
-    stdin: Option<Vec<u8>>,
+    stdin: Stdin,
     limit: usize,
 ) -> Result<(i32, Vec<u8>, Vec<u8>)> {
     #[derive(Default)]
@@ -201,10 +231,6 @@ pub(crate) async fn collect(
             b.err.extend_from_slice(data);
         }
     }));
-    let stdin = match stdin {
-        Some(bytes) => Stdin::Bytes(bytes),
-        None => Stdin::None,
-    };
     let mut exec = start(c, pod, container, argv, stdin, on_data).await?;
     let code = exec.finish().await?;
     let mut b = both.lock().unwrap();

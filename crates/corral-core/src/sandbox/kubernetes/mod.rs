@@ -75,24 +75,29 @@ impl KubernetesSandboxOptions {
                 "limits",
             ],
         )?;
-        let name = |key: &str| -> Result<Option<String>> {
+        // Object names go into request paths: DNS-1123 names only (a container's is a label).
+        let name = |key: &str, max: usize| -> Result<Option<String>> {
             let v = r.string(key)?;
-            if v.as_deref().is_some_and(|s| s.is_empty() || s.contains(['\0', '/'])) {
-                return Err(r.err(format!("{key} must be a Kubernetes object name.")));
+            if v.as_deref().is_some_and(|s| !is_dns_name(s, max)) {
+                return Err(r.err(format!(
+                    "{key} must be a Kubernetes object name (lower-case letters, digits, '-' and '.', at most {max})."
+                )));
             }
             Ok(v)
         };
         let warm_pool =
-            name("warmPool")?.ok_or_else(|| r.err("warmPool (the SandboxWarmPool to claim from) is required."))?;
+            name("warmPool", 253)?.ok_or_else(|| r.err("warmPool (the SandboxWarmPool to claim from) is required."))?;
         let workdir = r.string("workdir")?.unwrap_or_else(|| DEFAULT_WORKDIR.to_string());
-        if !workdir.starts_with('/') || workdir.contains('\0') || workdir.split('/').any(|s| s == "..") {
-            return Err(r.err("workdir must be an absolute path in the pod, without '..'."));
+        if !workdir.starts_with('/') || workdir.chars().any(char::is_control) || workdir.split('/').any(|s| s == "..") {
+            return Err(r.err("workdir must be an absolute path in the pod, without '..' or control characters."));
         }
-        let workdir = if workdir.len() > 1 { workdir.trim_end_matches('/').to_string() } else { workdir };
+        // One spelling: no empty or `.` segments, no trailing `/` (the root stays `/`).
+        let segments: Vec<&str> = workdir.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+        let workdir = format!("/{}", segments.join("/"));
         Ok(KubernetesSandboxOptions {
-            namespace: name("namespace")?,
+            namespace: name("namespace", 63)?,
             source: Source { kubeconfig: r.string("kubeconfig")?, context: r.string("context")? },
-            container: name("container")?,
+            container: name("container", 63)?,
             workdir,
             shutdown_after: Duration::from_millis(r.int(
                 "shutdownAfterMs",
@@ -104,6 +109,34 @@ impl KubernetesSandboxOptions {
             warm_pool,
         })
     }
+}
+
+/// Whether `s` is a DNS-1123 name of at most `max` characters: lower-case letters, digits, '-'
+/// and '.', starting and ending with a letter or digit.
+fn is_dns_name(s: &str, max: usize) -> bool {
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= max
+        && alnum(b[0])
+        && alnum(b[b.len() - 1])
+        && b.iter().all(|&c| alnum(c) || c == b'-' || c == b'.')
+}
+
+/// The longest a REST call to the API server may take (watches and execs excepted).
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A REST call, bounded by `CALL_TIMEOUT`.
+pub(crate) async fn bounded<T>(what: &str, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(CALL_TIMEOUT, call).await.unwrap_or_else(|_| {
+        Err(Error::new(
+            Code::Timeout,
+            format!(
+                "KubernetesSandbox: the API server did not answer within {} s while {what}.",
+                CALL_TIMEOUT.as_secs()
+            ),
+        ))
+    })
 }
 
 /// The pod a sandbox claimed, and how to reach it.
@@ -120,7 +153,7 @@ impl Pod {
     pub(crate) async fn collect(
         &self,
         argv: Vec<String>,
-        stdin: Option<Vec<u8>>,
+        stdin: exec::Stdin,
         limit: usize,
     ) -> Result<(i32, Vec<u8>, Vec<u8>)> {
         exec::collect(&self.conn, &self.name, self.container.as_deref(), argv, stdin, limit).await
@@ -130,41 +163,29 @@ impl Pod {
 pub(crate) struct Shared {
     options: KubernetesSandboxOptions,
     connection: tokio::sync::OnceCell<client::Connection>,
-    pod: tokio::sync::OnceCell<Pod>,
+    /// The claimed pod. Held while a claim is made, so `close()` waits for one in flight.
+    pod: tokio::sync::Mutex<Option<Pod>>,
     /// When the claim's `shutdownTime` was last moved forward.
     extended: Mutex<Instant>,
     closed: AtomicBool,
 }
 
 impl Shared {
-    /// The claimed pod: claimed on first use (a failed claim is tried again by the next call);
-    /// its `shutdownTime` moved forward once a quarter of `shutdownAfterMs` went by.
-    pub(crate) async fn pod(self: &Arc<Self>) -> Result<Pod> {
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Error::config("KubernetesSandbox: the sandbox was closed."));
-        }
-        let conn = self
-            .connection
+    async fn connection(&self) -> Result<&client::Connection> {
+        self.connection
             .get_or_try_init(|| client::connect(&self.options.source, self.options.namespace.as_deref()))
-            .await?;
-        let pod = self
-            .pod
-            .get_or_try_init(|| async {
-                let spec = claim::ClaimSpec {
-                    pool: &self.options.warm_pool,
-                    shutdown_after: self.options.shutdown_after,
-                    ready_timeout: self.options.ready_timeout,
-                };
-                let claimed = claim::claim(conn, &spec).await?;
-                *self.extended.lock().unwrap() = Instant::now();
-                let container = match &self.options.container {
-                    Some(c) => Some(c.clone()),
-                    None => first_container(conn, &claimed.pod).await?,
-                };
-                Ok::<_, Error>(Pod { conn: conn.clone(), name: claimed.pod, container, claim: claimed.claim })
-            })
-            .await?
-            .clone();
+            .await
+    }
+
+    /// The claimed pod: claimed on first use (a failed claim is tried again by the next call);
+    /// its `shutdownTime` moved forward once a quarter of `shutdownAfterMs` went by. The claim is
+    /// made on a task of its own: a caller that gives up (an abort) never leaves a claim that no
+    /// one deletes.
+    pub(crate) async fn pod(self: &Arc<Self>) -> Result<Pod> {
+        let this = self.clone();
+        let pod = tokio::spawn(async move { this.claimed().await })
+            .await
+            .map_err(|_| Error::new(Code::Io, "KubernetesSandbox: the claim was stopped."))??;
         let due = {
             let mut last = self.extended.lock().unwrap();
             let due = last.elapsed() >= self.options.shutdown_after / 4;
@@ -178,10 +199,58 @@ impl Shared {
             // quarter later.
             let (conn, name, after) = (pod.conn.clone(), pod.claim.clone(), self.options.shutdown_after);
             tokio::spawn(async move {
-                let _ = claim::extend(&conn, &name, after).await;
+                let _ = bounded("moving the claim's shutdownTime", claim::extend(&conn, &name, after)).await;
             });
         }
         Ok(pod)
+    }
+
+    async fn claimed(&self) -> Result<Pod> {
+        let mut slot = self.pod.lock().await;
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::config("KubernetesSandbox: the sandbox was closed."));
+        }
+        if let Some(pod) = &*slot {
+            return Ok(pod.clone());
+        }
+        let conn = self.connection().await?;
+        let spec = claim::ClaimSpec {
+            pool: &self.options.warm_pool,
+            shutdown_after: self.options.shutdown_after,
+            ready_timeout: self.options.ready_timeout,
+        };
+        let claimed = claim::claim(conn, &spec).await?;
+        let container = match &self.options.container {
+            Some(c) => Some(c.clone()),
+            None => match bounded("reading the pod", first_container(conn, &claimed.pod)).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = claim::release(conn, &claimed.claim).await;
+                    return Err(e);
+                }
+            },
+        };
+        *self.extended.lock().unwrap() = Instant::now();
+        let pod = Pod { conn: conn.clone(), name: claimed.pod, container, claim: claimed.claim };
+        *slot = Some(pod.clone());
+        Ok(pod)
+    }
+
+    /// After an exec found `pod` gone (its claim expired or was deleted): the next call claims
+    /// anew.
+    pub(crate) async fn forget(&self, pod: &str) {
+        let mut slot = self.pod.lock().await;
+        if slot.as_ref().is_some_and(|p| p.name == pod) {
+            *slot = None;
+        }
+    }
+
+    /// An error from an exec in `pod`: one that says the pod is gone forgets it.
+    pub(crate) async fn check(&self, pod: &Pod, e: Error) -> Error {
+        if e.code == Code::NotFound {
+            self.forget(&pod.name).await;
+        }
+        e
     }
 }
 
@@ -204,7 +273,7 @@ impl KubernetesSandbox {
             shared: Arc::new(Shared {
                 options,
                 connection: Default::default(),
-                pod: Default::default(),
+                pod: tokio::sync::Mutex::new(None),
                 extended: Mutex::new(Instant::now()),
                 closed: AtomicBool::new(false),
             }),
@@ -222,29 +291,38 @@ impl KubernetesSandbox {
 
     /// `prune()`: deletes the claims of this machine whose owner process no longer runs; how many.
     pub async fn prune(&self) -> Result<usize> {
-        let o = &self.shared.options;
-        let conn =
-            self.shared.connection.get_or_try_init(|| client::connect(&o.source, o.namespace.as_deref())).await?;
+        let conn = self.shared.connection().await?;
         claim::prune(conn).await
     }
 }
 
+/// The prefix of the wrapper's own variables; a command's variable may not start with it.
+const OWN: &str = "__corral_";
+
 /// The wrapper each command runs as: `sh -c WRAPPER sh <dir> <command> <timeout s> NAME=VALUE…`.
+/// Its own variables carry a prefix no command variable may have, and its watchdog starts before
+/// the command's variables are exported, so neither can be changed by them (`IFS` included).
 fn wrapper(limits: &Limits) -> String {
     let mut ulimits = String::new();
-    let mut set = |flag: &str, value: Option<u64>| {
+    let mut set = |flags: &[&str], value: Option<u64>| {
         if let Some(v) = value {
-            ulimits.push_str(&format!("ulimit -{flag} {v} || exit 125; "));
+            // dash names the process count -p where others say -u.
+            let tries: Vec<String> = flags.iter().map(|f| format!("ulimit -{f} {v} 2>/dev/null")).collect();
+            ulimits.push_str(&format!(
+                "{{ {} || {{ echo 'corral: cannot set ulimit -{} {v}' >&2; exit 125; }}; }}; ",
+                tries.join(" || "),
+                flags[0]
+            ));
         }
     };
-    set("v", limits.memory_bytes.map(|b| b.div_ceil(1024)));
-    set("u", limits.pids);
-    set("t", limits.cpu_seconds);
+    set(&["v"], limits.memory_bytes.map(|b| b.div_ceil(1024)));
+    set(&["u", "p"], limits.pids);
+    set(&["t"], limits.cpu_seconds);
     // sh counts file sizes in blocks of 512 bytes.
-    set("f", limits.file_size_bytes.map(|b| b.div_ceil(512)));
-    set("n", limits.open_files);
+    set(&["f"], limits.file_size_bytes.map(|b| b.div_ceil(512)));
+    set(&["n"], limits.open_files);
     format!(
-        r#"{LEAD_LINE}; d=$1; c=$2; t=$3; shift 3; for kv do export "$kv" || exit 125; done; cd -- "$d" || exit 126; {ulimits}if [ "$t" -gt 0 ]; then (sleep "$t"; kill -0 $$ 2>/dev/null && kill -9 -$$) </dev/null >/dev/null 2>&1 & fi; exec sh -c "$c""#
+        r#"{LEAD_LINE}; {OWN}d=$1; {OWN}c=$2; {OWN}t=$3; shift 3; if [ "${OWN}t" -gt 0 ]; then (sleep "${OWN}t"; kill -0 "$$" 2>/dev/null && kill -9 "-$$") </dev/null >/dev/null 2>&1 & fi; for {OWN}kv do export "${OWN}kv" || exit 125; done; cd -- "${OWN}d" || exit 126; {ulimits}exec sh -c "${OWN}c""#
     )
 }
 
@@ -269,7 +347,7 @@ fn argv(limits: &Limits, req: &SandboxRequest) -> Result<Vec<String>> {
         timeout_s.to_string(),
     ];
     for (name, value) in &req.env {
-        if !is_shell_name(name) {
+        if !is_shell_name(name) || name.starts_with(OWN) {
             return Err(Error::new(
                 Code::InvalidArguments,
                 format!("KubernetesSandbox: the variable name \"{name}\" cannot be set by sh in the pod."),
@@ -284,13 +362,14 @@ fn argv(limits: &Limits, req: &SandboxRequest) -> Result<Vec<String>> {
 impl SandboxAdapter for KubernetesSandbox {
     async fn run(&self, req: SandboxRequest, cancel: Option<Cancel>) -> Result<ExecResult> {
         let cancel = cancel.unwrap_or_default();
-        let deadline =
-            (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
         let argv = argv(&self.shared.options.limits, &req)?;
         let pod = tokio::select! {
             p = self.shared.pod() => p?,
             _ = cancel.cancelled() => return Ok(ExecResult { aborted: true, every_process_killed: true, ..Default::default() }),
         };
+        // The command's time starts once its pod is there (the claim has readyTimeoutMs).
+        let deadline =
+            (req.timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(req.timeout_ms));
         let cap = req.capture_bytes.unwrap_or(MAX_CAPTURE_BYTES);
         let out = Arc::new(Mutex::new(Capture::new(cap)));
         let err = Arc::new(Mutex::new(Capture::new(cap)));
@@ -306,17 +385,27 @@ impl SandboxAdapter for KubernetesSandbox {
             (None, Some(rx)) => exec::Stdin::Channel(rx),
             (None, None) => exec::Stdin::None,
         };
-        let mut running = exec::start(&pod.conn, &pod.name, pod.container.as_deref(), argv, stdin, on_data).await?;
-        let timer = async {
+        let timer = || async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(d).await,
                 None => std::future::pending().await,
             }
         };
         let mut result = ExecResult::default();
+        // An API server that never answers the upgrade is not waited on past the timeout or an
+        // abort (if the command started meanwhile, no pid line of it is known to kill by).
+        let started = tokio::select! {
+            s = exec::start(&pod.conn, &pod.name, pod.container.as_deref(), argv, stdin, on_data) => s,
+            _ = timer() => { result.timed_out = true; return Ok(result) }
+            _ = cancel.cancelled() => { result.aborted = true; return Ok(result) }
+        };
+        let mut running = match started {
+            Ok(r) => r,
+            Err(e) => return Err(self.shared.check(&pod, e).await),
+        };
         let finished = tokio::select! {
             r = running.finish() => Some(r),
-            _ = timer => { result.timed_out = true; None }
+            _ = timer() => { result.timed_out = true; None }
             _ = cancel.cancelled() => { result.aborted = true; None }
         };
         match finished {
@@ -326,7 +415,7 @@ impl SandboxAdapter for KubernetesSandbox {
                 // it is killed by its pid line (best effort: the API server may be gone too).
                 let lead_pid = lead.lock().unwrap().pid();
                 if let Some(script) = lead_pid.and_then(super::lead::kill_group_script) {
-                    let kill = pod.collect(vec!["sh".into(), "-c".into(), script], None, 64 * 1024);
+                    let kill = pod.collect(vec!["sh".into(), "-c".into(), script], exec::Stdin::None, 64 * 1024);
                     let _ = tokio::time::timeout(KILL_TIMEOUT, kill).await;
                 }
                 return Err(e);
@@ -334,13 +423,13 @@ impl SandboxAdapter for KubernetesSandbox {
             None => {
                 // The pid line may still be on its way: kill once it is here, or once the exec
                 // ended without it (then the wrapper never ran the command).
-                let ended = CancellationToken::new();
+                let never = CancellationToken::new();
                 let lead_pid = tokio::select! {
-                    p = super::lead::wait(&lead, &ended) => p,
+                    p = super::lead::wait(&lead, &never) => p,
                     _ = running.finish() => lead.lock().unwrap().pid(),
                 };
                 if let Some(script) = lead_pid.and_then(super::lead::kill_group_script) {
-                    let kill = pod.collect(vec!["sh".into(), "-c".into(), script], None, 64 * 1024);
+                    let kill = pod.collect(vec!["sh".into(), "-c".into(), script], exec::Stdin::None, 64 * 1024);
                     let _ = tokio::time::timeout(KILL_TIMEOUT, kill).await;
                 }
                 let _ = tokio::time::timeout(DRAIN_AFTER_KILL, running.finish()).await;
@@ -355,10 +444,10 @@ impl SandboxAdapter for KubernetesSandbox {
 
     /// Deletes the claim (the sandbox and its pod go with it); later calls are refused.
     async fn close(&self) -> Result<()> {
-        if self.shared.closed.swap(true, Ordering::SeqCst) {
-            return Ok(());
-        }
-        match self.shared.pod.get() {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        // Waits for a claim in flight, which then sees `closed` no more.
+        let pod = self.shared.pod.lock().await.take();
+        match pod {
             Some(pod) => claim::release(&pod.conn, &pod.claim).await,
             None => Ok(()),
         }
@@ -399,6 +488,22 @@ mod tests {
         assert!(e.message.contains("workdir"), "{}", e.message);
         let e = KubernetesSandboxOptions::from_options(&json!({ "warmPool": "p", "wormPool": 1 })).unwrap_err();
         assert_eq!(e.code, Code::Configuration);
+    }
+
+    #[test]
+    fn object_names_are_dns_names_and_workdir_has_one_spelling() {
+        for bad in ["Pool", "a/b", "a?b", "..", "-a", "a-", "", "a#b"] {
+            let e = KubernetesSandboxOptions::from_options(&json!({ "warmPool": bad })).unwrap_err();
+            assert!(e.message.contains("warmPool must be a Kubernetes object name"), "{bad}: {}", e.message);
+        }
+        assert!(KubernetesSandboxOptions::from_options(&json!({ "warmPool": "p", "namespace": "Agents" })).is_err());
+        assert!(KubernetesSandboxOptions::from_options(&json!({ "warmPool": "python-3.12" })).is_ok());
+        let workdir = |w: &str| {
+            KubernetesSandboxOptions::from_options(&json!({ "warmPool": "p", "workdir": w })).map(|o| o.workdir)
+        };
+        assert_eq!(workdir("//").unwrap(), "/");
+        assert_eq!(workdir("/a//b/./").unwrap(), "/a/b");
+        assert!(workdir("/a\nb").is_err());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use base64::Engine;
 
+use super::exec::Stdin;
 use super::Shared;
 use crate::error::{Code, Error, Result};
 use crate::fs::{Caps, DirEntry, EntryType, FsProvider, Stat};
@@ -26,16 +27,21 @@ const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 /// `sh -c SCRIPT corral-fs <op> <workdir> <path> [arg]`. `realpath` of a path that does not
 /// exist resolves its deepest existing part and adds the rest, as NodeWorkspace's does. Exit codes: 10 not found, 11 a
 /// directory where a file was wanted, 12 not a directory / not a file, 13 outside `workdir`,
-/// 16 a directory not empty, 17 a denied name, 20 `workdir` missing.
+/// 16 a directory not empty, 17 a denied name, 18 a read-only file, 20 `workdir` missing. A write
+/// is told the length of its base64 and of the bytes: it reads exactly that much (stdin is never
+/// closed, which a v4 server could only do by closing the connection) and replaces nothing
+/// unless the bytes it decoded are all there.
 const SCRIPT: &str = r#"
 op=$1; root=$2; rel=$3; arg=$4
-R=$(cd -P -- "$root" 2>/dev/null && pwd -P) || { printf 'workdir %s does not exist in the pod\n' "$root" >&2; exit 20; }
-if [ "$rel" = . ]; then p=$R; else p=$R/$rel; fi
-inside() { case $1 in "$R"|"$R"/*) ;; *) exit 13;; esac
-  l=$(printf '%s/' "${1#"$R"}" | tr 'A-Z' 'a-z'); case $l in */.git/*) exit 17;; esac; }
+R=$(cd -P -- "$root" 2>/dev/null && pwd -P && echo x) || { printf 'workdir %s does not exist in the pod\n' "$root" >&2; exit 20; }
+R=${R%??}
+if [ "$rel" = . ]; then p=$R; else p=${R%/}/$rel; fi
+inside() { case $R in /) ;; *) case $1 in "$R"|"$R"/*) ;; *) exit 13;; esac;; esac
+  l=$(printf '%s/' "${1#"${R%/}"}" | tr 'A-Z' 'a-z'); case $l in */.git/*) exit 17;; esac; }
 exists() { [ -e "$1" ] || [ -L "$1" ]; }
-real() { exists "$1" || exit 10; r=$(readlink -f -- "$1") || exit 10; inside "$r"; exists "$r" || exit 10; }
-ancestor() { q=$1; while ! exists "$q"; do q=${q%/*}; done; a=$(readlink -f -- "$q") || exit 13; inside "$a"; }
+real() { exists "$1" || exit 10; r=$(readlink -f -- "$1" && echo x) || exit 10; r=${r%??}; inside "$r"; exists "$r" || exit 10; }
+up() { q=${1%/*}; q=${q:-/}; }
+ancestor() { q=$1; while ! exists "$q"; do up "$q"; done; a=$(readlink -f -- "$q" && echo x) || exit 13; inside "${a%??}"; }
 case $op in
 read) real "$p"; [ -d "$r" ] && exit 11; [ -f "$r" ] || exit 12; base64 < "$r" ;;
 stat) exists "$p" || exit 10; real "$p"; stat -c '%f %s %Y' -- "$r" ;;
@@ -43,18 +49,20 @@ readdir) real "$p"; [ -d "$r" ] || exit 12; cd -- "$r" || exit 1
   for f in * .[!.]* ..?*; do exists "$f" || continue
     if [ -L "$f" ]; then t=l; elif [ -d "$f" ]; then t=d; elif [ -f "$f" ]; then t=f; else t=o; fi
     printf '%s/%s\0' "$t" "$f"; done ;;
-write) d=${p%/*}; ancestor "$d"; mkdir -p -- "$d" || exit 1; real "$d"; [ -d "$r" ] || exit 12; dr=$r
-  if exists "$p"; then real "$p"; [ -d "$r" ] && exit 11; m=$(stat -c %a -- "$r"); else r=$dr/${p##*/}; inside "$r"; m=$(printf '%o' $(( 0666 & ~0$(umask) ))); fi
+write) n=${arg% *}; size=${arg#* }; up "$p"; d=$q; ancestor "$d"; mkdir -p -- "$d" || exit 1; real "$d"; [ -d "$r" ] || exit 12; dr=${r%/}
+  if exists "$p"; then real "$p"; [ -d "$r" ] && exit 11; [ -f "$r" ] || exit 12
+    m=$(stat -c %a -- "$r") || exit 1; [ $(( 0$m & 0222 )) -ne 0 ] || exit 18
+  else r=$dr/${p##*/}; inside "$r"; m=$(printf '%o' $(( 0666 & ~0$(umask) ))); fi
   t=$(mktemp "${r%/*}/.corral-write-XXXXXX") || exit 1
-  if base64 -d > "$t" && chmod "$m" "$t" && mv -f -- "$t" "$r"; then :; else rm -f -- "$t"; exit 1; fi ;;
+  if head -c "$n" | base64 -d > "$t" && [ "$(stat -c %s -- "$t")" = "$size" ] && chmod "$m" "$t" && mv -f -- "$t" "$r"; then :; else rm -f -- "$t"; exit 1; fi ;;
 mkdir) ancestor "$p"; if exists "$p" && [ ! -d "$p" ]; then exit 12; fi; mkdir -p -- "$p" || exit 1; real "$p" ;;
-rm) d=${p%/*}; real "$d"; t=$r/${p##*/}; inside "$t"; exists "$t" || exit 10
+rm) up "$p"; real "$q"; t=${r%/}/${p##*/}; inside "$t"; exists "$t" || exit 10
   if [ -d "$t" ] && [ ! -L "$t" ]; then if [ "$arg" = r ]; then rm -rf -- "$t" || exit 1; else rmdir -- "$t" 2>/dev/null || exit 16; fi
   else rm -f -- "$t" || exit 1; fi ;;
 mode) real "$p"; stat -c %a -- "$r" ;;
 chmod) real "$p"; chmod "$arg" "$r" ;;
-realpath) q=$p; tail=; while ! exists "$q"; do tail=/${q##*/}$tail; q=${q%/*}; done
-  real "$q"; r=$r$tail; inside "$r"; printf '%s' "${r#"$R"}" ;;
+realpath) q=$p; tail=; while ! exists "$q"; do tail=/${q##*/}$tail; up "$q"; done
+  real "$q"; r=${r%/}$tail; inside "$r"; printf '%s' "${r#"${R%/}"}" ;;
 *) exit 2 ;;
 esac
 "#;
@@ -83,10 +91,10 @@ impl KubernetesWorkspace {
     }
 
     /// Runs one operation; its stdout, or the error its exit code means.
-    async fn op(&self, op: &str, rel: &str, arg: &str, stdin: Option<Vec<u8>>) -> Result<Vec<u8>> {
+    async fn op(&self, op: &str, rel: &str, arg: &str, stdin: Stdin) -> Result<Vec<u8>> {
         let pod = self.shared.pod().await?;
         let argv = ["sh", "-c", SCRIPT, "corral-fs", op, self.workdir(), rel, arg].map(str::to_string).to_vec();
-        let (code, out, err) =
+        let collected =
             tokio::time::timeout(OP_TIMEOUT, pod.collect(argv, stdin, MAX_READ_BASE64)).await.map_err(|_| {
                 Error::new(
                     Code::Timeout,
@@ -95,7 +103,11 @@ impl KubernetesWorkspace {
                         OP_TIMEOUT.as_secs()
                     ),
                 )
-            })??;
+            })?;
+        let (code, out, err) = match collected {
+            Ok(c) => c,
+            Err(e) => return Err(self.shared.check(&pod, e).await),
+        };
         let err_text = || String::from_utf8_lossy(&err).trim().to_string();
         Err(match code {
             0 => return Ok(out),
@@ -111,6 +123,7 @@ impl KubernetesWorkspace {
             ),
             16 => Error::new(Code::IsADirectory, format!("Directory not empty: {rel}")),
             17 => Error::new(Code::Denied, format!("Access denied: {rel} (it leads through a denied name)")),
+            18 => Error::new(Code::ReadOnly, format!("File is read-only: {rel}")),
             20 => Error::config(format!("KubernetesWorkspace: {}", err_text())),
             _ => Error::new(
                 Code::Io,
@@ -149,7 +162,7 @@ impl FsProvider for KubernetesWorkspace {
 
     async fn stat(&self, path: &str) -> Result<Option<Stat>> {
         let rel = self.norm(path)?;
-        let out = match self.op("stat", &rel, "", None).await {
+        let out = match self.op("stat", &rel, "", Stdin::None).await {
             Err(e) if e.code == Code::NotFound => return Ok(None),
             r => r?,
         };
@@ -167,7 +180,7 @@ impl FsProvider for KubernetesWorkspace {
 
     async fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
         let rel = self.norm(path)?;
-        let out = self.op("readdir", &rel, "", None).await?;
+        let out = self.op("readdir", &rel, "", Stdin::None).await?;
         let mut entries: Vec<DirEntry> = out
             .split(|&b| b == 0)
             .filter(|e| e.len() > 2 && e[1] == b'/')
@@ -187,7 +200,7 @@ impl FsProvider for KubernetesWorkspace {
 
     async fn mkdir(&self, path: &str) -> Result<()> {
         let rel = self.norm(path)?;
-        self.op("mkdir", &rel, "", None).await.map(|_| ())
+        self.op("mkdir", &rel, "", Stdin::None).await.map(|_| ())
     }
 
     async fn rm(&self, path: &str, recursive: bool) -> Result<()> {
@@ -195,7 +208,7 @@ impl FsProvider for KubernetesWorkspace {
         if rel == "." {
             return Err(Error::new(Code::Denied, "Refused: the workspace root itself cannot be removed."));
         }
-        self.op("rm", &rel, if recursive { "r" } else { "" }, None).await.map(|_| ())
+        self.op("rm", &rel, if recursive { "r" } else { "" }, Stdin::None).await.map(|_| ())
     }
 
     fn caps(&self) -> Caps {
@@ -204,7 +217,7 @@ impl FsProvider for KubernetesWorkspace {
 
     async fn read_file_bytes(&self, path: &str) -> Result<Vec<u8>> {
         let rel = self.norm(path)?;
-        decode(&self.op("read", &rel, "", None).await?)
+        decode(&self.op("read", &rel, "", Stdin::None).await?)
     }
 
     async fn write_file_bytes(&self, path: &str, content: &[u8]) -> Result<()> {
@@ -213,24 +226,25 @@ impl FsProvider for KubernetesWorkspace {
             return Err(Error::new(Code::IsADirectory, "Is a directory: ."));
         }
         let b64 = base64::engine::general_purpose::STANDARD.encode(content).into_bytes();
-        self.op("write", &rel, "", Some(b64)).await.map(|_| ())
+        let lengths = format!("{} {}", b64.len(), content.len());
+        self.op("write", &rel, &lengths, Stdin::Counted(b64)).await.map(|_| ())
     }
 
     async fn get_mode(&self, path: &str) -> Result<u32> {
         let rel = self.norm(path)?;
-        let out = self.op("mode", &rel, "", None).await?;
+        let out = self.op("mode", &rel, "", Stdin::None).await?;
         u32::from_str_radix(String::from_utf8_lossy(&out).trim(), 8)
             .map_err(|_| Error::new(Code::Io, format!("KubernetesWorkspace: the mode of {rel} is not octal")))
     }
 
     async fn chmod(&self, path: &str, mode: u32) -> Result<()> {
         let rel = self.norm(path)?;
-        self.op("chmod", &rel, &format!("{:o}", mode & 0o7777), None).await.map(|_| ())
+        self.op("chmod", &rel, &format!("{:o}", mode & 0o7777), Stdin::None).await.map(|_| ())
     }
 
     async fn real_path(&self, path: &str) -> Result<String> {
         let rel = self.norm(path)?;
-        let out = self.op("realpath", &rel, "", None).await?;
+        let out = self.op("realpath", &rel, "", Stdin::None).await?;
         let real = String::from_utf8_lossy(&out).trim_start_matches('/').to_string();
         Ok(if real.is_empty() { ".".to_string() } else { real })
     }
