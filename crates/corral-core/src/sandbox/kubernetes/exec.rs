@@ -36,6 +36,9 @@ pub(crate) type OnData = Arc<Mutex<dyn FnMut(Stream, &[u8]) + Send>>;
 /// A started exec.
 pub(crate) struct Exec {
     task: tokio::task::JoinHandle<Result<i32>>,
+    /// The tasks that read its output and write its input: stopped with it (a reader of a
+    /// connection that was dropped would otherwise wait forever).
+    helpers: Vec<tokio::task::AbortHandle>,
     /// What `finish` found, once it found it: it may be asked again (a task is polled once).
     ended: Option<Result<i32>>,
 }
@@ -59,6 +62,9 @@ impl Exec {
 impl Drop for Exec {
     fn drop(&mut self) {
         self.task.abort();
+        for h in &self.helpers {
+            h.abort();
+        }
     }
 }
 
@@ -140,32 +146,34 @@ pub(crate) async fn start(
         })
         .collect();
     let status = attached.take_status();
-    let task = tokio::spawn(async move {
-        let input = writer.map(|mut w| {
-            tokio::spawn(async move {
-                match stdin {
-                    Stdin::None => {}
-                    Stdin::Bytes(bytes) => {
-                        let _ = w.write_all(&bytes).await;
-                    }
-                    Stdin::Counted(bytes) => {
-                        let _ = w.write_all(&bytes).await;
-                        let _ = w.flush().await;
-                        // Kept open until the exec ends (this task is then stopped).
-                        std::future::pending::<()>().await;
-                    }
-                    Stdin::Channel(mut rx) => {
-                        while let Some(chunk) = rx.recv().await {
-                            if w.write_all(&chunk).await.is_err() {
-                                break;
-                            }
+    let input = writer.map(|mut w| {
+        tokio::spawn(async move {
+            match stdin {
+                Stdin::None => {}
+                Stdin::Bytes(bytes) => {
+                    let _ = w.write_all(&bytes).await;
+                }
+                Stdin::Counted(bytes) => {
+                    let _ = w.write_all(&bytes).await;
+                    let _ = w.flush().await;
+                    // Kept open until the exec ends (this task is then stopped).
+                    std::future::pending::<()>().await;
+                }
+                Stdin::Channel(mut rx) => {
+                    while let Some(chunk) = rx.recv().await {
+                        if w.write_all(&chunk).await.is_err() {
+                            break;
                         }
                     }
                 }
-                // Dropping the writer sends nothing: shutting it down sends v5's close of stdin.
-                let _ = w.shutdown().await;
-            })
-        });
+            }
+            // Dropping the writer sends nothing: shutting it down sends v5's close of stdin.
+            let _ = w.shutdown().await;
+        })
+    });
+    let mut helpers: Vec<_> = readers.iter().map(|r| r.abort_handle()).collect();
+    helpers.extend(input.as_ref().map(|i| i.abort_handle()));
+    let task = tokio::spawn(async move {
         // The status first: `join` half-closes a stdin that was never asked for, which on v4
         // closes the whole connection. The status future ends (empty) when the connection does.
         let status = match status {
@@ -199,7 +207,7 @@ pub(crate) async fn start(
             )),
         }
     });
-    Ok(Exec { task, ended: None })
+    Ok(Exec { task, helpers, ended: None })
 }
 
 /// Runs `argv` to its end and returns its exit code, stdout and stderr (each up to `limit` bytes;
