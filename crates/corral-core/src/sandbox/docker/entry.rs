@@ -154,16 +154,18 @@ fn group_files(cgroup: &str, mountinfo: &str) -> io::Result<Vec<CString>> {
 
 /// The seccomp programs of process `pid`, oldest first, read while it is stopped by ptrace.
 fn seccomp_programs(pid: libc::pid_t) -> io::Result<Vec<Vec<libc::sock_filter>>> {
-    let ptrace = |req: libc::c_uint, addr: usize, data: *mut libc::c_void| {
+    // The request's C type is unsigned in glibc and signed in musl: every request is given as
+    // an i64 and converted to whichever the target's libc declares.
+    let ptrace = |req: i64, addr: usize, data: *mut libc::c_void| {
         // SAFETY: ptrace requests on a process this thread traces; `data` is null or a buffer
         // sized from the kernel's own count.
-        unsafe { libc::ptrace(req, pid, addr, data) }
+        unsafe { libc::ptrace(req as _, pid, addr, data) }
     };
-    if ptrace(libc::PTRACE_SEIZE, 0, std::ptr::null_mut()) < 0 {
+    if ptrace(libc::PTRACE_SEIZE as i64, 0, std::ptr::null_mut()) < 0 {
         return Err(io::Error::last_os_error());
     }
     let read = (|| {
-        if ptrace(libc::PTRACE_INTERRUPT, 0, std::ptr::null_mut()) < 0 {
+        if ptrace(libc::PTRACE_INTERRUPT as i64, 0, std::ptr::null_mut()) < 0 {
             return Err(io::Error::last_os_error());
         }
         let mut status = 0;
@@ -175,7 +177,7 @@ fn seccomp_programs(pid: libc::pid_t) -> io::Result<Vec<Vec<libc::sock_filter>>>
         }
         let mut programs = Vec::new();
         for index in 0.. {
-            let n = ptrace(PTRACE_SECCOMP_GET_FILTER, index, std::ptr::null_mut());
+            let n = ptrace(PTRACE_SECCOMP_GET_FILTER as i64, index, std::ptr::null_mut());
             if n < 0 {
                 match io::Error::last_os_error().raw_os_error() {
                     Some(libc::ENOENT) => break,
@@ -183,7 +185,7 @@ fn seccomp_programs(pid: libc::pid_t) -> io::Result<Vec<Vec<libc::sock_filter>>>
                 }
             }
             let mut prog = vec![libc::sock_filter { code: 0, jt: 0, jf: 0, k: 0 }; n as usize];
-            if ptrace(PTRACE_SECCOMP_GET_FILTER, index, prog.as_mut_ptr().cast()) != n {
+            if ptrace(PTRACE_SECCOMP_GET_FILTER as i64, index, prog.as_mut_ptr().cast()) != n {
                 return Err(io::Error::last_os_error());
             }
             programs.push(prog);
@@ -192,7 +194,7 @@ fn seccomp_programs(pid: libc::pid_t) -> io::Result<Vec<Vec<libc::sock_filter>>>
         programs.reverse();
         Ok(programs)
     })();
-    ptrace(libc::PTRACE_DETACH, 0, std::ptr::null_mut());
+    ptrace(libc::PTRACE_DETACH as i64, 0, std::ptr::null_mut());
     read
 }
 
