@@ -56,6 +56,38 @@ where
     .map_err(from_status)
 }
 
+/// As `spawn`, for a future the core says may start on this thread (`starts_in_place`): it is
+/// polled here once, inside the runtime's context, and the promise is settled at once if it is
+/// done; if it must wait (a hop to the blocking pool, a callback), it goes on to the runtime,
+/// which polls it again with its own waker. A panic while polling rejects the promise.
+pub(crate) fn spawn_in_place<'e, T, F>(env: &'e Env, fut: F) -> Result<PromiseRaw<'e, T>>
+where
+    T: ToNapiValue + Send + 'static,
+    F: std::future::Future<Output = CoreResult<T>> + Send + 'static,
+{
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::task::{Context, Poll, Waker};
+    let mut fut = Box::pin(fut);
+    let mut polled = false;
+    let first = catch_unwind(AssertUnwindSafe(|| {
+        napi::bindgen_prelude::within_runtime_if_available(|| {
+            polled = true;
+            fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        })
+    }));
+    let settled = match first {
+        Ok(Poll::Ready(r)) => r,
+        Ok(Poll::Pending) => return spawn(env, fut),
+        // No runtime to enter: the future was not touched, and the usual path says why.
+        Err(_) if !polled => return spawn(env, fut),
+        Err(_) => Err(CoreError::new(Code::Io, "internal error: a file tool panicked")),
+    };
+    match settled {
+        Ok(v) => PromiseRaw::resolve(env, v).map_err(from_status),
+        Err(e) => PromiseRaw::reject(env, rejection(env, e)).map_err(from_status),
+    }
+}
+
 /// napi's own error (a value it could not convert) with its status as the code.
 pub(crate) fn from_status(e: napi::Error) -> napi::Error<ErrCode> {
     napi::Error::new(ErrCode(e.status.as_ref().to_string()), e.reason.clone())

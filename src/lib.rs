@@ -26,5 +26,5 @@ mod tools;
 mod workspace_tools;
 
 pub(crate) use callbacks::{functions, CancelToken, JsCallback, JsFn};
-pub(crate) use errors::{spawn, CoreResult, IntoNapi, Result};
+pub(crate) use errors::{spawn, spawn_in_place, CoreResult, IntoNapi, Result};
 pub(crate) use fs::NativeFs;

@@ -79,7 +79,13 @@ impl NativeFsTools {
         let fs = self.fs.clone();
         let opts = self.opts.clone();
         let ctx = Ctx::from_json(&ctx, cancel.map(|c| c.inner.clone())).napi()?;
-        crate::spawn(env, async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await })
+        let in_place = tools::starts_in_place(fs.as_ref(), &name);
+        let fut = async move { tools::call(fs.as_ref(), &opts, &name, &args, &ctx).await };
+        if in_place {
+            crate::spawn_in_place(env, fut)
+        } else {
+            crate::spawn(env, fut)
+        }
     }
 }
 

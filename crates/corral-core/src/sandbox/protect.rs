@@ -375,7 +375,7 @@ mod remove;
 
 #[cfg(unix)]
 #[path = "protect_cache.rs"]
-mod cache;
+pub(crate) mod cache;
 
 /// The directories between `root` and each of `paths` (below `root`, above the path), outer ones
 /// first: mounted onto themselves they cannot be renamed, so a command cannot carry a protected

@@ -99,14 +99,23 @@ pub fn stamp_at(path: &Path) -> Option<Stamp> {
     Some(Stamp::of(&st))
 }
 
+/// Whether the open file `fd` lies on one of the `TRUSTED` file systems (all of them local
+/// disks or memory).
+#[cfg(target_os = "linux")]
+#[allow(clippy::unnecessary_cast)]
+pub fn on_trusted_fs(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed plain-data buffer for the kernel to fill; a valid descriptor.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && TRUSTED.contains(&(fs.f_type as i64)) }
+}
+
 /// The stamp of the open directory `fd`, or `None` where its file system is not trusted.
 #[cfg(target_os = "linux")]
 #[allow(clippy::unnecessary_cast)]
 pub fn stamp(fd: std::os::fd::BorrowedFd<'_>) -> Option<Stamp> {
     use std::os::fd::AsRawFd;
-    // SAFETY: zeroed plain-data buffers for the kernel to fill; a valid descriptor.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) } != 0 || !TRUSTED.contains(&(fs.f_type as i64)) {
+    if !on_trusted_fs(fd) {
         return None;
     }
     let mut st: libc::stat = unsafe { std::mem::zeroed() };

@@ -70,6 +70,18 @@ pub const EXTRA_TOOLS: [&str; 6] = ["apply_patch", "move_file", "delete_file", "
 /// Of those, the ones that write (not created with `readOnly`).
 pub(super) const EXTRA_WRITING_TOOLS: [&str; 4] = ["apply_patch", "move_file", "delete_file", "make_dir"];
 
+/// Whether a call of the tool `name` on `fs` may be started on the caller's own thread, and
+/// handed to the runtime only if it must wait. Its work is then a few system calls answered from
+/// a local disk's cache, or memory: `read_file` (a file up to 64 KiB is read in place, a larger
+/// one on the blocking pool) and `list_dir` (a directory of a few hundred entries in place, a
+/// larger one on the pool). A hop to a runtime thread and back costs more than that work (two
+/// thread wake-ups). A file system that may take any time to answer (network, FUSE) is never
+/// asked in place, and no tool that walks, writes or syncs is.
+pub fn starts_in_place(fs: &dyn FsProvider, name: &str) -> bool {
+    matches!(name, "read_file" | "list_dir")
+        && (fs.as_memory().is_some() || fs.as_local().is_some_and(crate::fs::local::LocalFs::on_local_disk))
+}
+
 /// Runs one tool. `args` must be a JSON object.
 /// The result is a string, except an image `read_file` returns with `readImages`.
 pub async fn call(fs: &dyn FsProvider, o: &FsToolOptions, name: &str, args: &Value, ctx: &Ctx) -> Result<Value> {

@@ -57,6 +57,8 @@ struct Root {
     fd: std::os::fd::OwnedFd,
     /// Shared by every `denying` view of this directory.
     guarded: super::GuardedDirs,
+    /// Whether the root lies on a local disk's file system (`on_local_disk`).
+    local_disk: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +68,17 @@ pub struct LocalFs {
     /// Names no resolved path may go through (the file tools' `deny`); empty for the provider
     /// itself.
     deny: Arc<[String]>,
+}
+
+#[cfg(target_os = "linux")]
+fn on_local_disk(fd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::fd::AsFd;
+    crate::sandbox::protect::cache::on_trusted_fs(fd.as_fd())
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+fn on_local_disk(_fd: &std::os::fd::OwnedFd) -> bool {
+    false
 }
 
 #[allow(dead_code)]
@@ -117,6 +130,7 @@ impl LocalFs {
             inner: Arc::new(Root {
                 path: real,
                 #[cfg(unix)]
+                local_disk: on_local_disk(&fd),
                 fd,
                 guarded: Default::default(),
             }),
@@ -129,6 +143,13 @@ impl LocalFs {
     /// (checked on the resolved components, at the moment of the operation).
     pub fn denying(&self, deny: &[String]) -> LocalFs {
         LocalFs { inner: self.inner.clone(), flavor: self.flavor, deny: Arc::from(deny.to_vec()) }
+    }
+
+    /// Whether the root lies on a file system of a local disk or of memory (ext4, XFS, Btrfs,
+    /// tmpfs, overlayfs, F2FS, ZFS), where metadata and a small read answer in microseconds from
+    /// the cache. A network or FUSE file system can take any time to answer: `false`.
+    pub fn on_local_disk(&self) -> bool {
+        self.inner.local_disk
     }
 
     /// One value for this directory and every `denying` view of it.
