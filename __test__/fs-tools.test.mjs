@@ -195,3 +195,27 @@ describe('executeTool', () => {
     await expect(executeTool(boom, {})).rejects.toThrow(TypeError);
   });
 });
+
+describe('read_file and list_dir that start in place', () => {
+  // A small file or directory on a local disk is answered on the calling thread; a large one goes
+  // on to the runtime from the same call. Both give the same results, errors and aborts.
+  it('give whole results for a large file and a large directory, as for small ones', async () => {
+    const big = Array.from({ length: 20_000 }, (_, i) => `line ${i}`).join('\n') + '\n';
+    const files = { 'big.txt': big, 'small.txt': 'one\ntwo\n' };
+    for (let i = 0; i < 1500; i++) files[`many/entry-with-a-long-name-${String(i).padStart(5, '0')}.txt`] = 'x';
+    const t = tempTree(files);
+    trees.push(t);
+    const tools = Object.fromEntries(createFsTools(new NodeWorkspace({ root: t.root }), { maxReadLines: 100_000, maxOutputChars: 10_000_000, maxResults: 10_000 }).map((x) => [x.name, x]));
+    const read = await tools.read_file.execute({ path: 'big.txt' });
+    expect(read.split("\n").filter((l) => /^ *\d+\tline \d+$/.test(l))).toHaveLength(20_000);
+    expect(await tools.read_file.execute({ path: 'small.txt' })).toMatch(/^ *1\tone\n *2\ttwo/);
+    const listed = (await tools.list_dir.execute({ path: 'many' })).split('\n');
+    expect(listed).toHaveLength(1500);
+    expect(listed[0]).toBe('entry-with-a-long-name-00000.txt');
+    await expect(tools.read_file.execute({ path: 'missing.txt' })).rejects.toMatchObject({ name: 'WorkspaceError', code: 'NotFound' });
+    await expect(tools.list_dir.execute({ path: '../..' })).rejects.toBeInstanceOf(WorkspaceError);
+    const aborted = AbortSignal.abort();
+    await expect(tools.read_file.execute({ path: 'small.txt' }, { signal: aborted })).rejects.toThrow();
+    await expect(tools.list_dir.execute({ path: 'many' }, { signal: aborted })).rejects.toThrow();
+  });
+});
