@@ -38,12 +38,37 @@ pub(super) fn description(o: &FsToolOptions) -> String {
 /// The longest glob accepted (`glob`'s pattern, grep's `glob`).
 pub const MAX_GLOB_BYTES: usize = 1024;
 
+/// The matcher of a glob as `glob` reads it. Agents ask for the same few patterns again and
+/// again, and compiling one builds a regex: the last short ones compiled are kept (a short
+/// pattern makes a small regex, so what is kept stays small).
 pub(super) fn compile_glob(pattern: &str) -> Result<GlobMatcher> {
-    compile_glob_pattern(pattern).map(|g| g.compile_matcher())
+    use std::collections::HashMap;
+    use std::sync::LazyLock;
+    const KEPT: usize = 32;
+    const KEPT_BYTES: usize = 128;
+    static KEEP: LazyLock<Mutex<HashMap<String, GlobMatcher>>> = LazyLock::new(Default::default);
+    if let Some(m) = KEEP.lock().unwrap_or_else(|p| p.into_inner()).get(pattern) {
+        return Ok(m.clone());
+    }
+    let matcher = compiled(pattern)?.1;
+    if pattern.len() > KEPT_BYTES {
+        return Ok(matcher);
+    }
+    let mut keep = KEEP.lock().unwrap_or_else(|p| p.into_inner());
+    if keep.len() >= KEPT {
+        keep.clear();
+    }
+    keep.insert(pattern.to_string(), matcher.clone());
+    Ok(matcher)
 }
 
 /// A glob as `glob` reads it: relative, `*` within one directory, `**` across.
 pub(super) fn compile_glob_pattern(pattern: &str) -> Result<globset::Glob> {
+    compiled(pattern).map(|(g, _)| g)
+}
+
+/// The glob and its matcher, compiled once.
+fn compiled(pattern: &str) -> Result<(globset::Glob, GlobMatcher)> {
     let unified = pattern.replace('\\', "/");
     if unified.starts_with('/') || unified.split('/').any(|s| s == "..") {
         return Err(Error::new(
@@ -63,8 +88,8 @@ pub(super) fn compile_glob_pattern(pattern: &str) -> Result<globset::Glob> {
     std::panic::catch_unwind(|| {
         let g = GlobBuilder::new(&unified).literal_separator(true).build()?;
         // Compiling is where globset can panic: do it here, under the catch.
-        let _ = g.compile_matcher();
-        Ok::<_, globset::Error>(g)
+        let m = g.compile_matcher();
+        Ok::<_, globset::Error>((g, m))
     })
     .map_err(|_| invalid("it is too complex".to_string()))?
     .map_err(|e| invalid(e.kind().to_string()))
@@ -95,13 +120,16 @@ pub(super) async fn glob(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
         }
         true
     });
-    let stats = walk(fs, o, &base, ctx, Arc::new(|_| true), visit, Want { sizes: false, order: Order::Any }).await?;
+    let stats =
+        walk(fs, o, &base, ctx, Arc::new(|_| true), visit, Want { sizes: false, order: Order::Any, light: true })
+            .await?;
     if let Some(e) = stats.timeout(o, "glob") {
         return Err(e);
     }
     let mut hits: Vec<String> = std::mem::take(&mut *found.lock().unwrap());
     hits.sort();
-    if let Some(local) = fs.as_local() {
+    let confined = stats.confined.load(std::sync::atomic::Ordering::Relaxed);
+    if let Some(local) = fs.as_local().filter(|_| !confined) {
         // What is shown must still be there below the root, reached without a link: a directory
         // swapped for a link while the walker listed it would otherwise show outside names.
         let real_base = local.walk_root(&base)?.1;

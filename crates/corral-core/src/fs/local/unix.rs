@@ -341,6 +341,68 @@ impl LocalFs {
         Ok(std::fs::File::from(fd))
     }
 
+    /// Walks the tree below `real` (a resolved workspace directory) on this thread, each
+    /// directory opened from its parent's descriptor without following a link: every name it
+    /// gives was read from a directory really below the root, whatever is swapped meanwhile.
+    /// `enter(name, rel)` says whether to go into a directory (`rel`: its path below `real`);
+    /// `file(rel)` is told of each regular file and stops the walk with false. Links, devices,
+    /// FIFOs and sockets are left out. Returns the entries seen and the directories that could
+    /// not be read.
+    pub(crate) fn walk_confined(
+        &self,
+        real: &str,
+        enter: &mut dyn FnMut(&str, &str) -> bool,
+        file: &mut dyn FnMut(&str) -> bool,
+    ) -> (usize, usize) {
+        // The root is held as a path descriptor: listing needs one opened for reading.
+        let start = if real == "." {
+            openat(self.root_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
+        } else {
+            beneath::open_no_links(self.root_fd(), Path::new(real), libc::O_RDONLY | libc::O_DIRECTORY)
+        };
+        let (mut seen, mut unreadable) = (0, 0);
+        let Ok(start) = start else { return (0, 1) };
+        let mut stack: Vec<(OwnedFd, String)> = vec![(start, String::new())];
+        let mut entries = Entries::default();
+        while let Some((dir, rel)) = stack.pop() {
+            if entries.read(dir.as_fd()).is_err() {
+                unreadable += 1;
+                continue;
+            }
+            for (cname, d_type) in entries.iter() {
+                if cname == c"." || cname == c".." {
+                    continue;
+                }
+                seen += 1;
+                let name = cname.to_string_lossy();
+                let path = if rel.is_empty() { name.to_string() } else { format!("{rel}/{name}") };
+                let kind = match d_type {
+                    libc::DT_DIR => libc::S_IFDIR,
+                    libc::DT_REG => libc::S_IFREG,
+                    libc::DT_UNKNOWN => match fstatat(dir.as_fd(), Some(cname)) {
+                        Ok(st) => kind(&st),
+                        Err(_) => continue,
+                    },
+                    _ => continue,
+                };
+                if kind == libc::S_IFREG {
+                    if !file(&path) {
+                        return (seen, unreadable);
+                    }
+                } else if kind == libc::S_IFDIR && enter(&name, &path) {
+                    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                    match openat(dir.as_fd(), cname, flags, 0) {
+                        Ok(child) => stack.push((child, path)),
+                        // Swapped for a link or a file since it was listed: not a directory now.
+                        Err(e) if matches!(errno(&e), libc::ELOOP | libc::ENOTDIR | libc::ENOENT) => {}
+                        Err(_) => unreadable += 1,
+                    }
+                }
+            }
+        }
+        (seen, unreadable)
+    }
+
     /// For each path a walk found (resolved workspace paths, best grouped by directory): whether
     /// it is still a regular file below the root, reached without a link. Each directory is
     /// opened once, without following links, and its files are looked up in it.
@@ -380,6 +442,94 @@ impl LocalFs {
                 beneath::fstatat(fd.as_fd(), Some(&name)).is_ok_and(|st| beneath::kind(&st) == libc::S_IFREG)
             })
             .collect()
+    }
+}
+
+/// A directory's entries as the kernel lists them (`getdents64` on Linux, `readdir` elsewhere),
+/// read into one buffer that serves every directory of a walk: names and their `d_type`.
+#[derive(Default)]
+struct Entries {
+    /// `dirent64` records one after another (Linux), or name and type pairs (elsewhere).
+    buf: Vec<u8>,
+    #[cfg(target_os = "linux")]
+    chunk: Vec<u64>,
+}
+
+impl Entries {
+    /// Reads every entry of the directory `fd` (opened for reading), replacing the last ones.
+    #[cfg(target_os = "linux")]
+    fn read(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        // One system call lists a few hundred entries; a small directory takes two (the second
+        // says the end), where `opendir` and its iterator add four more of their own.
+        const CHUNK_BYTES: usize = 32 * 1024;
+        self.buf.clear();
+        self.chunk.resize(CHUNK_BYTES / 8, 0);
+        loop {
+            // SAFETY: a valid descriptor and a writable buffer of the given length (8-aligned, as
+            // the records inside it are).
+            let n = unsafe {
+                libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), self.chunk.as_mut_ptr().cast::<u8>(), CHUNK_BYTES)
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            // SAFETY: the kernel wrote `n` bytes at the start of the buffer.
+            let bytes = unsafe { std::slice::from_raw_parts(self.chunk.as_ptr().cast::<u8>(), n as usize) };
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
+    /// The entries read last: each name and its `d_type` (`DT_UNKNOWN` where the file system
+    /// does not say).
+    #[cfg(target_os = "linux")]
+    fn iter(&self) -> impl Iterator<Item = (&CStr, u8)> + '_ {
+        // A record: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), then the name and NUL.
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let rec = self.buf.get(at..)?;
+            if rec.len() < 19 {
+                return None;
+            }
+            let len = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
+            if len < 20 || len > rec.len() {
+                return None;
+            }
+            at += len;
+            let name = CStr::from_bytes_until_nul(&rec[19..len]).ok()?;
+            Some((name, rec[18]))
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn read(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.buf.clear();
+        let mut dir = nix::dir::Dir::from_fd(beneath::dup(fd)?).map_err(io::Error::from)?;
+        for entry in dir.iter() {
+            let entry = entry.map_err(io::Error::from)?;
+            let d_type = match entry.file_type() {
+                Some(nix::dir::Type::Directory) => libc::DT_DIR,
+                Some(nix::dir::Type::File) => libc::DT_REG,
+                Some(_) => libc::DT_LNK,
+                None => libc::DT_UNKNOWN,
+            };
+            self.buf.push(d_type);
+            self.buf.extend_from_slice(entry.file_name().to_bytes_with_nul());
+        }
+        Ok(())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn iter(&self) -> impl Iterator<Item = (&CStr, u8)> + '_ {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let d_type = *self.buf.get(at)?;
+            let name = CStr::from_bytes_until_nul(&self.buf[at + 1..]).ok()?;
+            at += 2 + name.to_bytes().len();
+            Some((name, d_type))
+        })
     }
 }
 

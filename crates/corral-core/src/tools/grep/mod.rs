@@ -179,7 +179,7 @@ pub(super) async fn grep(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, c
                 !g.enough.load(Ordering::Relaxed)
             });
             let order = if grep.settle.is_some() { Order::Path } else { Order::Any };
-            let stats = walk(fs, o, &base, ctx, filter, visit, Want { sizes: true, order }).await?;
+            let stats = walk(fs, o, &base, ctx, filter, visit, Want { sizes: true, order, light: false }).await?;
             let pending = std::mem::take(&mut *pending.lock().unwrap());
             for path in pending {
                 if grep.stopped() {

@@ -71,6 +71,9 @@ pub(super) struct Want {
     /// A provider's files come with their size (one `stat` each).
     pub sizes: bool,
     pub order: Order,
+    /// Each visit does little (glob matches a path; grep reads a file): one thread walks a
+    /// larger tree on disk before threads pay for themselves.
+    pub light: bool,
 }
 
 /// What a walk reports besides its files.
@@ -86,6 +89,9 @@ pub(super) struct WalkStats {
     pub timed_out: AtomicBool,
     /// A walk in path order that a visit stopped had files left after the ones it handed out.
     pub more: AtomicBool,
+    /// On disk: every name was read from a directory opened below the root without following a
+    /// link (`LocalFs::walk_confined`), so none needs checking afterwards.
+    pub confined: AtomicBool,
 }
 
 impl WalkStats {
@@ -204,9 +210,19 @@ fn sizes() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::Pat
     S.get_or_init(Default::default)
 }
 
+/// With visits that do little (`Want::light`), a tree of up to this many entries is walked on
+/// the calling thread: listing is then most of the work, and one thread listing from directory
+/// descriptors beats several handing entries to each other, up to tens of thousands of files.
+const LIGHT_TREE: usize = 32_768;
+
+/// How many entries the last whole walk of `host` saw, if it was walked.
+fn known_size(host: &std::path::Path) -> Option<usize> {
+    sizes().lock().unwrap_or_else(|p| p.into_inner()).get(host).copied()
+}
+
 /// Whether the tree at `host` was small when last walked (a tree never walked is not).
 fn small(host: &std::path::Path) -> bool {
-    sizes().lock().unwrap_or_else(|p| p.into_inner()).get(host).is_some_and(|n| *n <= SMALL_TREE)
+    known_size(host).is_some_and(|n| n <= SMALL_TREE)
 }
 
 /// Remembers how many entries a whole walk of `host` saw (a walk stopped early says little).
@@ -247,7 +263,7 @@ pub(super) async fn walk(
             if want.order == Order::Path {
                 walk_disk_ordered(&disk, &limits, &filter, &visit);
             } else {
-                walk_disk(&disk, &limits, &filter, &visit);
+                walk_disk(&disk, &limits, &filter, &visit, want.light);
             }
             stats
         })
@@ -385,8 +401,12 @@ struct Disk<'a> {
 
 /// A directory on disk, in parallel: each thread visits (and, for grep, reads and matches) the
 /// files it finds; a tree that was small when last walked, on the calling thread alone.
-fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visit) {
+fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visit, light: bool) {
     let Disk { local, host, base, real_base } = *disk;
+    #[cfg(unix)]
+    if known_size(host).is_some_and(|n| n <= if light { LIGHT_TREE } else { SMALL_TREE }) {
+        return walk_disk_confined(disk, limits, filter, visit);
+    }
     use ignore::{WalkBuilder, WalkState};
     let o = limits.o.clone();
     let seen = AtomicUsize::new(0);
@@ -460,6 +480,47 @@ fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visi
     }
     // A walk stopped anywhere (by the limits, a visit or a cancel) is not whole.
     remember(host, seen.load(Ordering::Relaxed), !limits.stopped());
+}
+
+/// A small tree on disk, walked on this thread from directory descriptors (no thread started,
+/// no path resolved twice, no name that needs checking afterwards): the same rules as
+/// `walk_disk`.
+#[cfg(unix)]
+fn walk_disk_confined(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visit) {
+    let Disk { local, host, base, real_base } = *disk;
+    let o = limits.o;
+    let real_prefix = if real_base == "." { String::new() } else { format!("{real_base}/") };
+    let by_path = o.ignore.iter().any(|i| i.contains('/'));
+    let mut enter = |name: &str, rel: &str| {
+        if limits.stopped() {
+            return false;
+        }
+        let path = if by_path { format!("{real_prefix}{rel}") } else { String::new() };
+        !skipped(name, &path, true, o)
+    };
+    let mut file = |rel: &str| {
+        if limits.stopped() {
+            return false;
+        }
+        let name = rel.rsplit('/').next().unwrap_or(rel);
+        if skipped(name, "", false, o) || !filter(rel) {
+            return true;
+        }
+        if !limits.count(false) {
+            return false;
+        }
+        let real = joined(real_base, rel);
+        if visit(&joined(base, rel), rel, Entry::Disk { local, real: &real }, None) {
+            true
+        } else {
+            limits.stop.store(true, Ordering::Relaxed);
+            false
+        }
+    };
+    let (seen, unreadable) = local.walk_confined(real_base, &mut enter, &mut file);
+    limits.stats.unreadable.fetch_add(unreadable, Ordering::Relaxed);
+    limits.stats.confined.store(true, Ordering::Relaxed);
+    remember(host, seen, !limits.stopped());
 }
 
 /// `path` below `host` (`host_len` bytes long), as text.

@@ -64,7 +64,9 @@ async fn files_in(fs: &dyn FsProvider, o: &FsToolOptions, base: &str, order: Ord
         true
     });
     let stats =
-        walk(fs, o, base, &Ctx::default(), Arc::new(|_| true), visit, Want { sizes: false, order }).await.unwrap();
+        walk(fs, o, base, &Ctx::default(), Arc::new(|_| true), visit, Want { sizes: false, order, light: false })
+            .await
+            .unwrap();
     let mut v = std::mem::take(&mut *found.lock().unwrap());
     v.sort();
     (v, stats)
@@ -87,6 +89,14 @@ async fn the_walk_finds_the_same_files_on_disk_in_memory_and_through_a_provider(
             assert_eq!(files_in(fs, &o, "src", order).await.0, vec!["src/b.rs", "src/deep/c.rs"], "{order:?}");
         }
     }
+    // Walked again, the tree is known to be small: on unix it is walked from directory
+    // descriptors on one thread, with the same rules.
+    for base in [".", "src"] {
+        let (found, stats) = files(&local, &o, base).await;
+        assert_eq!(found, files(&memory(), &o, base).await.0, "{base}");
+        assert_eq!(stats.confined.load(Ordering::Relaxed), cfg!(unix), "{base}");
+        assert!(stats.notes(&o).is_empty());
+    }
 }
 
 /// The files a walk in path order visits, in the order of their places.
@@ -97,9 +107,17 @@ async fn in_path_order(fs: &dyn FsProvider, o: &FsToolOptions) -> (Vec<String>, 
         f2.lock().unwrap().push((place.expect("a place in path order"), p.to_string()));
         true
     });
-    let stats = walk(fs, o, ".", &Ctx::default(), Arc::new(|_| true), visit, Want { sizes: false, order: Order::Path })
-        .await
-        .unwrap();
+    let stats = walk(
+        fs,
+        o,
+        ".",
+        &Ctx::default(),
+        Arc::new(|_| true),
+        visit,
+        Want { sizes: false, order: Order::Path, light: false },
+    )
+    .await
+    .unwrap();
     let mut v = std::mem::take(&mut *found.lock().unwrap());
     v.sort();
     assert!(v.iter().enumerate().all(|(i, (place, _))| *place == i), "places are 0, 1, 2, …: {v:?}");
@@ -209,7 +227,9 @@ async fn files_and_threads(fs: &dyn FsProvider, order: Order) -> (Vec<String>, u
         true
     });
     let o = FsToolOptions::default();
-    walk(fs, &o, ".", &Ctx::default(), Arc::new(|_| true), visit, Want { sizes: false, order }).await.unwrap();
+    walk(fs, &o, ".", &Ctx::default(), Arc::new(|_| true), visit, Want { sizes: false, order, light: false })
+        .await
+        .unwrap();
     let v = std::mem::take(&mut *found.lock().unwrap());
     let threads: std::collections::HashSet<_> = v.iter().map(|(_, t)| *t).collect();
     let mut files: Vec<String> = v.into_iter().map(|(p, _)| p).collect();
