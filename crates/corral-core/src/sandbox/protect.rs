@@ -119,40 +119,50 @@ struct Scan {
 fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let state = std::sync::Mutex::new(Scan { todo: vec![root.to_path_buf()], ..Default::default() });
     let more = std::sync::Condvar::new();
-    let work = || loop {
-        let dir = {
+    #[cfg(unix)]
+    let key = cache::walk_key(names, false, skip);
+    #[cfg(not(unix))]
+    let key = 0;
+    let work = || {
+        #[cfg(unix)]
+        let mut devices = cache::Devices::default();
+        #[cfg(not(unix))]
+        let mut devices = ();
+        loop {
+            let dir = {
+                let mut s = state.lock().unwrap();
+                loop {
+                    if s.error.is_some() {
+                        return;
+                    }
+                    if let Some(d) = s.todo.pop() {
+                        s.busy += 1;
+                        break d;
+                    }
+                    if s.busy == 0 {
+                        return;
+                    }
+                    s = more.wait(s).unwrap();
+                }
+            };
+            let result = read_one(root, &dir, names, skip, key, &mut devices);
             let mut s = state.lock().unwrap();
-            loop {
-                if s.error.is_some() {
-                    return;
+            s.busy -= 1;
+            match result {
+                Ok((dirs, found)) => {
+                    s.todo.extend(dirs);
+                    s.found.extend(found);
+                    if s.found.len() > MAX_PROTECTED && s.error.is_none() {
+                        s.error = Some(too_many(names));
+                    }
                 }
-                if let Some(d) = s.todo.pop() {
-                    s.busy += 1;
-                    break d;
-                }
-                if s.busy == 0 {
-                    return;
-                }
-                s = more.wait(s).unwrap();
-            }
-        };
-        let result = read_one(root, &dir, names, skip);
-        let mut s = state.lock().unwrap();
-        s.busy -= 1;
-        match result {
-            Ok((dirs, found)) => {
-                s.todo.extend(dirs);
-                s.found.extend(found);
-                if s.found.len() > MAX_PROTECTED && s.error.is_none() {
-                    s.error = Some(too_many(names));
+                Err(e) => {
+                    s.error.get_or_insert(e);
                 }
             }
-            Err(e) => {
-                s.error.get_or_insert(e);
-            }
+            drop(s);
+            more.notify_all();
         }
-        drop(s);
-        more.notify_all();
     };
     std::thread::scope(|s| {
         for _ in 1..crate::worker_threads() {
@@ -169,7 +179,16 @@ fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// One directory of a scan: its subdirectories to read next, and its entries named in `names`
 /// (links so named too; never entered).
-fn read_one(root: &Path, dir: &Path, names: &[&str], skip: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+fn read_one(
+    root: &Path,
+    dir: &Path,
+    names: &[&str],
+    skip: &[PathBuf],
+    key: u64,
+    #[cfg(unix)] devices: &mut cache::Devices,
+    #[cfg(not(unix))] _devices: &mut (),
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let _ = key;
     let unreadable = |e: std::io::Error| {
         let rel = dir.strip_prefix(root).map(|r| r.display().to_string()).unwrap_or_default();
         Error::new(
@@ -182,9 +201,7 @@ fn read_one(root: &Path, dir: &Path, names: &[&str], skip: &[PathBuf]) -> Result
     };
     // The listing read before, while the directory is as it was then.
     #[cfg(unix)]
-    let stamp = cache::stamp_at(dir);
-    #[cfg(unix)]
-    let key = cache::walk_key(names, false, skip);
+    let stamp = cache::stamp_at(dir, devices);
     #[cfg(unix)]
     if let Some(listing) = stamp.and_then(|s| cache::get(key, dir, s)) {
         return Ok((
@@ -235,7 +252,7 @@ fn read_one(root: &Path, dir: &Path, names: &[&str], skip: &[PathBuf]) -> Result
     #[cfg(unix)]
     if let Some(before) = stamp {
         // Read by path: kept only if the path names the same directory, unchanged, after the read.
-        cache::put(key, dir, read_at, before, cache::stamp_at(dir), std::sync::Arc::new(listing));
+        cache::put(key, dir, read_at, before, cache::stamp_at(dir, devices), std::sync::Arc::new(listing));
     }
     Ok((dirs, found))
 }

@@ -69,21 +69,35 @@ const TRUSTED: [i64; 7] = [
 
 /// The stamp of the open directory `fd`, or `None` where its file system is not trusted.
 #[cfg(not(target_os = "linux"))]
-pub fn stamp(_fd: std::os::fd::BorrowedFd<'_>) -> Option<Stamp> {
+pub fn stamp(_fd: std::os::fd::BorrowedFd<'_>, _devices: &mut Devices) -> Option<Stamp> {
     None
 }
 
 /// The stamp of the directory at `path` (not followed), or `None`.
 #[cfg(not(target_os = "linux"))]
-pub fn stamp_at(_path: &Path) -> Option<Stamp> {
+pub fn stamp_at(_path: &Path, _devices: &mut Devices) -> Option<Stamp> {
     None
+}
+
+/// The file systems one walk has met, by device: a directory on a device seen before is on the
+/// same file system, so its type is asked once a device, not once a directory (a device number is
+/// not given to another file system while one walk runs).
+#[derive(Default)]
+pub struct Devices(HashMap<u64, bool>);
+
+#[cfg(target_os = "linux")]
+impl Devices {
+    #[allow(clippy::unnecessary_cast)]
+    fn trusted(&mut self, st: &libc::stat, fs_type: impl FnOnce() -> Option<i64>) -> bool {
+        *self.0.entry(st.st_dev as u64).or_insert_with(|| fs_type().is_some_and(|t| TRUSTED.contains(&t)))
+    }
 }
 
 /// The stamp of the directory at `path` (not followed: a link is `None`), or `None` where its
 /// file system is not trusted.
 #[cfg(target_os = "linux")]
 #[allow(clippy::unnecessary_cast)]
-pub fn stamp_at(path: &Path) -> Option<Stamp> {
+pub fn stamp_at(path: &Path, devices: &mut Devices) -> Option<Stamp> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: zeroed plain-data buffers for the kernel to fill; a NUL-terminated path.
@@ -91,12 +105,12 @@ pub fn stamp_at(path: &Path) -> Option<Stamp> {
     if unsafe { libc::lstat(c.as_ptr(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return None;
     }
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::statfs(c.as_ptr(), &mut fs) } != 0 || !TRUSTED.contains(&(fs.f_type as i64)) {
-        return None;
-    }
-    Some(Stamp::of(&st))
+    let trusted = devices.trusted(&st, || {
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        (unsafe { libc::statfs(c.as_ptr(), &mut fs) } == 0).then_some(fs.f_type as i64)
+    });
+    trusted.then(|| Stamp::of(&st))
 }
 
 /// Whether the open file `fd` lies on one of the `TRUSTED` file systems (all of them local
@@ -104,26 +118,28 @@ pub fn stamp_at(path: &Path) -> Option<Stamp> {
 #[cfg(target_os = "linux")]
 #[allow(clippy::unnecessary_cast)]
 pub fn on_trusted_fs(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    fs_type(fd).is_some_and(|t| TRUSTED.contains(&t))
+}
+
+#[cfg(target_os = "linux")]
+#[allow(clippy::unnecessary_cast)]
+fn fs_type(fd: std::os::fd::BorrowedFd<'_>) -> Option<i64> {
     use std::os::fd::AsRawFd;
     // SAFETY: a zeroed plain-data buffer for the kernel to fill; a valid descriptor.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && TRUSTED.contains(&(fs.f_type as i64)) }
+    (unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) } == 0).then_some(fs.f_type as i64)
 }
 
 /// The stamp of the open directory `fd`, or `None` where its file system is not trusted.
 #[cfg(target_os = "linux")]
-#[allow(clippy::unnecessary_cast)]
-pub fn stamp(fd: std::os::fd::BorrowedFd<'_>) -> Option<Stamp> {
+pub fn stamp(fd: std::os::fd::BorrowedFd<'_>, devices: &mut Devices) -> Option<Stamp> {
     use std::os::fd::AsRawFd;
-    if !on_trusted_fs(fd) {
-        return None;
-    }
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
+    // SAFETY: a zeroed plain-data buffer for the kernel to fill; a valid descriptor.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return None;
     }
-    Some(Stamp::of(&st))
+    devices.trusted(&st, || fs_type(fd)).then(|| Stamp::of(&st))
 }
 
 /// Which walk a listing is for: its names (and how they compare) and the subtrees it leaves out.

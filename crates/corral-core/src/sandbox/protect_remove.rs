@@ -170,6 +170,7 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
         format!("could not look through {} for protected names the command may have made ({e})", rel.display())
     };
     let mut stack: Vec<Item> = Vec::new();
+    let mut devices = cache::Devices::default();
     let mut current: Option<(Arc<OwnedFd>, PathBuf)> = Some((root_fd, PathBuf::new()));
     loop {
         let (dir, rel) = match current.take() {
@@ -223,7 +224,7 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
             },
         };
         let path = root.join(&rel);
-        let stamp = cache::stamp(dir.as_fd());
+        let stamp = cache::stamp(dir.as_fd(), &mut devices);
         let listing = match stamp.and_then(|s| cache::get(key, &path, s)) {
             Some(listing) => listing,
             None => {
@@ -263,7 +264,7 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
                 }
                 let listing = Arc::new(listing);
                 if let Some(before) = stamp {
-                    let after = cache::stamp(dir.as_fd());
+                    let after = cache::stamp(dir.as_fd(), &mut devices);
                     cache::put(key, &path, read_at, before, after, listing.clone());
                 }
                 listing
