@@ -123,6 +123,16 @@ fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let key = cache::walk_key(names, false, skip);
     #[cfg(not(unix))]
     let key = 0;
+    // Where nothing that matters changed since a whole scan of this tree began, its result stands.
+    #[cfg(target_os = "linux")]
+    let generation = watch::generation(names);
+    #[cfg(not(target_os = "linux"))]
+    let generation: Option<u64> = None;
+    #[cfg(target_os = "linux")]
+    if let Some(found) = generation.and_then(|g| watch::kept(key, root, g)) {
+        return Ok(found.to_vec());
+    }
+    let watching = std::sync::atomic::AtomicBool::new(generation.is_some());
     let work = || {
         #[cfg(unix)]
         let mut devices = cache::Devices::default();
@@ -145,7 +155,7 @@ fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
                     s = more.wait(s).unwrap();
                 }
             };
-            let result = read_one(root, &dir, names, skip, key, &mut devices);
+            let result = read_one(root, &dir, names, skip, key, &mut devices, &watching);
             let mut s = state.lock().unwrap();
             s.busy -= 1;
             match result {
@@ -173,7 +183,13 @@ fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let s = state.into_inner().unwrap_or_else(|e| e.into_inner());
     match s.error {
         Some(e) => Err(e),
-        None => Ok(s.found),
+        None => {
+            #[cfg(target_os = "linux")]
+            if let (Some(g), true) = (generation, watching.load(std::sync::atomic::Ordering::Relaxed)) {
+                watch::keep(key, root, g, s.found.clone());
+            }
+            Ok(s.found)
+        }
     }
 }
 
@@ -187,8 +203,9 @@ fn read_one(
     key: u64,
     #[cfg(unix)] devices: &mut cache::Devices,
     #[cfg(not(unix))] _devices: &mut (),
+    watching: &std::sync::atomic::AtomicBool,
 ) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let _ = key;
+    let _ = (key, watching);
     let unreadable = |e: std::io::Error| {
         let rel = dir.strip_prefix(root).map(|r| r.display().to_string()).unwrap_or_default();
         Error::new(
@@ -201,7 +218,26 @@ fn read_one(
     };
     // The listing read before, while the directory is as it was then.
     #[cfg(unix)]
-    let stamp = cache::stamp_at(dir, devices);
+    #[allow(unused_mut)]
+    let mut stamp = cache::stamp_at(dir, devices);
+    // Watched before it is read (`watch`); a scan with a directory that cannot be is not kept.
+    #[cfg(target_os = "linux")]
+    if watching.load(std::sync::atomic::Ordering::Relaxed) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = stamp.map(|s| s.dev_ino());
+        match now.map(|(dev, ino)| watch::watch(dir, dev, ino)) {
+            Some(watch::Watched::Already) => {}
+            Some(watch::Watched::Added) => {
+                // Looked at again after the watch: a change between the first look and the watch
+                // is in this look.
+                stamp = cache::stamp_at(dir, devices);
+                if stamp.map(|s| s.dev_ino()) != now {
+                    watching.store(false, Relaxed);
+                }
+            }
+            _ => watching.store(false, Relaxed),
+        }
+    }
     #[cfg(unix)]
     if let Some(listing) = stamp.and_then(|s| cache::get(key, dir, s)) {
         return Ok((
@@ -393,6 +429,10 @@ mod remove;
 #[cfg(unix)]
 #[path = "protect_cache.rs"]
 pub(crate) mod cache;
+
+#[cfg(target_os = "linux")]
+#[path = "protect_watch.rs"]
+pub(crate) mod watch;
 
 /// The directories between `root` and each of `paths` (below `root`, above the path), outer ones
 /// first: mounted onto themselves they cannot be renamed, so a command cannot carry a protected

@@ -30,6 +30,11 @@ pub struct Stamp {
 }
 
 impl Stamp {
+    /// The directory's device and inode.
+    pub fn dev_ino(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
     // The field types differ between targets.
     #[cfg(target_os = "linux")]
     #[allow(clippy::unnecessary_cast)]

@@ -153,9 +153,15 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
         Restore { parent: Arc<OwnedFd>, name: CString, mode: libc::mode_t },
     }
     let mut notes = Vec::new();
+    let key = cache::walk_key(&names.iter().map(String::as_str).collect::<Vec<_>>(), true, skip);
+    let sweep_key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (key, before).hash(&mut h);
+        h.finish()
+    };
     let before: HashMap<&Path, bool> = before.iter().map(|(p, l)| (p.as_path(), *l)).collect();
     let matches = |n: &[u8]| names.iter().any(|x| x.as_bytes().eq_ignore_ascii_case(n));
-    let key = cache::walk_key(&names.iter().map(String::as_str).collect::<Vec<_>>(), true, skip);
     let Ok(c) = fd::cstr(root.as_os_str().as_bytes()) else { return notes };
     // SAFETY: a NUL-terminated path.
     let root_fd =
@@ -169,6 +175,18 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
     let unreadable = |rel: &Path, e: &std::io::Error| {
         format!("could not look through {} for protected names the command may have made ({e})", rel.display())
     };
+    // Where nothing that matters changed since a sweep with the same `before` began and found
+    // nothing to remove or report, this one would find the same.
+    #[cfg(target_os = "linux")]
+    let generation = super::watch::generation(&names.iter().map(String::as_str).collect::<Vec<_>>());
+    #[cfg(not(target_os = "linux"))]
+    let generation: Option<u64> = None;
+    #[cfg(target_os = "linux")]
+    if generation.and_then(|g| super::watch::kept(sweep_key, root, g)).is_some() {
+        return notes;
+    }
+    #[allow(unused_mut)]
+    let mut watching = generation.is_some();
     let mut stack: Vec<Item> = Vec::new();
     let mut devices = cache::Devices::default();
     let mut current: Option<(Arc<OwnedFd>, PathBuf)> = Some((root_fd, PathBuf::new()));
@@ -224,7 +242,17 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
             },
         };
         let path = root.join(&rel);
-        let stamp = cache::stamp(dir.as_fd(), &mut devices);
+        #[allow(unused_mut)]
+        let mut stamp = cache::stamp(dir.as_fd(), &mut devices);
+        // Watched before it is read; looked at again after a new watch.
+        #[cfg(target_os = "linux")]
+        if watching {
+            match stamp.map(|s| super::watch::watch(&path, s.dev_ino().0, s.dev_ino().1)) {
+                Some(super::watch::Watched::Already) => {}
+                Some(super::watch::Watched::Added) => stamp = cache::stamp(dir.as_fd(), &mut devices),
+                _ => watching = false,
+            }
+        }
         let listing = match stamp.and_then(|s| cache::get(key, &path, s)) {
             Some(listing) => listing,
             None => {
@@ -282,6 +310,11 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
             stack.push(Item::Dir { parent: dir.clone(), name: c, rel: rel.join(name) });
         }
     }
+    #[cfg(target_os = "linux")]
+    if let (Some(g), true, true) = (generation, watching, notes.is_empty()) {
+        super::watch::keep(sweep_key, root, g, Vec::new());
+    }
+    let _ = (sweep_key, watching);
     notes
 }
 

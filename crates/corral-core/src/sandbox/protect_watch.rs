@@ -1,0 +1,391 @@
+//! Knowing that nothing changed without looking: an inotify watch on every directory the
+//! protected-name walks read, so a command in a tree where nothing that matters has changed since
+//! the last walk pays for no walk at all (a tree of 78,000 files has 5,000 directories, and each
+//! command walks it before and after).
+//!
+//! What matters to a walk is the set of subdirectories of each directory it read and the entries
+//! named one of its names: an event that adds, removes or renames a directory, or an entry with one
+//! of the names (in any case), or that moves, removes or unmounts a watched directory, or an
+//! overflow of the queue, or a change of the mount table, starts a new *generation*. A walk's result
+//! is kept with the generation it started in, and is given again while the generation is the same.
+//!
+//! Why that is sound: every directory a walk reads is watched before it is read (an existing watch
+//! is kept only while the path still names the inode it was put on), and the kernel queues an
+//! event within the system call that makes the change, so a change after a directory was read is
+//! in the queue before the call that made it returns; the queue is read whole before the
+//! generation is compared. A change made before a directory was read is in what was read. Files
+//! created and removed (a build's output) start no generation. A mount over a directory makes no
+//! inotify event: the mount table is watched for that (`/proc/self/mountinfo`, whose poll says when
+//! it changed). Where inotify cannot be had, or the tree has more directories than a quarter of this
+//! user's watches (other programs need theirs), every walk reads as before.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// The events that can change what a walk reads.
+const MASK: u32 = libc::IN_CREATE
+    | libc::IN_DELETE
+    | libc::IN_MOVED_FROM
+    | libc::IN_MOVED_TO
+    | libc::IN_DELETE_SELF
+    | libc::IN_MOVE_SELF
+    | libc::IN_ONLYDIR
+    | libc::IN_DONT_FOLLOW;
+
+/// Events about the watched directory itself, or the queue: always a new generation.
+const ALWAYS: u32 =
+    libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_IGNORED | libc::IN_UNMOUNT | libc::IN_Q_OVERFLOW;
+
+/// The most watches used, whatever the limit allows.
+const MAX_WATCHES: usize = 65_536;
+
+struct Watcher {
+    fd: OwnedFd,
+    /// `/proc/self/mountinfo`, polled for changes of the mount table.
+    mounts: Option<OwnedFd>,
+    /// Each watched directory: its watch and the inode it was put on.
+    watched: HashMap<PathBuf, (i32, u64, u64)>,
+    budget: usize,
+    generation: u64,
+    /// The names of every walk so far, in lower case: an entry so named matters.
+    names: HashSet<Vec<u8>>,
+    /// The last whole result of each walk (by its key and root), with the generation it began in.
+    kept: HashMap<(u64, PathBuf), Kept>,
+}
+
+/// A walk's result and the generation the walk began in.
+type Kept = (u64, Arc<Vec<PathBuf>>);
+
+static WATCHER: LazyLock<Mutex<Option<Watcher>>> = LazyLock::new(|| Mutex::new(Watcher::new()));
+
+impl Watcher {
+    fn new() -> Option<Watcher> {
+        // SAFETY: plain system calls; the descriptor is owned from here on.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if raw < 0 {
+            return None;
+        }
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(8192);
+        // SAFETY: a NUL-terminated path.
+        let m = unsafe { libc::open(c"/proc/self/mountinfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        // Without a way to see mounts change, no result is given again.
+        if m < 0 {
+            return None;
+        }
+        let mounts = Some(unsafe { OwnedFd::from_raw_fd(m) });
+        let mut w = Watcher {
+            fd,
+            mounts,
+            watched: HashMap::new(),
+            budget: (limit / 4).min(MAX_WATCHES),
+            generation: 0,
+            names: HashSet::new(),
+            kept: HashMap::new(),
+        };
+        // The first poll reports the table as changed: take that now.
+        w.mounts_changed();
+        Some(w)
+    }
+
+    fn mounts_changed(&mut self) -> bool {
+        let Some(m) = &self.mounts else { return true };
+        let mut p = libc::pollfd { fd: m.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
+        // SAFETY: one valid pollfd; a zero timeout.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        n != 0 || p.revents != 0
+    }
+
+    /// Reads every queued event; a new generation if any matters.
+    fn drain(&mut self) {
+        let mut changed = self.mounts_changed();
+        let mut buf = [0u64; 1024];
+        loop {
+            // SAFETY: a valid descriptor and a writable buffer of the given size.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
+            if n <= 0 {
+                break;
+            }
+            // SAFETY: the kernel wrote `n` bytes of whole events.
+            let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
+            let mut at = 0;
+            while at + 16 <= bytes.len() {
+                let word = |i: usize| u32::from_ne_bytes(bytes[at + i..at + i + 4].try_into().unwrap_or_default());
+                let (wd, mask, len) = (word(0) as i32, word(4), word(12) as usize);
+                let name = bytes.get(at + 16..at + 16 + len).unwrap_or_default();
+                let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
+                at += 16 + len;
+                if mask & libc::IN_IGNORED != 0 {
+                    self.watched.retain(|_, (w, _, _)| *w != wd);
+                }
+                if mask & ALWAYS != 0 || mask & libc::IN_ISDIR != 0 || self.names.contains(&name.to_ascii_lowercase()) {
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.generation += 1;
+        }
+    }
+}
+
+/// The generation now, after reading every queued event, with `names` counted as names that
+/// matter from here on; `None` where there is no watcher.
+pub fn generation(names: &[&str]) -> Option<u64> {
+    let mut guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
+    let w = guard.as_mut()?;
+    let mut added = false;
+    for n in names {
+        added |= w.names.insert(n.as_bytes().to_ascii_lowercase());
+    }
+    w.drain();
+    if added {
+        // Events about a name not counted before may have been passed over.
+        w.generation += 1;
+    }
+    Some(w.generation)
+}
+
+/// What `watch` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched {
+    /// The directory was watched already, on the inode given.
+    Already,
+    /// A watch was put on it just now: look at the directory again before trusting what is known
+    /// of it (a change between that look and the watch would be in neither).
+    Added,
+    /// It cannot be watched (no watcher, no watches left, a path swapped meanwhile).
+    No,
+}
+
+/// Makes sure `dir` is watched, before it is read. `(dev, ino)` is the directory the walk has
+/// (its `lstat`, or its open descriptor); a watch put on another inode at that path is put again,
+/// and one that lands on another inode than the walk's counts for nothing.
+pub fn watch(dir: &Path, dev: u64, ino: u64) -> Watched {
+    let mut guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(w) = guard.as_mut() else { return Watched::No };
+    if let Some((_, d, i)) = w.watched.get(dir) {
+        if (*d, *i) == (dev, ino) {
+            return Watched::Already;
+        }
+    }
+    if w.watched.len() >= w.budget {
+        // Full: every watch is dropped (closing the instance removes them), and the trees walked
+        // from now on are watched afresh. Nothing kept stands.
+        // SAFETY: plain system call; the descriptor is owned from here on.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if raw >= 0 {
+            w.fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            w.watched.clear();
+            w.kept.clear();
+            w.generation += 1;
+        }
+        return Watched::No;
+    }
+    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else { return Watched::No };
+    // SAFETY: a valid descriptor and a NUL-terminated path.
+    let wd = unsafe { libc::inotify_add_watch(w.fd.as_raw_fd(), c.as_ptr(), MASK) };
+    if wd < 0 {
+        return Watched::No;
+    }
+    // What the watch was put on must be the walk's directory.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a stat buffer.
+    #[allow(clippy::unnecessary_cast)]
+    if unsafe { libc::lstat(c.as_ptr(), &mut st) } != 0 || (st.st_dev as u64, st.st_ino as u64) != (dev, ino) {
+        return Watched::No;
+    }
+    w.watched.insert(dir.to_path_buf(), (wd, dev, ino));
+    Watched::Added
+}
+
+/// The result a whole walk `key` of `root` gave, if it began in `generation` (nothing that
+/// matters has changed since).
+pub fn kept(key: u64, root: &Path, generation: u64) -> Option<Arc<Vec<PathBuf>>> {
+    let guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
+    let w = guard.as_ref()?;
+    match w.kept.get(&(key, root.to_path_buf())) {
+        Some((g, found)) if *g == generation => {
+            #[cfg(test)]
+            tests::HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Some(found.clone())
+        }
+        _ => None,
+    }
+}
+
+/// Keeps the result of a whole walk that began in `generation`, every directory of it watched.
+pub fn keep(key: u64, root: &Path, generation: u64, found: Vec<PathBuf>) {
+    let mut guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(w) = guard.as_mut() else { return };
+    if w.kept.len() >= 1024 {
+        w.kept.clear();
+    }
+    w.kept.insert((key, root.to_path_buf()), (generation, Arc::new(found)));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::super::{protected, sweep, Watch};
+
+    /// How many walks were answered from a kept result (every test adds to it).
+    pub(super) static HITS: AtomicUsize = AtomicUsize::new(0);
+
+    fn git_names(root: &Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = protected(root, &[".git".to_string()], &[])
+            .unwrap()
+            .names
+            .into_iter()
+            .map(|(p, _)| p.strip_prefix(root).unwrap().to_path_buf())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A tree of a few directories, scanned until its result is kept (the first scan may begin in
+    /// a generation another test ends).
+    fn settled_tree() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for sub in ["a/b/c", "a/e", "f"] {
+            std::fs::create_dir_all(d.path().join(sub)).unwrap();
+        }
+        std::fs::create_dir_all(d.path().join("f/.git")).unwrap();
+        for _ in 0..50 {
+            let before = HITS.load(Ordering::Relaxed);
+            assert_eq!(git_names(d.path()), vec![PathBuf::from("f/.git")]);
+            if HITS.load(Ordering::Relaxed) > before {
+                return d;
+            }
+        }
+        panic!("a tree where nothing changes was never answered from the kept result");
+    }
+
+    /// The tests take turns: one's changes start generations that would hide another's lost event.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn watched() -> Option<std::sync::MutexGuard<'static, ()>> {
+        let turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        if super::generation(&[".git"]).is_none() {
+            eprintln!("skipped: no inotify here");
+            return None;
+        }
+        Some(turn)
+    }
+
+    #[test]
+    fn a_git_made_anywhere_after_a_kept_scan_is_found_by_the_next() {
+        let Some(_turn) = watched() else { return };
+        let d = settled_tree();
+        // In a directory made since, two levels down (made before its parent was watched).
+        std::fs::create_dir_all(d.path().join("a/b/c/new/deeper/.git")).unwrap();
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("a/b/c/new/deeper/.git"), PathBuf::from("f/.git")]);
+        let d = settled_tree();
+        // A file named .git in a directory that was there (no directory event at all).
+        std::fs::write(d.path().join("a/e/.git"), "gitdir: /elsewhere\n").unwrap();
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("a/e/.git"), PathBuf::from("f/.git")]);
+        let d = settled_tree();
+        // In another case, and as a link.
+        std::os::unix::fs::symlink("/tmp", d.path().join("a/.GIT")).unwrap();
+        std::os::unix::fs::symlink("/tmp", d.path().join("a/b/.git")).unwrap();
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("a/b/.git"), PathBuf::from("f/.git")]);
+    }
+
+    #[test]
+    fn a_tree_moved_in_from_outside_or_a_directory_swapped_is_read_again() {
+        let Some(_turn) = watched() else { return };
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(outside.path().join("pkg/sub/.git")).unwrap();
+        let d = settled_tree();
+        std::fs::rename(outside.path().join("pkg"), d.path().join("a/pkg")).unwrap();
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("a/pkg/sub/.git"), PathBuf::from("f/.git")]);
+        // A watched directory replaced by another at the same path.
+        let d = settled_tree();
+        let other = d.path().join("other");
+        std::fs::create_dir_all(other.join("x/.git")).unwrap();
+        std::fs::remove_dir_all(d.path().join("a/b")).unwrap();
+        std::fs::rename(&other, d.path().join("a/b")).unwrap();
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("a/b/x/.git"), PathBuf::from("f/.git")]);
+    }
+
+    #[test]
+    fn a_git_whose_event_was_lost_to_a_full_queue_is_found() {
+        let Some(_turn) = watched() else { return };
+        let d = settled_tree();
+        let queued = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(16384);
+        if queued > 200_000 {
+            eprintln!("skipped: the queue holds {queued} events, too many to fill here");
+            return;
+        }
+        // Files fill the queue (their events matter to no walk); the .git's event is then lost,
+        // and only the overflow says something happened.
+        let many = d.path().join("a/e");
+        for i in 0..queued + 100 {
+            std::fs::write(many.join(format!("f{i}")), "").unwrap();
+        }
+        std::fs::create_dir(d.path().join("a/b/c/.git")).unwrap();
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("a/b/c/.git"), PathBuf::from("f/.git")]);
+    }
+
+    #[test]
+    fn a_git_under_a_directory_mounted_over_after_a_kept_scan_is_found() {
+        let Some(_turn) = watched() else { return };
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: mounting needs root");
+            return;
+        }
+        let d = settled_tree();
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(src.path().join("m/.git")).unwrap();
+        let (s, t) = (
+            std::ffi::CString::new(src.path().to_str().unwrap()).unwrap(),
+            std::ffi::CString::new(d.path().join("a/e").to_str().unwrap()).unwrap(),
+        );
+        // A bind mount makes no inotify event in the directory it covers.
+        // SAFETY: two NUL-terminated paths; the mount is undone below.
+        if unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) } != 0 {
+            eprintln!("skipped: cannot bind-mount here ({})", std::io::Error::last_os_error());
+            return;
+        }
+        let found = git_names(d.path());
+        // SAFETY: the path mounted on above.
+        unsafe { libc::umount2(t.as_ptr(), libc::MNT_DETACH) };
+        assert_eq!(found, vec![PathBuf::from("a/e/m/.git"), PathBuf::from("f/.git")]);
+    }
+
+    #[test]
+    fn a_sweep_kept_as_finding_nothing_still_removes_a_git_made_since() {
+        let Some(_turn) = watched() else { return };
+        let d = settled_tree();
+        let protect = [".git".to_string()];
+        let found = protected(d.path(), &protect, &[]).unwrap().names;
+        let w = Watch::new(d.path(), &protect, Vec::new(), found);
+        // Swept until a sweep is answered from its kept result.
+        let mut kept = false;
+        for _ in 0..50 {
+            let before = HITS.load(Ordering::Relaxed);
+            assert!(sweep(std::slice::from_ref(&w)).is_empty());
+            if HITS.load(Ordering::Relaxed) > before {
+                kept = true;
+                break;
+            }
+        }
+        assert!(kept, "an unchanged tree's sweep was never answered from the kept result");
+        std::fs::create_dir_all(d.path().join("a/b/.git/hooks")).unwrap();
+        let notes = sweep(std::slice::from_ref(&w));
+        assert_eq!(notes, vec!["removed a/b/.git: made by the command, and protected".to_string()]);
+        assert!(!d.path().join("a/b/.git").exists());
+    }
+}
