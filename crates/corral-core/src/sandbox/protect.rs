@@ -428,11 +428,11 @@ mod remove;
 
 #[cfg(unix)]
 #[path = "protect_cache.rs"]
-pub(crate) mod cache;
+mod cache;
 
 #[cfg(target_os = "linux")]
 #[path = "protect_watch.rs"]
-pub(crate) mod watch;
+mod watch;
 
 /// The directories between `root` and each of `paths` (below `root`, above the path), outer ones
 /// first: mounted onto themselves they cannot be renamed, so a command cannot carry a protected

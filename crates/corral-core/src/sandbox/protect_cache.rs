@@ -60,17 +60,8 @@ pub fn clock() -> i128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
 }
 
-/// The file systems whose directories get a new ctime with every change of their entries.
 #[cfg(target_os = "linux")]
-const TRUSTED: [i64; 7] = [
-    0xEF53,     // ext2/3/4
-    0x58465342, // XFS
-    0x9123683E, // Btrfs
-    0x01021994, // tmpfs
-    0x794C7630, // overlayfs
-    0xF2F52010, // F2FS
-    0x2FC12FC1, // ZFS
-];
+use crate::fs::local::{fs_type, TRUSTED};
 
 /// The stamp of the open directory `fd`, or `None` where its file system is not trusted.
 #[cfg(not(target_os = "linux"))]
@@ -116,23 +107,6 @@ pub fn stamp_at(path: &Path, devices: &mut Devices) -> Option<Stamp> {
         (unsafe { libc::statfs(c.as_ptr(), &mut fs) } == 0).then_some(fs.f_type as i64)
     });
     trusted.then(|| Stamp::of(&st))
-}
-
-/// Whether the open file `fd` lies on one of the `TRUSTED` file systems (all of them local
-/// disks or memory).
-#[cfg(target_os = "linux")]
-#[allow(clippy::unnecessary_cast)]
-pub fn on_trusted_fs(fd: std::os::fd::BorrowedFd<'_>) -> bool {
-    fs_type(fd).is_some_and(|t| TRUSTED.contains(&t))
-}
-
-#[cfg(target_os = "linux")]
-#[allow(clippy::unnecessary_cast)]
-fn fs_type(fd: std::os::fd::BorrowedFd<'_>) -> Option<i64> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a zeroed plain-data buffer for the kernel to fill; a valid descriptor.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    (unsafe { libc::fstatfs(fd.as_raw_fd(), &mut fs) } == 0).then_some(fs.f_type as i64)
 }
 
 /// The stamp of the open directory `fd`, or `None` where its file system is not trusted.
