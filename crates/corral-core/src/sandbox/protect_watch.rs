@@ -110,7 +110,19 @@ impl Watcher {
         loop {
             // SAFETY: a valid descriptor and a writable buffer of the given size.
             let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
-            if n <= 0 {
+            if n < 0 {
+                match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) => break,
+                    // Events may be left unread: nothing kept can be trusted.
+                    _ => {
+                        changed = true;
+                        break;
+                    }
+                }
+            }
+            if n == 0 {
+                changed = true;
                 break;
             }
             // SAFETY: the kernel wrote `n` bytes of whole events.
