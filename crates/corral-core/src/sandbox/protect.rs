@@ -129,10 +129,16 @@ fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
     #[cfg(not(target_os = "linux"))]
     let generation: Option<u64> = None;
     #[cfg(target_os = "linux")]
-    if let Some(found) = generation.and_then(|g| watch::kept(key, root, g)) {
-        return Ok(found.to_vec());
+    let root_id = generation.and_then(|_| watch::dir_id(root));
+    #[cfg(target_os = "linux")]
+    if let (Some(g), Some(id)) = (generation, root_id) {
+        if let Some(found) = watch::kept(key, root, id, g) {
+            return Ok(found.to_vec());
+        }
     }
-    let watching = std::sync::atomic::AtomicBool::new(generation.is_some());
+    #[cfg(not(target_os = "linux"))]
+    let root_id: Option<(u64, u64)> = None;
+    let watching = std::sync::atomic::AtomicBool::new(generation.is_some() && root_id.is_some());
     let work = || {
         #[cfg(unix)]
         let mut devices = cache::Devices::default();
@@ -185,8 +191,10 @@ fn scan(root: &Path, names: &[&str], skip: &[PathBuf]) -> Result<Vec<PathBuf>> {
         Some(e) => Err(e),
         None => {
             #[cfg(target_os = "linux")]
-            if let (Some(g), true) = (generation, watching.load(std::sync::atomic::Ordering::Relaxed)) {
-                watch::keep(key, root, g, s.found.clone());
+            if let (Some(g), Some(id), true) =
+                (generation, root_id, watching.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                watch::keep(key, root, id, g, s.found.clone());
             }
             Ok(s.found)
         }

@@ -162,6 +162,12 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
     };
     let before: HashMap<&Path, bool> = before.iter().map(|(p, l)| (p.as_path(), *l)).collect();
     let matches = |n: &[u8]| names.iter().any(|x| x.as_bytes().eq_ignore_ascii_case(n));
+    // Where nothing that matters changed since a sweep with the same `before` began and found
+    // nothing to remove or report, this one would find the same.
+    #[cfg(target_os = "linux")]
+    let generation = super::watch::generation(&names.iter().map(String::as_str).collect::<Vec<_>>());
+    #[cfg(not(target_os = "linux"))]
+    let generation: Option<u64> = None;
     let Ok(c) = fd::cstr(root.as_os_str().as_bytes()) else { return notes };
     // SAFETY: a NUL-terminated path.
     let root_fd =
@@ -172,21 +178,22 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
                 return notes;
             }
         };
+    // The root as it was opened: a kept sweep stands only for this very directory.
+    #[cfg(target_os = "linux")]
+    let root_id = generation.and_then(|_| super::watch::fd_id(root_fd.as_fd()));
+    #[cfg(not(target_os = "linux"))]
+    let root_id: Option<(u64, u64)> = None;
+    #[cfg(target_os = "linux")]
+    if let (Some(g), Some(id)) = (generation, root_id) {
+        if super::watch::kept(sweep_key, root, id, g).is_some() {
+            return notes;
+        }
+    }
+    #[allow(unused_mut)]
+    let mut watching = generation.is_some() && root_id.is_some();
     let unreadable = |rel: &Path, e: &std::io::Error| {
         format!("could not look through {} for protected names the command may have made ({e})", rel.display())
     };
-    // Where nothing that matters changed since a sweep with the same `before` began and found
-    // nothing to remove or report, this one would find the same.
-    #[cfg(target_os = "linux")]
-    let generation = super::watch::generation(&names.iter().map(String::as_str).collect::<Vec<_>>());
-    #[cfg(not(target_os = "linux"))]
-    let generation: Option<u64> = None;
-    #[cfg(target_os = "linux")]
-    if generation.and_then(|g| super::watch::kept(sweep_key, root, g)).is_some() {
-        return notes;
-    }
-    #[allow(unused_mut)]
-    let mut watching = generation.is_some();
     let mut stack: Vec<Item> = Vec::new();
     let mut devices = cache::Devices::default();
     let mut current: Option<(Arc<OwnedFd>, PathBuf)> = Some((root_fd, PathBuf::new()));
@@ -311,10 +318,10 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
         }
     }
     #[cfg(target_os = "linux")]
-    if let (Some(g), true, true) = (generation, watching, notes.is_empty()) {
-        super::watch::keep(sweep_key, root, g, Vec::new());
+    if let (Some(g), Some(id), true, true) = (generation, root_id, watching, notes.is_empty()) {
+        super::watch::keep(sweep_key, root, id, g, Vec::new());
     }
-    let _ = (sweep_key, watching);
+    let _ = (sweep_key, watching, root_id);
     notes
 }
 

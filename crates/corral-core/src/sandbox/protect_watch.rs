@@ -57,8 +57,8 @@ struct Watcher {
     kept: HashMap<(u64, PathBuf), Kept>,
 }
 
-/// A walk's result and the generation the walk began in.
-type Kept = (u64, Arc<Vec<PathBuf>>);
+/// The generation a walk began in, the root it walked (device and inode), and its result.
+type Kept = (u64, (u64, u64), Arc<Vec<PathBuf>>);
 
 static WATCHER: LazyLock<Mutex<Option<Watcher>>> = LazyLock::new(|| Mutex::new(Watcher::new()));
 
@@ -106,6 +106,7 @@ impl Watcher {
     /// Reads every queued event; a new generation if any matters.
     fn drain(&mut self) {
         let mut changed = self.mounts_changed();
+        let mut overflowed = false;
         let mut buf = [0u64; 1024];
         loop {
             // SAFETY: a valid descriptor and a writable buffer of the given size.
@@ -134,6 +135,12 @@ impl Watcher {
                 let name = bytes.get(at + 16..at + 16 + len).unwrap_or_default();
                 let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
                 at += 16 + len;
+                if mask & libc::IN_Q_OVERFLOW != 0 {
+                    // Events were dropped, `IN_IGNORED` among them: no watch can be trusted to
+                    // be alive (a directory removed and made again gets the same inode number
+                    // on ext4), so every one is put again by the next walk.
+                    overflowed = true;
+                }
                 if mask & libc::IN_IGNORED != 0 {
                     self.watched.retain(|_, (w, _, _)| *w != wd);
                 }
@@ -142,9 +149,25 @@ impl Watcher {
                 }
             }
         }
+        if overflowed {
+            self.reset();
+        }
         if changed {
             self.generation += 1;
         }
+    }
+
+    /// Drops every watch (closing the instance removes them) and everything kept: the trees walked
+    /// from now on are watched afresh.
+    fn reset(&mut self) {
+        // SAFETY: plain system call; the descriptor is owned from here on.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if raw >= 0 {
+            self.fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        }
+        self.watched.clear();
+        self.kept.clear();
+        self.generation += 1;
     }
 }
 
@@ -189,42 +212,67 @@ pub fn watch(dir: &Path, dev: u64, ino: u64) -> Watched {
         }
     }
     if w.watched.len() >= w.budget {
-        // Full: every watch is dropped (closing the instance removes them), and the trees walked
-        // from now on are watched afresh. Nothing kept stands.
-        // SAFETY: plain system call; the descriptor is owned from here on.
-        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if raw >= 0 {
-            w.fd = unsafe { OwnedFd::from_raw_fd(raw) };
-            w.watched.clear();
-            w.kept.clear();
-            w.generation += 1;
-        }
+        // Full: the trees walked from now on are watched afresh.
+        w.reset();
         return Watched::No;
     }
+    // The directory is opened first (no link followed) and checked to be the walk's, and the
+    // watch is put on that very inode through its descriptor: a path looked up twice could name
+    // two directories if one is swapped in between.
     let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else { return Watched::No };
-    // SAFETY: a valid descriptor and a NUL-terminated path.
-    let wd = unsafe { libc::inotify_add_watch(w.fd.as_raw_fd(), c.as_ptr(), MASK) };
-    if wd < 0 {
+    // SAFETY: a NUL-terminated path; the descriptor is owned from here on.
+    let raw = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if raw < 0 {
         return Watched::No;
     }
-    // What the watch was put on must be the walk's directory.
+    let opened = unsafe { OwnedFd::from_raw_fd(raw) };
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a stat buffer.
+    // SAFETY: a valid descriptor and a stat buffer.
     #[allow(clippy::unnecessary_cast)]
-    if unsafe { libc::lstat(c.as_ptr(), &mut st) } != 0 || (st.st_dev as u64, st.st_ino as u64) != (dev, ino) {
+    if unsafe { libc::fstat(opened.as_raw_fd(), &mut st) } != 0 || (st.st_dev as u64, st.st_ino as u64) != (dev, ino) {
+        return Watched::No;
+    }
+    let Ok(by_fd) = CString::new(format!("/proc/self/fd/{}", opened.as_raw_fd())) else { return Watched::No };
+    // SAFETY: a valid descriptor and a NUL-terminated path (the descriptor's link, followed).
+    let wd = unsafe { libc::inotify_add_watch(w.fd.as_raw_fd(), by_fd.as_ptr(), MASK & !libc::IN_DONT_FOLLOW) };
+    if wd < 0 {
         return Watched::No;
     }
     w.watched.insert(dir.to_path_buf(), (wd, dev, ino));
     Watched::Added
 }
 
+/// The device and inode of the directory at `path` (a link is not followed: `None`).
+#[allow(clippy::unnecessary_cast)]
+pub fn dir_id(path: &Path) -> Option<(u64, u64)> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a stat buffer.
+    if unsafe { libc::lstat(c.as_ptr(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return None;
+    }
+    Some((st.st_dev as u64, st.st_ino as u64))
+}
+
+/// The device and inode of the open directory `fd`.
+#[allow(clippy::unnecessary_cast)]
+pub fn fd_id(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a stat buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return None;
+    }
+    Some((st.st_dev as u64, st.st_ino as u64))
+}
+
 /// The result a whole walk `key` of `root` gave, if it began in `generation` (nothing that
-/// matters has changed since).
-pub fn kept(key: u64, root: &Path, generation: u64) -> Option<Arc<Vec<PathBuf>>> {
+/// matters has changed since) and `root` is the directory it walked (`(dev, ino)` now: renaming
+/// a directory above the root, or a link on the way to it, makes no event in the tree).
+pub fn kept(key: u64, root: &Path, root_id: (u64, u64), generation: u64) -> Option<Arc<Vec<PathBuf>>> {
     let guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
     let w = guard.as_ref()?;
     match w.kept.get(&(key, root.to_path_buf())) {
-        Some((g, found)) if *g == generation => {
+        Some((g, id, found)) if *g == generation && *id == root_id => {
             #[cfg(test)]
             tests::HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Some(found.clone())
@@ -233,14 +281,15 @@ pub fn kept(key: u64, root: &Path, generation: u64) -> Option<Arc<Vec<PathBuf>>>
     }
 }
 
-/// Keeps the result of a whole walk that began in `generation`, every directory of it watched.
-pub fn keep(key: u64, root: &Path, generation: u64, found: Vec<PathBuf>) {
+/// Keeps the result of a whole walk of the directory `root_id` (as it was when the walk began)
+/// that began in `generation`, every directory of it watched.
+pub fn keep(key: u64, root: &Path, root_id: (u64, u64), generation: u64, found: Vec<PathBuf>) {
     let mut guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
     let Some(w) = guard.as_mut() else { return };
     if w.kept.len() >= 1024 {
         w.kept.clear();
     }
-    w.kept.insert((key, root.to_path_buf()), (generation, Arc::new(found)));
+    w.kept.insert((key, root.to_path_buf()), (generation, root_id, Arc::new(found)));
 }
 
 #[cfg(test)]
@@ -399,5 +448,150 @@ mod tests {
         let notes = sweep(std::slice::from_ref(&w));
         assert_eq!(notes, vec!["removed a/b/.git: made by the command, and protected".to_string()]);
         assert!(!d.path().join("a/b/.git").exists());
+    }
+
+    /// Renames a plain file back and forth until the event queue is full (events that matter to
+    /// no walk and make no inode).
+    fn fill_queue(dir: &Path) {
+        let queued: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(16384);
+        let (x, y) = (dir.join("x"), dir.join("y"));
+        std::fs::write(&x, "").unwrap();
+        for _ in 0..queued / 4 + 100 {
+            std::fs::rename(&x, &y).unwrap();
+            std::fs::rename(&y, &x).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_directory_made_again_while_the_queue_was_full_is_watched_again() {
+        use std::os::unix::fs::MetadataExt;
+        let Some(_turn) = watched() else { return };
+        let d = settled_tree();
+        let protect = [".git".to_string()];
+        let w = Watch::new(d.path(), &protect, Vec::new(), protected(d.path(), &protect, &[]).unwrap().names);
+        assert!(sweep(std::slice::from_ref(&w)).is_empty());
+        // A command fills the queue, then removes a watched directory and makes it again: its
+        // IN_IGNORED is lost, and ext4 gives the new directory the old inode number.
+        let c = d.path().join("a/b/c");
+        let old = std::fs::metadata(&c).unwrap().ino();
+        fill_queue(&d.path().join("a/e"));
+        std::fs::remove_dir(&c).unwrap();
+        std::fs::create_dir(&c).unwrap();
+        let same = std::fs::metadata(&c).unwrap().ino() == old;
+        assert!(sweep(std::slice::from_ref(&w)).is_empty());
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("f/.git")]);
+        // The next command makes a .git there: the sweep must remove it.
+        std::fs::create_dir_all(c.join(".git/hooks")).unwrap();
+        let notes = sweep(std::slice::from_ref(&w));
+        assert_eq!(
+            notes,
+            vec!["removed a/b/c/.git: made by the command, and protected".to_string()],
+            "inode reused: {same}"
+        );
+        std::fs::create_dir_all(c.join(".git")).unwrap();
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("a/b/c/.git"), PathBuf::from("f/.git")]);
+    }
+
+    /// Each recorded watch whose kernel watch is on another inode than the one recorded (or on
+    /// none), below `root`.
+    fn watches_on_other_inodes(root: &Path) -> Vec<PathBuf> {
+        use std::os::fd::AsRawFd;
+        let guard = super::WATCHER.lock().unwrap_or_else(|p| p.into_inner());
+        let w = guard.as_ref().unwrap();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", w.fd.as_raw_fd())).unwrap();
+        let real: std::collections::HashMap<i32, u64> = info
+            .lines()
+            .filter(|l| l.starts_with("inotify wd:"))
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (
+                    i32::from_str_radix(f[1].trim_start_matches("wd:"), 16).unwrap(),
+                    u64::from_str_radix(f[2].trim_start_matches("ino:"), 16).unwrap(),
+                )
+            })
+            .collect();
+        w.watched
+            .iter()
+            .filter(|(p, (wd, _, ino))| p.starts_with(root) && real.get(wd) != Some(ino))
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_directory_swapped_while_it_is_watched_never_counts_as_watched_on_the_wrong_inode() {
+        let Some(_turn) = watched() else { return };
+        let d = settled_tree();
+        let protect = [".git".to_string()];
+        let p = d.path().join("a/b/c");
+        let started = std::time::Instant::now();
+        let mut rounds = 0;
+        while started.elapsed() < std::time::Duration::from_secs(4) {
+            let q = d.path().join(format!("a/b/n{rounds}"));
+            std::fs::create_dir(&q).unwrap();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let swapper = {
+                let (stop, p, q) = (stop.clone(), p.clone(), q.clone());
+                std::thread::spawn(move || {
+                    let (a, b) = (
+                        std::ffi::CString::new(p.to_str().unwrap()).unwrap(),
+                        std::ffi::CString::new(q.to_str().unwrap()).unwrap(),
+                    );
+                    while !stop.load(Ordering::Relaxed) {
+                        // SAFETY: two NUL-terminated paths.
+                        unsafe {
+                            libc::renameat2(
+                                libc::AT_FDCWD,
+                                a.as_ptr(),
+                                libc::AT_FDCWD,
+                                b.as_ptr(),
+                                libc::RENAME_EXCHANGE,
+                            )
+                        };
+                    }
+                })
+            };
+            let _ = protected(d.path(), &protect, &[]);
+            stop.store(true, Ordering::Relaxed);
+            swapper.join().unwrap();
+            let wrong = watches_on_other_inodes(d.path());
+            assert!(
+                wrong.is_empty(),
+                "after {rounds} rounds, recorded as watched on an inode no watch is on: {wrong:?}"
+            );
+            rounds += 1;
+        }
+        assert!(rounds > 20, "the race ran ({rounds} rounds)");
+    }
+
+    #[test]
+    fn a_tree_put_at_the_root_path_by_renaming_a_directory_above_it_is_walked() {
+        let Some(_turn) = watched() else { return };
+        let top = tempfile::tempdir().unwrap();
+        let root = top.path().join("ws/proj");
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        let protect = [".git".to_string()];
+        let w = Watch::new(&root, &protect, Vec::new(), Vec::new());
+        let mut kept = false;
+        for _ in 0..50 {
+            let before = HITS.load(Ordering::Relaxed);
+            assert!(protected(&root, &protect, &[]).unwrap().names.is_empty());
+            assert!(sweep(std::slice::from_ref(&w)).is_empty());
+            if HITS.load(Ordering::Relaxed) >= before + 2 {
+                kept = true;
+                break;
+            }
+        }
+        assert!(kept, "an unchanged tree was never answered from the kept results");
+        // Renaming `ws` makes no event in the watched tree; another tree now has the root's path.
+        std::fs::rename(top.path().join("ws"), top.path().join("ws-old")).unwrap();
+        std::fs::create_dir_all(root.join("a/b/.git/hooks")).unwrap();
+        assert_eq!(git_names(&root), vec![PathBuf::from("a/b/.git")]);
+        assert_eq!(
+            sweep(std::slice::from_ref(&w)),
+            vec!["removed a/b/.git: made by the command, and protected".to_string()]
+        );
     }
 }
