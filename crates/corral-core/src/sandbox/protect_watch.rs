@@ -4,7 +4,8 @@
 //! command walks it before and after).
 //!
 //! What matters to a walk is the set of subdirectories of each directory it read and the entries
-//! named one of its names: an event that adds, removes or renames a directory, or an entry with one
+//! named one of its names: an event that adds, removes, renames or changes the mode of a directory
+//! (one closed to reading must refuse the next run as before), or an entry with one
 //! of the names (in any case), or that moves, removes or unmounts a watched directory, or an
 //! overflow of the queue, or a change of the mount table, starts a new *generation*. A walk's result
 //! is kept with the generation it started in, and is given again while the generation is the same.
@@ -33,6 +34,7 @@ const MASK: u32 = libc::IN_CREATE
     | libc::IN_MOVED_TO
     | libc::IN_DELETE_SELF
     | libc::IN_MOVE_SELF
+    | libc::IN_ATTRIB
     | libc::IN_ONLYDIR
     | libc::IN_DONT_FOLLOW;
 
@@ -592,6 +594,20 @@ mod tests {
         assert_eq!(
             sweep(std::slice::from_ref(&w)),
             vec!["removed a/b/.git: made by the command, and protected".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_directory_whose_mode_changed_is_walked_again() {
+        let Some(_turn) = watched() else { return };
+        let d = settled_tree();
+        std::fs::set_permissions(d.path().join("a/b"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let before = HITS.load(Ordering::Relaxed);
+        assert_eq!(git_names(d.path()), vec![PathBuf::from("f/.git")]);
+        assert_eq!(
+            HITS.load(Ordering::Relaxed),
+            before,
+            "a walk after a directory's mode changed was answered from the kept result"
         );
     }
 }
