@@ -31,6 +31,7 @@ pub struct Stamp {
 
 impl Stamp {
     /// The directory's device and inode.
+    #[cfg(target_os = "linux")]
     pub fn dev_ino(&self) -> (u64, u64) {
         (self.dev, self.ino)
     }
@@ -79,7 +80,7 @@ pub fn stamp_at(_path: &Path, _devices: &mut Devices) -> Option<Stamp> {
 /// same file system, so its type is asked once a device, not once a directory (a device number is
 /// not given to another file system while one walk runs).
 #[derive(Default)]
-pub struct Devices(HashMap<u64, bool>);
+pub struct Devices(#[cfg_attr(not(target_os = "linux"), allow(dead_code))] HashMap<u64, bool>);
 
 #[cfg(target_os = "linux")]
 impl Devices {

@@ -154,6 +154,9 @@ impl LocalFs {
                 path: real,
                 #[cfg(unix)]
                 local_disk: on_local_disk(&fd),
+                #[cfg(not(unix))]
+                local_disk: false,
+                #[cfg(unix)]
                 fd,
                 guarded: Default::default(),
             }),

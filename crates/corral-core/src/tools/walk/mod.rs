@@ -213,6 +213,7 @@ fn sizes() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::Pat
 /// With visits that do little (`Want::light`), a tree of up to this many entries is walked on
 /// the calling thread: listing is then most of the work, and one thread listing from directory
 /// descriptors beats several handing entries to each other, up to tens of thousands of files.
+#[cfg(unix)]
 const LIGHT_TREE: usize = 32_768;
 
 /// How many entries the last whole walk of `host` saw, if it was walked.
@@ -407,6 +408,9 @@ fn walk_disk(disk: &Disk<'_>, limits: &Limits<'_>, filter: &Filter, visit: &Visi
     if known_size(host).is_some_and(|n| n <= if light { LIGHT_TREE } else { SMALL_TREE }) {
         return walk_disk_confined(disk, limits, filter, visit);
     }
+    // Elsewhere a small tree is walked on the calling thread by `ignore`'s walker, below.
+    #[cfg(not(unix))]
+    let _ = light;
     use ignore::{WalkBuilder, WalkState};
     let o = limits.o.clone();
     let seen = AtomicUsize::new(0);
