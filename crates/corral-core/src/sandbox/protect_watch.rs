@@ -10,15 +10,23 @@
 //! overflow of the queue, or a change of the mount table, starts a new *generation*. A walk's result
 //! is kept with the generation it started in, and is given again while the generation is the same.
 //!
-//! Why that is sound: every directory a walk reads is watched before it is read (an existing watch
-//! is kept only while the path still names the inode it was put on), and the kernel queues an
-//! event within the system call that makes the change, so a change after a directory was read is
-//! in the queue before the call that made it returns; the queue is read whole before the
+//! Why that is sound: every directory a walk reads is watched before it is read, and the kernel
+//! queues an event within the system call that makes the change, so a change after a directory was
+//! read is in the queue before the call that made it returns; the queue is read whole before the
 //! generation is compared. A change made before a directory was read is in what was read. Files
-//! created and removed (a build's output) start no generation. A mount over a directory makes no
-//! inotify event: the mount table is watched for that (`/proc/self/mountinfo`, whose poll says when
-//! it changed). Where inotify cannot be had, or the tree has more directories than a quarter of this
-//! user's watches (other programs need theirs), every walk reads as before.
+//! created and removed (a build's output) start no generation. The edges, each with its test:
+//! - A watch is put through a descriptor of the directory the walk checked (opened without
+//!   following links), never by a second lookup of its path, which a swap could point elsewhere.
+//! - An existing watch counts only while the path still names the inode it was put on, and an
+//!   overflow drops every watch: the `IN_IGNORED` of a removed directory may be lost with the
+//!   other events, and ext4 gives a directory made again at that path the same inode number.
+//! - A kept result stands only for the root directory it walked (device and inode): renaming a
+//!   directory above the root makes no event in the tree.
+//! - A mount over a directory makes no inotify event: the mount table is watched for that
+//!   (`/proc/self/mountinfo`, whose poll says when it changed).
+//!
+//! Where inotify cannot be had, or the tree has more directories than a quarter of this user's
+//! watches (other programs need theirs), every walk reads as before.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
