@@ -225,27 +225,19 @@ fn read_one(
         )
     };
     // The listing read before, while the directory is as it was then.
-    #[cfg(unix)]
-    #[allow(unused_mut)]
-    let mut stamp = cache::stamp_at(dir, devices);
-    // Watched before it is read (`watch`); a scan with a directory that cannot be is not kept.
+    // Watched before it is read; a scan with a directory that cannot be is not kept.
     #[cfg(target_os = "linux")]
-    if watching.load(std::sync::atomic::Ordering::Relaxed) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let now = stamp.map(|s| s.dev_ino());
-        match now.map(|(dev, ino)| watch::watch(dir, dev, ino)) {
-            Some(watch::Watched::Already) => {}
-            Some(watch::Watched::Added) => {
-                // Looked at again after the watch: a change between the first look and the watch
-                // is in this look.
-                stamp = cache::stamp_at(dir, devices);
-                if stamp.map(|s| s.dev_ino()) != now {
-                    watching.store(false, Relaxed);
-                }
-            }
-            _ => watching.store(false, Relaxed),
+    let stamp = if watching.load(std::sync::atomic::Ordering::Relaxed) {
+        let (stamp, watched) = watch::look(dir, || cache::stamp_at(dir, devices));
+        if !watched {
+            watching.store(false, std::sync::atomic::Ordering::Relaxed);
         }
-    }
+        stamp
+    } else {
+        cache::stamp_at(dir, devices)
+    };
+    #[cfg(all(unix, not(target_os = "linux")))]
+    let stamp = cache::stamp_at(dir, devices);
     #[cfg(unix)]
     if let Some(listing) = stamp.and_then(|s| cache::get(key, dir, s)) {
         return Ok((

@@ -153,7 +153,8 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
         Restore { parent: Arc<OwnedFd>, name: CString, mode: libc::mode_t },
     }
     let mut notes = Vec::new();
-    let key = cache::walk_key(&names.iter().map(String::as_str).collect::<Vec<_>>(), true, skip);
+    let name_strs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let key = cache::walk_key(&name_strs, true, skip);
     let sweep_key = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -165,7 +166,7 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
     // Where nothing that matters changed since a sweep with the same `before` began and found
     // nothing to remove or report, this one would find the same.
     #[cfg(target_os = "linux")]
-    let generation = super::watch::generation(&names.iter().map(String::as_str).collect::<Vec<_>>());
+    let generation = super::watch::generation(&name_strs);
     #[cfg(not(target_os = "linux"))]
     let generation: Option<u64> = None;
     let Ok(c) = fd::cstr(root.as_os_str().as_bytes()) else { return notes };
@@ -249,17 +250,17 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
             },
         };
         let path = root.join(&rel);
-        #[allow(unused_mut)]
-        let mut stamp = cache::stamp(dir.as_fd(), &mut devices);
-        // Watched before it is read; looked at again after a new watch.
+        // Watched before it is read; a sweep with a directory that cannot be is not kept.
         #[cfg(target_os = "linux")]
-        if watching {
-            match stamp.map(|s| super::watch::watch(&path, s.dev_ino().0, s.dev_ino().1)) {
-                Some(super::watch::Watched::Already) => {}
-                Some(super::watch::Watched::Added) => stamp = cache::stamp(dir.as_fd(), &mut devices),
-                _ => watching = false,
-            }
-        }
+        let stamp = if watching {
+            let (stamp, watched) = super::watch::look(&path, || cache::stamp(dir.as_fd(), &mut devices));
+            watching = watched;
+            stamp
+        } else {
+            cache::stamp(dir.as_fd(), &mut devices)
+        };
+        #[cfg(not(target_os = "linux"))]
+        let stamp = cache::stamp(dir.as_fd(), &mut devices);
         let listing = match stamp.and_then(|s| cache::get(key, &path, s)) {
             Some(listing) => listing,
             None => {

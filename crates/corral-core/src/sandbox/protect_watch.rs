@@ -200,7 +200,7 @@ pub fn generation(names: &[&str]) -> Option<u64> {
 
 /// What `watch` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Watched {
+enum Watched {
     /// The directory was watched already, on the inode given.
     Already,
     /// A watch was put on it just now: look at the directory again before trusting what is known
@@ -213,7 +213,7 @@ pub enum Watched {
 /// Makes sure `dir` is watched, before it is read. `(dev, ino)` is the directory the walk has
 /// (its `lstat`, or its open descriptor); a watch put on another inode at that path is put again,
 /// and one that lands on another inode than the walk's counts for nothing.
-pub fn watch(dir: &Path, dev: u64, ino: u64) -> Watched {
+fn watch(dir: &Path, dev: u64, ino: u64) -> Watched {
     let mut guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
     let Some(w) = guard.as_mut() else { return Watched::No };
     if let Some((_, d, i)) = w.watched.get(dir) {
@@ -250,6 +250,23 @@ pub fn watch(dir: &Path, dev: u64, ino: u64) -> Watched {
     }
     w.watched.insert(dir.to_path_buf(), (wd, dev, ino));
     Watched::Added
+}
+
+/// What a walk may trust of the directory `dir`: `look()`'s stamp of it, taken after the
+/// directory is watched (`watch`; with a new watch it is looked at again, so a change between the
+/// first look and the watch is in the second), and whether it is watched on that very inode. A
+/// walk with a directory that is not may not be kept.
+pub fn look(dir: &Path, mut look: impl FnMut() -> Option<super::cache::Stamp>) -> (Option<super::cache::Stamp>, bool) {
+    let first = look();
+    let Some(now) = first.map(|s| s.dev_ino()) else { return (first, false) };
+    match watch(dir, now.0, now.1) {
+        Watched::Already => (first, true),
+        Watched::Added => {
+            let again = look();
+            (again, again.map(|s| s.dev_ino()) == Some(now))
+        }
+        Watched::No => (first, false),
+    }
 }
 
 /// The device and inode of the directory at `path` (a link is not followed: `None`).
