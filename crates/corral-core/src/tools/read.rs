@@ -126,12 +126,27 @@ fn redact_shown<'t>(o: &FsToolOptions, ctx: &Ctx, text: &'t str, offset: i64, li
     if first > total {
         return Cow::Borrowed(text);
     }
-    let start = if first == 1 { 0 } else { memchr::memchr_iter(b'\n', body).nth(first - 2).map_or(0, |i| i + 1) };
-    let end = memchr::memchr_iter(b'\n', body).nth(last - 1).unwrap_or(body.len());
+    let start = if first == 1 { 0 } else { newline(body, first - 2).map_or(0, |i| i + 1) };
+    let end = newline(&body[start..], last - first).map_or(body.len(), |i| start + i);
     match r.redact(&text[start..end], &ctx.session_id) {
         Cow::Borrowed(_) => Cow::Borrowed(text),
         Cow::Owned(mid) => Cow::Owned(format!("{}{mid}{}", &text[..start], &text[end..])),
     }
+}
+
+/// Where the `n`-th line break (from 0) of `bytes` is. Counted a block at a time, so a long file
+/// is not walked one break after another up to a far line.
+fn newline(bytes: &[u8], n: usize) -> Option<usize> {
+    const BLOCK: usize = 4096;
+    let mut seen = 0;
+    for (i, block) in bytes.chunks(BLOCK).enumerate() {
+        let here = memchr::memchr_iter(b'\n', block).count();
+        if seen + here > n {
+            return memchr::memchr_iter(b'\n', block).nth(n - seen).map(|at| i * BLOCK + at);
+        }
+        seen += here;
+    }
+    None
 }
 
 /// An image as the tool returns it, or the note that says why it is not sent.
@@ -297,4 +312,18 @@ fn cut_line(n: usize, max_chars: usize, total: usize) -> String {
 /// The last line when lines `offset`..=`to` were shown of `total`.
 fn showing_line(offset: usize, to: usize, total: usize) -> String {
     format!("(Showing lines {offset}-{to} of {}. Use offset {} to continue.)", fmt_count(total), to + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The block count finds the same break as walking them one by one, across block edges.
+    #[test]
+    fn newline_finds_the_nth_break_as_a_walk_does() {
+        let text: String = (0..3000).map(|i| format!("{}\n", "x".repeat(i % 37))).collect();
+        let bytes = text.as_bytes();
+        for n in [0, 1, 110, 111, 112, 500, 2998, 2999, 3000, 5000] {
+            assert_eq!(super::newline(bytes, n), memchr::memchr_iter(b'\n', bytes).nth(n), "break {n}");
+        }
+        assert_eq!(super::newline(b"", 0), None);
+    }
 }
