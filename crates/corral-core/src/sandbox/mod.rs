@@ -231,16 +231,22 @@ impl SandboxShell {
         inherit: InheritEnv,
     ) -> Result<Self> {
         let cwd = cwd.as_ref();
-        if !cwd.is_absolute() || cwd.to_str().is_none() {
+        // A POSIX path (`/work/project`) is a path inside the sandbox on any host: on Windows it
+        // names no drive, so it is never looked up here.
+        let posix = cwd.to_str().is_some_and(|s| s.starts_with('/'));
+        if !(cwd.is_absolute() || posix) || cwd.to_str().is_none() {
             return Err(Error::config(format!(
                 "SandboxShell: cwd must be an absolute path, not \"{}\"",
                 cwd.display()
             )));
         }
-        let cwd = match std::fs::canonicalize(cwd) {
-            Ok(real) if real.is_dir() => SandboxCwd::Local(LocalShell::new(real, BTreeMap::new(), InheritEnv::None)),
-            Ok(_) => return Err(Error::config(format!("SandboxShell: cwd \"{}\" is not a directory", cwd.display()))),
-            Err(_) => SandboxCwd::Remote(cwd.to_path_buf()),
+        let here = if cfg!(windows) && posix { None } else { dunce::canonicalize(cwd).ok() };
+        let cwd = match here {
+            Some(real) if real.is_dir() => SandboxCwd::Local(LocalShell::new(real, BTreeMap::new(), InheritEnv::None)),
+            Some(_) => {
+                return Err(Error::config(format!("SandboxShell: cwd \"{}\" is not a directory", cwd.display())))
+            }
+            None => SandboxCwd::Remote(cwd.to_path_buf()),
         };
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut shell =
@@ -323,7 +329,7 @@ impl SandboxShell {
     /// `changesDir`: an existing directory outside the shell's cwd, where an overlay adapter
     /// makes each command's layer.
     pub fn with_changes_dir(mut self, dir: &Path) -> Result<Self> {
-        let real = std::fs::canonicalize(dir).ok().filter(|p| p.is_dir()).ok_or_else(|| {
+        let real = dunce::canonicalize(dir).ok().filter(|p| p.is_dir()).ok_or_else(|| {
             Error::config(format!("SandboxShell: changesDir {} is not a directory on this machine.", dir.display()))
         })?;
         if real.starts_with(self.cwd()) || self.cwd().starts_with(&real) {
@@ -404,7 +410,13 @@ impl SandboxShell {
                 None => Ok(base.clone()),
                 Some(rel) => {
                     let rel = crate::path::normalize(rel, crate::path::Flavor::Posix)?;
-                    Ok(if rel == "." { base.clone() } else { base.join(rel) })
+                    // Joined with `/`, as the sandbox reads it, on a Windows host too.
+                    let base = base.to_string_lossy();
+                    Ok(if rel == "." {
+                        base.as_ref().into()
+                    } else {
+                        format!("{}/{rel}", base.trim_end_matches('/')).into()
+                    })
                 }
             },
         }
@@ -413,8 +425,10 @@ impl SandboxShell {
 
 #[async_trait]
 impl ShellProvider for SandboxShell {
+    /// `sh` in a sandbox; the host's own shell (`cmd.exe` on Windows) where commands run on the
+    /// host (NoopSandbox).
     fn shell(&self) -> Option<String> {
-        Some("sh".to_string())
+        Some(if self.adapter.runs_on_host() { crate::shell::exec::SHELL_NAME } else { "sh" }.to_string())
     }
 
     /// The sandbox sees this directory's files (bind-mounted at the same path) when it is here.

@@ -14,8 +14,23 @@ pub enum InheritEnv {
 }
 
 const BASE_VARS: &[&str] = &["PATH", "HOME", "USERPROFILE", "TEMP", "TMP", "TMPDIR", "LANG", "TERM"];
+/// What a Windows command needs to start and to know where it runs (`%OS%` included), and the
+/// session variables Node's launcher adds to every process (the reference's commands see them);
+/// none is a secret.
 #[cfg(windows)]
-const WINDOWS_VARS: &[&str] = &["SystemRoot", "SystemDrive", "ComSpec", "PATHEXT", "WINDIR"];
+const WINDOWS_VARS: &[&str] = &[
+    "SystemRoot",
+    "SystemDrive",
+    "ComSpec",
+    "PATHEXT",
+    "WINDIR",
+    "OS",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "USERNAME",
+    "USERDOMAIN",
+    "LOGONSERVER",
+];
 
 /// Whether two variable names are the same (case-insensitively on Windows).
 fn same_name(a: &str, b: &str) -> bool {
@@ -55,8 +70,9 @@ fn host_vars() -> Vec<(String, String)> {
 }
 
 /// The environment every command starts from: PATH, HOME, USERPROFILE, TEMP, TMP, TMPDIR, LANG,
-/// LC_* and TERM from the host (plus SystemRoot, SystemDrive, ComSpec, PATHEXT and WINDIR on
-/// Windows), then the inherited names (or everything with `All`).
+/// LC_* and TERM from the host (plus SystemRoot, SystemDrive, ComSpec, PATHEXT, WINDIR, OS and the
+/// session variables HOMEDRIVE, HOMEPATH, USERNAME, USERDOMAIN and LOGONSERVER on Windows), then
+/// the inherited names (or everything with `All`).
 pub fn base_env(inherit: &InheritEnv) -> BTreeMap<String, String> {
     let host = host_vars();
     let mut env = BTreeMap::new();

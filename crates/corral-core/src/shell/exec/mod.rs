@@ -19,6 +19,8 @@ mod capture;
 pub mod cgroup;
 mod env;
 pub mod guard;
+#[cfg(windows)]
+mod job;
 #[cfg(unix)]
 pub mod launch;
 mod options;
@@ -49,8 +51,11 @@ pub struct LocalShell {
 }
 
 impl LocalShell {
-    /// `root` must already be the canonical (real, absolute) path of an existing directory.
+    /// `root` must already be the canonical (real, absolute) path of an existing directory. It is
+    /// kept in its plain form on Windows (`C:\…` rather than `\\?\C:\…`, where both name it):
+    /// what commands, adapters and messages see.
     pub fn new(root: PathBuf, env: BTreeMap<String, String>, inherit: InheritEnv) -> Self {
+        let root = dunce::simplified(&root).to_path_buf();
         LocalShell { root, env, inherit }
     }
 
@@ -76,7 +81,7 @@ impl LocalShell {
         if rel == "." {
             return Ok(self.root.clone());
         }
-        let real = std::fs::canonicalize(self.root.join(&rel)).map_err(|e| match e.kind() {
+        let real = dunce::canonicalize(self.root.join(&rel)).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 Error::new(Code::NotFound, format!("Working directory not found: {}", shown(cwd)))
             }

@@ -31,9 +31,36 @@ struct TreeGuard {
     tasks: Vec<AbortHandle>,
     /// A launched command's own kill (its launcher signals the group it has not reaped yet).
     kill: Option<Killer>,
+    /// The command's job object (Windows): every process it started.
+    job: Option<Job>,
+}
+
+#[cfg(windows)]
+use super::job::Job;
+/// Job objects are Windows's alone.
+#[cfg(not(windows))]
+enum Job {}
+#[cfg(not(windows))]
+impl Job {
+    fn kill(&self) -> bool {
+        match *self {}
+    }
 }
 
 type Killer = Arc<dyn Fn() + Send + Sync>;
+
+impl TreeGuard {
+    /// Kills every process of the command: its job (Windows), else its process group or tree.
+    fn kill_tree_now(&self) {
+        match (&self.job, self.pid) {
+            (Some(job), _) => {
+                job.kill();
+            }
+            (None, Some(pid)) => kill_tree_now(pid),
+            (None, None) => {}
+        }
+    }
+}
 
 impl Drop for TreeGuard {
     fn drop(&mut self) {
@@ -41,9 +68,7 @@ impl Drop for TreeGuard {
             if let Some(kill) = &self.kill {
                 kill();
             }
-            if let Some(pid) = self.pid {
-                kill_tree_now(pid);
-            }
+            self.kill_tree_now();
         }
         for t in &self.tasks {
             t.abort();
@@ -73,8 +98,13 @@ fn kill_tree_now(pid: u32) {
 #[cfg(not(any(unix, windows)))]
 fn kill_tree_now(_pid: u32) {}
 
-/// Kills the whole tree and the shell itself.
-async fn kill_tree(pid: Option<u32>, child: &mut Proc) {
+/// Kills the whole tree (the job, where there is one) and the shell itself.
+async fn kill_tree(pid: Option<u32>, child: &mut Proc, job: Option<&Job>) {
+    if let Some(job) = job {
+        job.kill();
+        child.start_kill();
+        return;
+    }
     #[cfg(windows)]
     if let Some(pid) = pid {
         let mut taskkill = Command::new("taskkill");
@@ -121,10 +151,12 @@ fn shell_path(env: &BTreeMap<String, String>) -> PathBuf {
 fn shell_command(command: &str, _env: &BTreeMap<String, String>) -> Command {
     const CREATE_NO_WINDOW: u32 = 0x0800_0000;
     const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+    // Suspended until it is in its job (`job.rs`): nothing it starts is outside the job.
+    const CREATE_SUSPENDED: u32 = 0x0000_0004;
     let mut cmd = Command::new("cmd.exe");
     // `/s /c "<command>"`: cmd strips the outer quotes and runs the rest as typed.
     cmd.args(["/d", "/s", "/c"]).raw_arg(format!("\"{command}\""));
-    cmd.creation_flags(CREATE_NO_WINDOW | CREATE_NEW_PROCESS_GROUP);
+    cmd.creation_flags(CREATE_NO_WINDOW | CREATE_NEW_PROCESS_GROUP | CREATE_SUSPENDED);
     cmd
 }
 
@@ -217,6 +249,21 @@ struct Started {
     stdout: Option<Reader>,
     stderr: Option<Reader>,
     kill: Option<Killer>,
+}
+
+/// Puts a command started suspended (`shell_command`) into a job of its own and lets it run. Where
+/// no job can be made, it runs without one (its tree is then killed with `taskkill /T`).
+#[cfg(windows)]
+fn into_job(s: &Started) -> Option<Job> {
+    let Proc::Child(child) = &s.proc;
+    let pid = s.pid?;
+    match (Job::new(), child.raw_handle()) {
+        (Ok(job), Some(handle)) => job.adopt(handle, pid).ok().map(|()| job),
+        _ => {
+            super::job::resume(pid);
+            None
+        }
+    }
 }
 
 /// Starts `cmd` as this process's child.
@@ -401,9 +448,13 @@ pub async fn run_shell_command_with(
     };
     #[cfg(not(unix))]
     let started = spawn_child(cmd)?;
+    #[cfg(windows)]
+    let job = into_job(&started);
+    #[cfg(not(windows))]
+    let job = None;
     let Started { proc: mut child, pid, stdin: child_stdin, stdout: child_stdout, stderr: child_stderr, kill } =
         started;
-    let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new(), kill };
+    let mut guard = TreeGuard { pid, armed: true, tasks: Vec::new(), kill, job };
 
     // Killed with this process, however it dies (`guard.rs`).
     if let Some(pid) = pid {
@@ -482,9 +533,7 @@ pub async fn run_shell_command_with(
             // A background command ends with everything it started: a child left running (`cmd &`)
             // would outlive its process and every stop.
             if isolation.end_with_shell {
-                if let Some(pid) = pid {
-                    kill_tree_now(pid);
-                }
+                guard.kill_tree_now();
                 #[cfg(target_os = "linux")]
                 if let Some(group) = &cgroup {
                     group.kill_all().await;
@@ -495,7 +544,9 @@ pub async fn run_shell_command_with(
         Outcome::TimedOut | Outcome::Aborted => {
             result.timed_out = matches!(outcome, Outcome::TimedOut);
             result.aborted = matches!(outcome, Outcome::Aborted);
-            kill_tree(pid, &mut child).await;
+            kill_tree(pid, &mut child, guard.job.as_ref()).await;
+            // A job holds every process the command started.
+            result.every_process_killed = guard.job.is_some();
             #[cfg(target_os = "linux")]
             {
                 result.every_process_killed = match &cgroup {
@@ -522,7 +573,15 @@ pub async fn run_shell_command_with(
         counter.store(refused, std::sync::atomic::Ordering::Relaxed);
     }
     guard.armed = false;
+    let job = guard.job.take();
     drop(guard);
+    // A process the command left running keeps its job open, and goes with this process.
+    #[cfg(windows)]
+    if let Some(job) = job {
+        super::job::keep(job);
+    }
+    #[cfg(not(windows))]
+    let _ = job;
     if let Some(pid) = pid {
         super::guard::release_if_empty(pid);
     }

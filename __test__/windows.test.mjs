@@ -1,0 +1,111 @@
+// Windows hosts (run under Wine in CI: scripts/cross/windows-wine.sh): the command environment,
+// job objects that end every process a command started (on a timeout, and with a Node that
+// crashes), and SandboxShell's paths and shell on a Windows host. Elsewhere these are skipped.
+import { describe, it, expect, afterAll } from 'vitest';
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync, existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { NodeWorkspace, SandboxShell, NoopSandbox, createShellTool } from 'corral';
+import { tempTree } from './helpers.mjs';
+
+const trees = [];
+afterAll(() => trees.forEach((t) => t.cleanup()));
+const tree = (files) => { const t = tempTree(files); trees.push(t); return t; };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** A script that writes the time to `beat` every 100 ms, for as long as it runs. */
+const BEAT = "const fs = require('fs'); setInterval(() => fs.writeFileSync(process.argv[2], String(Date.now())), 100);\n";
+/** `node beat.js <file>` as cmd.exe reads it. */
+const beat = (file) => `"${process.execPath}" beat.js ${file}`;
+
+/** Whether `file` stopped changing: read twice, a second apart, after it was last written. */
+async function stopped(file) {
+  for (let i = 0; i < 40; i++) {
+    const a = readFileSync(file, 'utf8');
+    await sleep(1000);
+    if (readFileSync(file, 'utf8') === a) return true;
+  }
+  return false;
+}
+
+/** Waits until `file` exists (what it runs has started). */
+async function started(file) {
+  for (let i = 0; i < 200 && !existsSync(file); i++) await sleep(50);
+  return existsSync(file) && statSync(file).size > 0;
+}
+
+describe.runIf(process.platform === 'win32')('commands on a Windows host', () => {
+  it('get what a Windows command needs from the host: OS, SystemRoot, ComSpec, PATHEXT', async () => {
+    const ws = new NodeWorkspace({ root: tree().root });
+    const r = await ws.exec('set');
+    expect(r.exitCode).toBe(0);
+    const names = r.stdout.split(/\r?\n/).map((l) => l.split('=')[0].toUpperCase());
+    for (const name of ['OS', 'SYSTEMROOT', 'COMSPEC', 'PATHEXT', 'PATH']) expect(names).toContain(name);
+    expect(r.stdout).toMatch(/^OS=Windows_NT\r?$/m);
+  });
+
+  it('a timeout ends every process the command started, one it put in the background too', async () => {
+    const t = tree({ 'beat.js': BEAT });
+    const shell = createShellTool(new NodeWorkspace({ root: t.root }), { needsApproval: false });
+    const r = await shell.execute({ command: `start /b "" ${beat('a')} & ${beat('b')}`, timeout_ms: 3000 });
+    expect(r.timedOut).toBe(true);
+    expect(r.note).toContain('every process it started were killed');
+    expect(await started(join(t.root, 'a'))).toBe(true);
+    expect(await stopped(join(t.root, 'a'))).toBe(true);
+    expect(await stopped(join(t.root, 'b'))).toBe(true);
+  }, 60_000);
+
+  it('a background process ends with a Node that crashes', async () => {
+    const t = tree({ 'beat.js': BEAT });
+    const owner = `const { NodeWorkspace, createShellTool } = require(${JSON.stringify(join(process.cwd(), 'js', 'index.js'))});
+      const tools = createShellTool(new NodeWorkspace({ root: ${JSON.stringify(t.root)} }), { background: true, needsApproval: false });
+      globalThis.held = tools;
+      tools[0].execute({ command: ${JSON.stringify(beat('c'))}, run_in_background: true }).then(() => process.stdout.write('started\\n'));
+      setInterval(() => {}, 1000);`;
+    writeFileSync(join(t.dir, 'owner.cjs'), owner);
+    const child = spawn(process.execPath, [join(t.dir, 'owner.cjs')], { stdio: ['ignore', 'ignore', 'inherit'] });
+    try {
+      expect(await started(join(t.root, 'c'))).toBe(true);
+      // TerminateProcess: nothing of Node's own runs after it.
+      child.kill('SIGKILL');
+      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.on('exit', r)));
+      expect(await stopped(join(t.root, 'c'))).toBe(true);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 90_000);
+});
+
+describe.runIf(process.platform === 'win32')('SandboxShell on a Windows host', () => {
+  /** An adapter that records each request and runs nothing. */
+  const recorder = () => {
+    const seen = [];
+    return { seen, run: async (req) => { seen.push(req); return { exitCode: 0, stdout: '', stderr: '' }; } };
+  };
+
+  it('hands the adapter a plain host path (C:\\…), never the \\\\?\\ form', async () => {
+    const t = tree();
+    const adapter = recorder();
+    const shell = new SandboxShell(adapter, { cwd: t.root });
+    await shell.exec('dir');
+    expect(adapter.seen[0].cwd.startsWith('\\\\?\\')).toBe(false);
+    expect(adapter.seen[0].cwd.toLowerCase()).toBe(t.root.toLowerCase());
+  });
+
+  it('takes a POSIX cwd as a path inside the sandbox, and joins a sub-directory with /', async () => {
+    const adapter = recorder();
+    const shell = new SandboxShell(adapter, { cwd: '/abs/path/to/project' });
+    await shell.exec('ls');
+    await shell.exec('ls', { cwd: 'src/lib' });
+    expect(adapter.seen.map((r) => r.cwd)).toEqual(['/abs/path/to/project', '/abs/path/to/project/src/lib']);
+  });
+
+  it('over NoopSandbox says the commands run with cmd.exe, and runs them with it', async () => {
+    const shell = new SandboxShell(new NoopSandbox(), { cwd: tree().root });
+    const tool = createShellTool(shell, { needsApproval: false });
+    expect(tool.description).toContain('cmd.exe');
+    expect(tool.description).not.toContain('sh -c');
+    const r = await tool.execute({ command: 'echo %OS%' });
+    expect(r.stdout.trim()).toBe('Windows_NT');
+  });
+});
