@@ -1,6 +1,6 @@
 // Shared fixtures for the specs: temp directories and a provider written in plain JavaScript.
 import { afterEach, afterAll } from 'vitest';
-import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync, rmSync, realpathSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync, rmSync, realpathSync, symlinkSync, lstatSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -17,6 +17,23 @@ export const linuxSandboxUsable = (() => {
   if (!usable && process.env.CI === 'true') throw new Error(`CI=true but this kernel gives LinuxSandbox no namespaces: ${JSON.stringify(p)}`);
   return usable;
 })();
+
+/** Whether symbolic links can be made here (not under Wine, which makes none, nor on a Windows
+ * account without the right): link tests skip, with this reason, where they cannot. */
+export const linksWork = (() => {
+  const dir = mkdtempSync(join(tmpdir(), 'corral-link-'));
+  try {
+    symlinkSync(join(dir, 'target'), join(dir, 'link'));
+    return lstatSync(join(dir, 'link')).isSymbolicLink();
+  } catch {
+    return false;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+})();
+
+/** Whether files have POSIX permission bits (not on Windows): mode tests skip elsewhere. */
+export const posixModes = process.platform !== 'win32';
 
 /** A fresh temp directory with `files` written into `root/`; returns { dir, root, cleanup }. */
 export function tempTree(files = {}) {

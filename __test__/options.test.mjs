@@ -152,7 +152,8 @@ describe("a call's options are read in the core too: a misspelled key is a bad a
     expect(err.message).toMatch(/unknown option 'timeoutMS'; did you mean timeoutMs\?/);
     expect(existsSync(join(dir, 'ran'))).toBe(false);
     await expect(ws.exec('true', { cwd: 5 })).rejects.toThrow(/exec options: cwd has the wrong type/);
-    expect((await ws.exec('echo $X', { env: { X: 'y' }, timeoutMs: 5000, cwd: '.' })).stdout).toBe('y\n');
+    const echo = process.platform === 'win32' ? ['echo %X%', 'y\r\n'] : ['echo $X', 'y\n'];
+    expect((await ws.exec(echo[0], { env: { X: 'y' }, timeoutMs: 5000, cwd: '.' })).stdout).toBe(echo[1]);
   });
 
   it("a sandbox's run request does too", async () => {
@@ -164,7 +165,8 @@ describe("a call's options are read in the core too: a misspelled key is a bad a
     expect(err.code).toBe('InvalidArguments');
     expect(err.message).toMatch(/unknown option 'stdn'; did you mean stdin\?/);
     expect(existsSync(join(dir, 'ran'))).toBe(false);
-    expect((await sandbox.run({ command: 'cat', cwd: dir, env: {}, timeoutMs: 5000, stdin: 'in' })).stdout).toBe('in');
+    const cat = process.platform === 'win32' ? `"${process.execPath}" -e "process.stdin.pipe(process.stdout)"` : 'cat';
+    expect((await sandbox.run({ command: cat, cwd: dir, env: {}, timeoutMs: 5000, stdin: 'in' })).stdout).toBe('in');
   });
 });
 

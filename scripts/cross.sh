@@ -17,6 +17,9 @@
 #   workflow's macOS runners stay the test that the addon loads and runs there.
 # - The smoke test (scripts/cross/smoke.mjs: file tools, grep, shell) run by an arm64 Node under
 #   qemu against the arm64 build.
+# - Windows for real: the addon built for x86_64-pc-windows-gnu, loaded by a Windows node.exe
+#   under Wine, runs the smoke test and the vitest files of __test__/windows/files.txt
+#   (scripts/cross/windows-wine.sh; Wine and its prefix are installed and cached there).
 #
 # Installs what it needs where it is missing (rustup targets, zig and cargo-zigbuild from PyPI,
 # Debian's qemu-user-static and arm64 libraries; scripts/cross/smoke-arm64.sh brings an arm64 Node
@@ -109,6 +112,12 @@ if [ ${#selected[@]} -eq 0 ] || printf '%s\n' "${selected[@]}" | grep -qx aarch6
   echo "== cross: smoke test by an arm64 Node under qemu"
   scripts/cross/smoke-arm64.sh "$WORK/npm/linux-arm64-gnu/corral.linux-arm64-gnu.node"
   timings+=("arm64 smoke $(elapsed "$t0")")
+fi
+
+if [ ${#selected[@]} -eq 0 ] || printf '%s\n' "${selected[@]}" | grep -qx x86_64-pc-windows-gnu; then
+  t0=$(date +%s)
+  scripts/cross/windows-wine.sh
+  timings+=("windows under Wine $(elapsed "$t0")")
 fi
 
 echo "== cross: time per target"
