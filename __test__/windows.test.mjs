@@ -3,9 +3,9 @@
 // crashes), and SandboxShell's paths and shell on a Windows host. Elsewhere these are skipped.
 import { describe, it, expect, afterAll } from 'vitest';
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync, existsSync, statSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync, statSync, mkdirSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { NodeWorkspace, SandboxShell, NoopSandbox, createShellTool } from 'corral';
+import { NodeWorkspace, SandboxShell, NoopSandbox, createShellTool, createTemplateTool } from 'corral';
 import { tempTree } from './helpers.mjs';
 
 const trees = [];
@@ -107,5 +107,38 @@ describe.runIf(process.platform === 'win32')('SandboxShell on a Windows host', (
     expect(tool.description).not.toContain('sh -c');
     const r = await tool.execute({ command: 'echo %OS%' });
     expect(r.stdout.trim()).toBe('Windows_NT');
+  });
+});
+
+// A program that prints its arguments, one per line (scripts/cross/wine/argv.c; the Wine step
+// builds it and names it here).
+const ARGV_EXE = process.env.CORRAL_ARGV_EXE;
+
+describe.runIf(process.platform === 'win32')('template tools through cmd.exe', () => {
+  /** shlex.quote, as the template quotes each value for bash. */
+  const shq = (s) => (/^[A-Za-z0-9@%+=:,./_-]+$/.test(s) ? s : `'${s.replaceAll("'", `'"'"'`)}'`);
+
+  it.skipIf(!ARGV_EXE)('a value reaches the program as the one argument it was: cmd.exe runs, expands and redirects none of it', async () => {
+    const t = tree();
+    const bin = join(t.dir, 'bin');
+    mkdirSync(bin);
+    // `bash` on the command's PATH prints what it was given.
+    copyFileSync(ARGV_EXE, join(bin, 'bash.exe'));
+    const shell = new NodeWorkspace({ root: t.root, env: { PATH: `${bin};${process.env.PATH}` } });
+    const tool = createTemplateTool({ name: 'say', parameters: { type: 'object', properties: { msg: { type: 'string' } } }, handler_kind: 'shell_template', handler_payload: { command: 'echo {msg}' } }, { shell });
+    for (const msg of ['x & echo pwned > p1.txt', '100% ^& echo pwned > p2.txt', '"q" & echo pwned > p3.txt', 'a\\" | echo pwned > p4.txt', "it's (a) <test> ; !x!", 'ends with \\']) {
+      const r = await tool.execute({ msg });
+      expect(r.stdout.replaceAll('\r\n', '\n'), msg).toBe(`-c\necho ${shq(msg)}\n`);
+    }
+    expect(readdirSync(t.root)).toEqual([]);
+  });
+
+  it('a value with a line break or a %NAME% is refused before anything runs: cmd.exe reads those however they are quoted', async () => {
+    const t = tree();
+    const tool = createTemplateTool({ name: 'say', parameters: { type: 'object', properties: { msg: { type: 'string' } } }, handler_kind: 'shell_template', handler_payload: { command: 'echo {msg}' } }, { shell: new NodeWorkspace({ root: t.root }) });
+    for (const msg of ['a\n& echo pwned > p.txt', '%OS% ^& echo pwned > p.txt', '%COMSPEC%']) {
+      await expect(tool.execute({ msg }), msg).rejects.toMatchObject({ code: 'InvalidArguments', message: expect.stringContaining('cmd.exe') });
+    }
+    expect(readdirSync(t.root)).toEqual([]);
   });
 });

@@ -64,7 +64,7 @@ impl NativeTemplateTool {
         let cancel = cancel.map(|c| c.inner.clone());
         let ctx = corral_core::tools::Ctx::from_json(&ctx, None).napi()?;
         crate::spawn(env, async move {
-            let command = t.command(&args)?;
+            let command = t.command_for(&args, shell.shell().as_deref())?;
             let call = Call {
                 command: &command,
                 timeout_ms: None,

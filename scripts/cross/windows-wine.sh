@@ -80,6 +80,10 @@ for pkg in rolldown:@rolldown/binding-win32-x64-msvc lightningcss:lightningcss-w
   fi
 done
 
+# A program that prints its arguments: the tests' stand-in for bash (CORRAL_ARGV_EXE).
+python3 -m ziglang cc -target x86_64-windows-gnu -O2 -o "$WORK/argv.exe" scripts/cross/wine/argv.c
+export CORRAL_ARGV_EXE="$PWD/$WORK/argv.exe"
+
 # Node under Wine cannot write to a Linux pipe (EBADF): its output goes to files.
 NODE_EXE="$NODE_DIR/node.exe"
 echo "== windows: the smoke test, by a Windows node.exe under Wine"

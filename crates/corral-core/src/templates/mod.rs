@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Code, Error, Result};
 use fill::{Fill, RenderError};
-pub use quote::quote;
+pub use quote::{quote, quote_cmd};
 use render::Segment;
 
 /// The longest tool name.
@@ -244,9 +244,17 @@ impl TemplateTool {
         Ok(TemplateTool { spec, segments, validator })
     }
 
-    /// The command line to run for these arguments: checked against `parameters` first
-    /// (`InvalidArguments`, nothing runs), then rendered.
+    /// The command line to run for these arguments through this platform's shell (`sh`, or
+    /// `cmd.exe` on Windows): checked against `parameters` first (`InvalidArguments`, nothing
+    /// runs), then rendered.
     pub fn command(&self, args: &Value) -> Result<String> {
+        self.command_for(args, None)
+    }
+
+    /// The command line for the shell that runs it (`ShellProvider::shell`; none named is the
+    /// platform's): through `cmd.exe` the rendered program text is quoted for cmd.exe and the C
+    /// runtime instead of for sh, so a value cannot end the command there either.
+    pub fn command_for(&self, args: &Value, shell: Option<&str>) -> Result<String> {
         crate::tools::check_args(&self.spec.name, &self.validator, args)?;
         let fill = match self.spec.handler_kind {
             _ if self.spec.raw() => Fill::Raw,
@@ -267,10 +275,20 @@ impl TemplateTool {
                 },
             )
         })?;
-        Ok(match self.spec.handler_kind {
-            HandlerKind::ShellTemplate => format!("bash -c {}", quote(&rendered)),
-            HandlerKind::PythonTemplate => format!("python3 -c {}", quote(&rendered)),
-        })
+        let program = match self.spec.handler_kind {
+            HandlerKind::ShellTemplate => "bash",
+            HandlerKind::PythonTemplate => "python3",
+        };
+        if !crate::shell::rules::is_cmd_shell(shell) {
+            return Ok(format!("{program} -c {}", quote(&rendered)));
+        }
+        let text = quote_cmd(&rendered).ok_or_else(|| {
+            Error::new(
+                Code::InvalidArguments,
+                format!("{name}: its command has a line break or two '%', which cmd.exe (this host's shell) reads however they are quoted: it ends a command at a line break and expands %NAME%. Run it through a SandboxShell, whose shell is sh."),
+            )
+        })?;
+        Ok(format!("{program} -c {text}"))
     }
 }
 
