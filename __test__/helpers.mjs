@@ -35,6 +35,22 @@ export const linksWork = (() => {
 /** Whether files have POSIX permission bits (not on Windows): mode tests skip elsewhere. */
 export const posixModes = process.platform !== 'win32';
 
+/** What `recordingAdapter` answers unless told otherwise. */
+export const OK = { stdout: 'ran\n', stderr: '', exitCode: 0, timedOut: false };
+
+/** A SandboxAdapter written in JS that records every request and signal, answering `answer(request, signal)`. */
+export function recordingAdapter(answer = () => OK) {
+  const calls = [];
+  return {
+    calls,
+    get requests() { return calls.map((c) => c.request); },
+    async run(request, options) {
+      calls.push({ request, signal: options?.signal });
+      return answer(request, options?.signal);
+    },
+  };
+}
+
 /** A fresh temp directory with `files` written into `root/`; returns { dir, root, cleanup }. */
 export function tempTree(files = {}) {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'corral-test-')));

@@ -21,7 +21,7 @@ import {
   ConfigurationError,
   WorkspaceError,
 } from 'corral';
-import { perTestTrees } from './helpers.mjs';
+import { perTestTrees, recordingAdapter, OK } from './helpers.mjs';
 import { DOCKER_HOST, IMAGE, engineGet, containersFor, containersGone } from './docker-engine.mjs';
 
 const EGRESS_UNSUPPORTED = 'LOUSHO_SANDBOX_EGRESS_UNSUPPORTED';
@@ -52,20 +52,6 @@ function setEnv(name, value) {
 /** Parses `env` output into an object (values without newlines only, which is all these tests set). */
 const parseEnv = (text) => Object.fromEntries(text.split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
 
-const OK = { stdout: 'ran\n', stderr: '', exitCode: 0, timedOut: false };
-
-/** A SandboxAdapter written in JS that records every request and signal, answering `answer(request, signal)`. */
-function recordingAdapter(answer = () => OK) {
-  const calls = [];
-  return {
-    calls,
-    get requests() { return calls.map((c) => c.request); },
-    async run(request, options) {
-      calls.push({ request, signal: options?.signal });
-      return answer(request, options?.signal);
-    },
-  };
-}
 
 async function broker(options) {
   const b = await createCredentialBroker(options);

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync, existsSync, statSync, mkdirSync, copyFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { NodeWorkspace, SandboxShell, NoopSandbox, createShellTool, createTemplateTool } from 'corral';
-import { tempTree } from './helpers.mjs';
+import { tempTree, recordingAdapter } from './helpers.mjs';
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
@@ -77,27 +77,21 @@ describe.runIf(process.platform === 'win32')('commands on a Windows host', () =>
 });
 
 describe.runIf(process.platform === 'win32')('SandboxShell on a Windows host', () => {
-  /** An adapter that records each request and runs nothing. */
-  const recorder = () => {
-    const seen = [];
-    return { seen, run: async (req) => { seen.push(req); return { exitCode: 0, stdout: '', stderr: '' }; } };
-  };
-
   it('hands the adapter a plain host path (C:\\…), never the \\\\?\\ form', async () => {
     const t = tree();
-    const adapter = recorder();
+    const adapter = recordingAdapter();
     const shell = new SandboxShell(adapter, { cwd: t.root });
     await shell.exec('dir');
-    expect(adapter.seen[0].cwd.startsWith('\\\\?\\')).toBe(false);
-    expect(adapter.seen[0].cwd.toLowerCase()).toBe(t.root.toLowerCase());
+    expect(adapter.requests[0].cwd.startsWith('\\\\?\\')).toBe(false);
+    expect(adapter.requests[0].cwd.toLowerCase()).toBe(t.root.toLowerCase());
   });
 
   it('takes a POSIX cwd as a path inside the sandbox, and joins a sub-directory with /', async () => {
-    const adapter = recorder();
+    const adapter = recordingAdapter();
     const shell = new SandboxShell(adapter, { cwd: '/abs/path/to/project' });
     await shell.exec('ls');
     await shell.exec('ls', { cwd: 'src/lib' });
-    expect(adapter.seen.map((r) => r.cwd)).toEqual(['/abs/path/to/project', '/abs/path/to/project/src/lib']);
+    expect(adapter.requests.map((r) => r.cwd)).toEqual(['/abs/path/to/project', '/abs/path/to/project/src/lib']);
   });
 
   it('over NoopSandbox says the commands run with cmd.exe, and runs them with it', async () => {

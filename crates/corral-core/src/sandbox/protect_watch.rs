@@ -30,7 +30,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -56,7 +56,7 @@ const MAX_WATCHES: usize = 65_536;
 struct Watcher {
     fd: OwnedFd,
     /// `/proc/self/mountinfo`, polled for changes of the mount table.
-    mounts: Option<OwnedFd>,
+    mounts: OwnedFd,
     /// Each watched directory: its watch and the inode it was put on.
     watched: HashMap<PathBuf, (i32, u64, u64)>,
     budget: usize,
@@ -90,7 +90,7 @@ impl Watcher {
         if m < 0 {
             return None;
         }
-        let mounts = Some(unsafe { OwnedFd::from_raw_fd(m) });
+        let mounts = unsafe { OwnedFd::from_raw_fd(m) };
         let mut w = Watcher {
             fd,
             mounts,
@@ -106,8 +106,7 @@ impl Watcher {
     }
 
     fn mounts_changed(&mut self) -> bool {
-        let Some(m) = &self.mounts else { return true };
-        let mut p = libc::pollfd { fd: m.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
+        let mut p = libc::pollfd { fd: self.mounts.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
         // SAFETY: one valid pollfd; a zero timeout.
         let n = unsafe { libc::poll(&mut p, 1, 0) };
         n != 0 || p.revents != 0
@@ -236,10 +235,7 @@ fn watch(dir: &Path, dev: u64, ino: u64) -> Watched {
         return Watched::No;
     }
     let opened = unsafe { OwnedFd::from_raw_fd(raw) };
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid descriptor and a stat buffer.
-    #[allow(clippy::unnecessary_cast)]
-    if unsafe { libc::fstat(opened.as_raw_fd(), &mut st) } != 0 || (st.st_dev as u64, st.st_ino as u64) != (dev, ino) {
+    if fd_id(opened.as_fd()) != Some((dev, ino)) {
         return Watched::No;
     }
     let Ok(by_fd) = CString::new(format!("/proc/self/fd/{}", opened.as_raw_fd())) else { return Watched::No };
@@ -270,26 +266,34 @@ pub fn look(dir: &Path, mut look: impl FnMut() -> Option<super::cache::Stamp>) -
 }
 
 /// The device and inode of the directory at `path` (a link is not followed: `None`).
-#[allow(clippy::unnecessary_cast)]
 pub fn dir_id(path: &Path) -> Option<(u64, u64)> {
     let c = CString::new(path.as_os_str().as_bytes()).ok()?;
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a stat buffer.
-    if unsafe { libc::lstat(c.as_ptr(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-        return None;
+    let ok = unsafe { libc::lstat(c.as_ptr(), &mut st) } == 0;
+    if ok {
+        dir_of(&st)
+    } else {
+        None
     }
-    Some((st.st_dev as u64, st.st_ino as u64))
 }
 
 /// The device and inode of the open directory `fd`.
-#[allow(clippy::unnecessary_cast)]
 pub fn fd_id(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: a valid descriptor and a stat buffer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-        return None;
+    let ok = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0;
+    if ok {
+        dir_of(&st)
+    } else {
+        None
     }
-    Some((st.st_dev as u64, st.st_ino as u64))
+}
+
+/// The device and inode `st` gives, where it is a directory's.
+#[allow(clippy::unnecessary_cast)]
+fn dir_of(st: &libc::stat) -> Option<(u64, u64)> {
+    (st.st_mode & libc::S_IFMT == libc::S_IFDIR).then_some((st.st_dev as u64, st.st_ino as u64))
 }
 
 /// The result a whole walk `key` of `root` gave, if it began in `generation` (nothing that
