@@ -215,20 +215,25 @@ pub fn open_dir_nofollow(path: &CStr) -> io::Result<libc::c_int> {
 /// `path` opened `O_PATH` (with `flags`), through no symbolic link in any component, the last
 /// included.
 pub fn open_path_nofollow(path: &CStr, flags: libc::c_int) -> io::Result<libc::c_int> {
+    open_nofollow_at(libc::AT_FDCWD, path, flags, 0)
+}
+
+/// `path` opened `O_PATH` as another process sees it: `root` is its `/proc/<pid>/root`, and
+/// `path` is resolved there as `/`, through no symbolic link.
+pub fn open_path_in(root: libc::c_int, path: &CStr) -> io::Result<libc::c_int> {
+    const RESOLVE_IN_ROOT: u64 = 0x10;
+    open_nofollow_at(root, path, 0, RESOLVE_IN_ROOT)
+}
+
+fn open_nofollow_at(dir: libc::c_int, path: &CStr, flags: libc::c_int, resolve: u64) -> io::Result<libc::c_int> {
     let how = OpenHow {
         flags: (libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | flags) as u64,
         mode: 0,
-        resolve: RESOLVE_NO_SYMLINKS,
+        resolve: RESOLVE_NO_SYMLINKS | resolve,
     };
     // SAFETY: a NUL-terminated path and an open_how of the size given.
     let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
+        libc::syscall(libc::SYS_openat2, dir, path.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>())
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());
@@ -324,10 +329,12 @@ pub(crate) unsafe fn exit_like(status: libc::c_int) -> ! {
     libc::_exit(128 + sig);
 }
 
-/// The pre-exec step. Returns in C2 (which then execs the command); C1 never returns.
-pub fn enter(plan: &Plan) -> io::Result<()> {
+/// The pre-exec step. Returns in C2 (which then execs the command); C1 never returns. With
+/// `hold` (a prepared command, `prepared.rs`), C1 waits for the command and C2 gets back the
+/// socket it comes on.
+pub fn enter(plan: &Plan, hold: Option<&crate::prepared::Hold>) -> io::Result<Option<libc::c_int>> {
     if let Some(c) = &plan.container {
-        return crate::container::enter(plan, c);
+        return crate::container::enter(plan, c).map(|()| None);
     }
     // SAFETY: raw syscall.
     let parent = unsafe { libc::getppid() };
@@ -374,7 +381,7 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
     // SAFETY: raw syscall.
     check(unsafe { libc::unshare(flags) } as libc::c_long)?;
     let mut pair = [-1; 2];
-    if plan.forward.is_some() {
+    if plan.forward.is_some() || hold.is_some() {
         // SAFETY: a two-element array for the pair.
         check(
             unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, pair.as_mut_ptr()) }
@@ -405,6 +412,10 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
                     }
                 }
                 None => {
+                    if let Some(h) = hold {
+                        libc::close(pair[1]);
+                        crate::prepared::hold(h, pair[0], pid);
+                    }
                     libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
                 }
             }
@@ -424,6 +435,13 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
         // SAFETY: raw syscalls on our own descriptor.
         unsafe { libc::close(pair[0]) };
         check(unsafe { libc::unshare(libc::CLONE_NEWNET) } as libc::c_long)?;
+    }
+    if let Some(h) = hold {
+        // SAFETY: C1's ends, not needed here.
+        unsafe {
+            libc::close(pair[0]);
+            libc::close(h.go);
+        }
     }
     // A session's namespace is the keeper's, its loopback already up.
     if !plan.shared_net {
@@ -466,7 +484,7 @@ pub fn enter(plan: &Plan) -> io::Result<()> {
     for prog in &plan.seccomp {
         install_filter(prog)?;
     }
-    Ok(())
+    Ok(hold.map(|_| pair[1]))
 }
 
 /// Installs one seccomp program (`SECCOMP_SET_MODE_FILTER`, as `seccompiler::apply_filter`).

@@ -9,6 +9,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::frame;
+use crate::prepared::{self, Prepared};
 use crate::wire::{self, Dec, Reply, Run};
 
 struct Command {
@@ -18,12 +19,16 @@ struct Command {
     /// command's exec (or its failure) is known.
     report: Option<OwnedFd>,
     failed: bool,
+    /// It runs in a process prepared before it came (`prepared.rs`).
+    prepared: bool,
 }
 
 struct Keeper {
     ctl: RawFd,
     signals: RawFd,
     commands: Vec<Command>,
+    /// A process waiting for the next command under the last plan that allows one.
+    prepared: Option<Prepared>,
 }
 
 fn errno() -> i32 {
@@ -56,7 +61,7 @@ pub fn run(ctl: RawFd) -> i32 {
         eprintln!("corral-keeper: signalfd failed: {}", io::Error::last_os_error());
         return 1;
     }
-    let mut k = Keeper { ctl, signals, commands: Vec::new() };
+    let mut k = Keeper { ctl, signals, commands: Vec::new(), prepared: None };
     k.serve();
     k.kill_all();
     0
@@ -74,13 +79,27 @@ impl Keeper {
                 let fd = c.report.as_ref().map_or(-1, |r| r.as_raw_fd());
                 fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
             }
+            // A prepared process that failed or died turns its report pipe readable; one that
+            // waited its time is dropped.
+            let timeout = match &self.prepared {
+                Some(p) => {
+                    fds.push(libc::pollfd { fd: p.report_fd(), events: libc::POLLIN, revents: 0 });
+                    p.left().as_millis().min(i32::MAX as u128) as i32
+                }
+                None => -1,
+            };
             // SAFETY: a live array of pollfd.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 {
                 if errno() == libc::EINTR {
                     continue;
                 }
                 return;
+            }
+            if self.prepared.is_some() && (n == 0 || fds.last().is_some_and(|f| f.revents != 0)) {
+                if let Some(p) = self.prepared.take() {
+                    p.discard();
+                }
             }
             for (i, id) in waiting.iter().enumerate() {
                 if fds[2 + i].revents != 0 && !self.settle(*id, false) {
@@ -190,6 +209,11 @@ impl Keeper {
         if received.len() < fixed || named.clone().any(|i| fd_at(*i).is_err()) {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
+        // The plan's key, when the next command under it can be prepared.
+        let key = match prepared::preparable(&run.plan) {
+            true => prepared::key(&run.plan, fd_at).ok(),
+            false => None,
+        };
         run.plan.userns = run.plan.userns.map(fd_at).transpose()?;
         run.plan.trees = run.plan.trees.iter().map(|i| fd_at(*i)).collect::<io::Result<_>>()?;
         run.plan.layer = run.plan.layer.map(fd_at).transpose()?;
@@ -200,6 +224,37 @@ impl Keeper {
                 n.0 = fd_at(n.0)?;
             }
         }
+        // The prepared process's own copies of the writable trees (a detached tree is attached
+        // once), taken before the command's process can attach the ones sent.
+        let copies = match &key {
+            Some(_) => run.plan.trees.iter().map(|t| copy_tree(*t)).collect::<io::Result<Vec<_>>>().ok(),
+            None => None,
+        };
+        // SAFETY: raw call.
+        let keeper = unsafe { libc::getpid() };
+        let waiting = self.prepared.take();
+        let command = match waiting {
+            Some(p) if key.as_deref() == Some(p.key()) => p.go(&run, &received[..fixed]),
+            Some(p) => {
+                p.discard();
+                None
+            }
+            None => None,
+        };
+        let command = match command {
+            Some((pid, report)) => Command { id: run.id, pid, report: Some(report), failed: false, prepared: true },
+            None => self.fork_command(&run, &received[..fixed], keeper)?,
+        };
+        // The next command under this plan finds its process ready.
+        if let (Some(key), Some(copies)) = (key, copies) {
+            run.plan.trees = copies.iter().map(|c| c.as_raw_fd()).collect();
+            self.prepared = Prepared::start(key, &run, keeper, exec).ok();
+        }
+        Ok(command)
+    }
+
+    /// Forks the command's first process.
+    fn fork_command(&self, run: &Run, stdio: &[OwnedFd], keeper: libc::pid_t) -> io::Result<Command> {
         let mut pipe = [-1; 2];
         // SAFETY: a two-element array.
         if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
@@ -208,17 +263,16 @@ impl Keeper {
         // SAFETY: descriptors pipe2 just made.
         let (report, report_w) = unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
         // SAFETY: this process is single-threaded, so the child may run any code.
-        let keeper = unsafe { libc::getpid() };
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(io::Error::last_os_error());
         }
         if pid == 0 {
-            let code = first_process(self, keeper, &run, &received[..fixed], report_w.as_raw_fd());
+            let code = first_process(self, keeper, run, stdio, report_w.as_raw_fd());
             // SAFETY: ends the child without running this process's exit handlers.
             unsafe { libc::_exit(code) }
         }
-        Ok(Command { id: run.id, pid, report: Some(report), failed: false })
+        Ok(Command { id: run.id, pid, report: Some(report), failed: false, prepared: false })
     }
 
     /// Reads a command's report pipe: nothing (its exec succeeded, or it died before) or an errno.
@@ -239,7 +293,7 @@ impl Keeper {
             c.failed = true;
             Reply::Failed { id, errno: i32::from_ne_bytes(buf) }
         } else {
-            Reply::Started { id, pid: c.pid }
+            Reply::Started { id, pid: c.pid, prepared: c.prepared }
         };
         self.reply(reply)
     }
@@ -363,7 +417,8 @@ fn resolve(argv: &[CString], env: &[CString]) -> io::Result<CString> {
     Err(io::Error::from_raw_os_error(libc::ENOENT))
 }
 
-fn report(fd: RawFd, e: &io::Error) {
+/// Writes the errno of a failed step to a command's report pipe.
+pub(crate) fn report(fd: RawFd, e: &io::Error) {
     let n = e.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes();
     // SAFETY: writing four bytes to the report pipe.
     unsafe { libc::write(fd, n.as_ptr().cast(), 4) };
@@ -408,12 +463,16 @@ fn first_process(k: &Keeper, keeper: libc::pid_t, run: &Run, stdio: &[OwnedFd], 
             }
         }
     }
-    if let Err(e) = crate::child::enter(&run.plan) {
+    if let Err(e) = crate::child::enter(&run.plan, None) {
         report(report_w, &e);
         return 127;
     }
-    // The namespace's init: the program, looked up in the command's own view.
-    let program = match resolve(&run.argv, &run.env) {
+    exec(&run.argv, &run.env, report_w)
+}
+
+/// The namespace's init: the program, looked up in the command's own view.
+fn exec(argv: &[CString], env: &[CString], report_w: RawFd) -> i32 {
+    let program = match resolve(argv, env) {
         Ok(p) => p,
         Err(e) => {
             report(report_w, &e);
@@ -421,11 +480,26 @@ fn first_process(k: &Keeper, keeper: libc::pid_t, run: &Run, stdio: &[OwnedFd], 
         }
     };
     let argv: Vec<*const libc::c_char> =
-        run.argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     let env: Vec<*const libc::c_char> =
-        run.env.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        env.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
     // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call.
     unsafe { libc::execve(program.as_ptr(), argv.as_ptr(), env.as_ptr()) };
     report(report_w, &io::Error::last_os_error());
     127
+}
+
+/// A new detached copy of the detached tree `tree` (its mount attributes and idmapping kept).
+fn copy_tree(tree: RawFd) -> io::Result<OwnedFd> {
+    // OPEN_TREE_CLONE, and AT_RECURSIVE as musl's headers lack it.
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE;
+    // SAFETY: an empty NUL-terminated path on a descriptor of ours.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, tree, c"".as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor open_tree just made.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }

@@ -22,6 +22,8 @@ pub mod keeper;
 #[cfg(target_os = "linux")]
 pub mod landlock;
 #[cfg(target_os = "linux")]
+pub mod prepared;
+#[cfg(target_os = "linux")]
 pub mod root;
 #[cfg(target_os = "linux")]
 pub mod wire;

@@ -30,6 +30,8 @@ pub const LISTEN: u8 = 8;
 pub const SOCKET: u8 = 9;
 /// The keeper is a session's.
 pub const READY: u8 = 10;
+/// Reply: the command started in a prepared process (`prepared.rs`); otherwise as `STARTED`.
+pub const STARTED_PREPARED: u8 = 11;
 
 /// The most descriptors one frame carries.
 pub const MAX_FDS: usize = 32;
@@ -57,6 +59,8 @@ pub enum Reply {
     Started {
         id: u64,
         pid: i32,
+        /// It ran in a process prepared before it was asked for (`prepared.rs`).
+        prepared: bool,
     },
     Failed {
         id: u64,
@@ -195,75 +199,96 @@ fn read_opt_i32(d: &mut Dec) -> io::Result<Option<i32>> {
     Ok(if d.bool()? { Some(d.i32()?) } else { None })
 }
 
+/// The plan's part of a `RUN` frame. With `by_kind`, the descriptors' indices are left out (a
+/// plan's key, `prepared.rs`, names them by what they are, not where they were sent).
+pub fn encode_plan(e: &mut Enc, p: &Plan, by_kind: bool) {
+    let index = |i: i32| if by_kind { 0 } else { i };
+    e.u8(p.user_ns as u8);
+    opt_i32(e, p.userns.map(index));
+    e.u32(p.trees.len() as u32);
+    for t in &p.trees {
+        e.i32(index(*t));
+    }
+    e.u32(p.writable_ids.len() as u32);
+    for (dev, ino) in &p.writable_ids {
+        e.u64(*dev).u64(*ino);
+    }
+    e.u32(p.writable_covered.len() as u32);
+    for c in &p.writable_covered {
+        e.u8(*c as u8);
+    }
+    e.cstrs(&p.pins).bytes(&p.uid_map).bytes(&p.gid_map).cstrs(&p.devices).cstr(&p.cwd);
+    e.cstrs(&p.writable).cstrs(&p.writable_parents).cstrs(&p.protect);
+    e.cstrs(&p.hide_dirs).cstrs(&p.hide_files).cstrs(&p.hide_inner_dirs).cstrs(&p.hide_inner_files);
+    e.u32(p.rlimits.len() as u32);
+    // The C library's types: `c_int` resources in musl, `rlim_t` widths per target.
+    #[allow(clippy::unnecessary_cast)]
+    for (r, soft, hard) in &p.rlimits {
+        e.u32(*r as u32).u64(*soft as u64).u64(*hard as u64);
+    }
+    e.opt_cstr(&p.memory_procs);
+    e.u32(p.seccomp.len() as u32);
+    for prog in &p.seccomp {
+        e.u32(prog.len() as u32);
+        for f in prog {
+            e.u32(f.code as u32).u8(f.jt).u8(f.jf).u32(f.k);
+        }
+    }
+    opt_i32(e, p.forward.map(i32::from));
+    e.u8(p.shared_net as u8).u8(p.session_tmp as u8);
+    match &p.landlock {
+        Some(l) => e.u8(1).u64(l.handled),
+        None => e.u8(0),
+    };
+    opt_i32(e, p.layer);
+    e.cstr(&p.layer_dir);
+    e.u32(p.lowers.len() as u32);
+    for l in &p.lowers {
+        e.i32(*l);
+    }
+    e.cstrs(&p.lower_dirs);
+    match &p.container {
+        Some(c) => {
+            e.u8(1).i32(c.pid_ns).cstrs(&c.cgroups).u32(c.ns.len() as u32);
+            for (fd, kind) in &c.ns {
+                e.i32(*fd).i32(*kind);
+            }
+            e.u32(c.uid).u32(c.gid).u32(c.groups.len() as u32);
+            for g in &c.groups {
+                e.u32(*g);
+            }
+            e.u32(c.umask).i32(c.oom_score_adj);
+            for set in c.caps {
+                e.u64(set);
+            }
+            e.opt_cstr(&c.label);
+        }
+        None => {
+            e.u8(0);
+        }
+    }
+}
+
+/// `GO`, to a prepared command's first process: the command's program and arguments and its
+/// environment (its standard streams go with the frame).
+pub fn go(argv: &[CString], env: &[CString]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.cstrs(argv).cstrs(env);
+    e.0
+}
+
+pub fn read_go(buf: &[u8]) -> io::Result<(Vec<CString>, Vec<CString>)> {
+    let mut d = Dec::new(buf);
+    let (argv, env) = (d.cstrs()?, d.cstrs()?);
+    d.end()?;
+    Ok((argv, env))
+}
+
 impl Run {
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
         e.u8(RUN).u64(self.id).cstrs(&self.argv).cstrs(&self.env).cstrs(&self.cgroups).u8(self.stdin as u8);
-        let p = &self.plan;
-        e.u8(p.user_ns as u8);
-        opt_i32(&mut e, p.userns);
-        e.u32(p.trees.len() as u32);
-        for t in &p.trees {
-            e.i32(*t);
-        }
-        e.u32(p.writable_ids.len() as u32);
-        for (dev, ino) in &p.writable_ids {
-            e.u64(*dev).u64(*ino);
-        }
-        e.u32(p.writable_covered.len() as u32);
-        for c in &p.writable_covered {
-            e.u8(*c as u8);
-        }
-        e.cstrs(&p.pins).bytes(&p.uid_map).bytes(&p.gid_map).cstrs(&p.devices).cstr(&p.cwd);
-        e.cstrs(&p.writable).cstrs(&p.writable_parents).cstrs(&p.protect);
-        e.cstrs(&p.hide_dirs).cstrs(&p.hide_files).cstrs(&p.hide_inner_dirs).cstrs(&p.hide_inner_files);
-        e.u32(p.rlimits.len() as u32);
-        // The C library's types: `c_int` resources in musl, `rlim_t` widths per target.
-        #[allow(clippy::unnecessary_cast)]
-        for (r, soft, hard) in &p.rlimits {
-            e.u32(*r as u32).u64(*soft as u64).u64(*hard as u64);
-        }
-        e.opt_cstr(&p.memory_procs);
-        e.u32(p.seccomp.len() as u32);
-        for prog in &p.seccomp {
-            e.u32(prog.len() as u32);
-            for f in prog {
-                e.u32(f.code as u32).u8(f.jt).u8(f.jf).u32(f.k);
-            }
-        }
-        opt_i32(&mut e, p.forward.map(i32::from));
-        e.u8(p.shared_net as u8).u8(p.session_tmp as u8);
-        match &p.landlock {
-            Some(l) => e.u8(1).u64(l.handled),
-            None => e.u8(0),
-        };
-        opt_i32(&mut e, p.layer);
-        e.cstr(&p.layer_dir);
-        e.u32(p.lowers.len() as u32);
-        for l in &p.lowers {
-            e.i32(*l);
-        }
-        e.cstrs(&p.lower_dirs);
-        match &p.container {
-            Some(c) => {
-                e.u8(1).i32(c.pid_ns).cstrs(&c.cgroups).u32(c.ns.len() as u32);
-                for (fd, kind) in &c.ns {
-                    e.i32(*fd).i32(*kind);
-                }
-                e.u32(c.uid).u32(c.gid).u32(c.groups.len() as u32);
-                for g in &c.groups {
-                    e.u32(*g);
-                }
-                e.u32(c.umask).i32(c.oom_score_adj);
-                for set in c.caps {
-                    e.u64(set);
-                }
-                e.opt_cstr(&c.label);
-            }
-            None => {
-                e.u8(0);
-            }
-        }
+        encode_plan(&mut e, &self.plan, false);
         e.0
     }
 
@@ -415,7 +440,8 @@ impl Reply {
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
         match *self {
-            Reply::Started { id, pid } => e.u8(STARTED).u64(id).i32(pid),
+            Reply::Started { id, pid, prepared: false } => e.u8(STARTED).u64(id).i32(pid),
+            Reply::Started { id, pid, prepared: true } => e.u8(STARTED_PREPARED).u64(id).i32(pid),
             Reply::Failed { id, errno } => e.u8(FAILED).u64(id).i32(errno),
             Reply::Exited { id, status } => e.u8(EXITED).u64(id).i32(status),
             Reply::Socket { id, port } => e.u8(SOCKET).u64(id).i32(port),
@@ -430,7 +456,8 @@ impl Reply {
         let (id, n) = (d.u64()?, d.i32()?);
         d.end()?;
         match tag {
-            STARTED => Ok(Reply::Started { id, pid: n }),
+            STARTED => Ok(Reply::Started { id, pid: n, prepared: false }),
+            STARTED_PREPARED => Ok(Reply::Started { id, pid: n, prepared: true }),
             FAILED => Ok(Reply::Failed { id, errno: n }),
             EXITED => Ok(Reply::Exited { id, status: n }),
             SOCKET => Ok(Reply::Socket { id, port: n }),

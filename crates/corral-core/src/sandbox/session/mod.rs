@@ -44,6 +44,8 @@ struct Inner {
     next: AtomicU64,
     alive: AtomicBool,
     pid: libc::pid_t,
+    /// Commands started in a prepared process (`corral_keeper::prepared`).
+    prepared: AtomicU64,
 }
 
 /// A running keeper (cheap to clone).
@@ -90,7 +92,10 @@ impl Inner {
             }
             let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
             match reply {
-                Reply::Started { id, pid } => {
+                Reply::Started { id, pid, prepared } => {
+                    if prepared {
+                        self.prepared.fetch_add(1, Ordering::Relaxed);
+                    }
                     let started = waiters.get_mut(&id).and_then(|w| w.started.take());
                     // Nobody waits for it any more (the caller was dropped): it must not run.
                     if started.is_none_or(|s| s.send(Ok(pid)).is_err()) {
@@ -169,6 +174,7 @@ impl Keeper {
             next: AtomicU64::new(1),
             alive: AtomicBool::new(true),
             pid,
+            prepared: AtomicU64::new(0),
         });
         let reader = inner.clone();
         std::thread::Builder::new().name("corral-keeper".into()).spawn(move || reader.read_replies())?;
@@ -178,6 +184,11 @@ impl Keeper {
     /// The keeper's process id.
     pub fn pid(&self) -> i32 {
         self.inner.pid
+    }
+
+    /// How many commands started in a process prepared for them (`corral_keeper::prepared`).
+    pub fn prepared_starts(&self) -> u64 {
+        self.inner.prepared.load(Ordering::Relaxed)
     }
 
     /// Ends the keeper and every command it started.

@@ -118,10 +118,13 @@ async fn a_command_is_the_keepers_child_and_ends_with_the_keeper_when_it_closes(
     let (plan, userns, trees) = plan_for(&sb, &cwd);
     let l = k.spawn(request(&["sleep", "60"]), plan, userns, trees, Vec::new(), &[]).await.unwrap();
     let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", k.pid())).unwrap();
-    assert_eq!(children.split_whitespace().collect::<Vec<_>>(), vec![l.pid.to_string()]);
+    let children: Vec<u32> = children.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    // The command, and the process prepared for the next one (`corral_keeper::prepared`).
+    assert!(children.contains(&l.pid) && children.len() <= 2, "{children:?}");
     k.close();
     assert!(tokio::time::timeout(Duration::from_secs(10), l.exit).await.is_ok(), "no word of the end");
     wait_until("the command ended with the keeper", || !running(l.pid));
+    wait_until("the prepared process ended with the keeper", || children.iter().all(|p| !running(*p)));
 }
 
 #[tokio::test]
@@ -555,4 +558,50 @@ async fn the_keeper_keeps_no_descriptor_its_parent_left_open() {
     // socket it just answered with).
     assert!(fds.iter().all(|fd| *fd <= 5), "{fds:?}");
     k.close();
+}
+
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_command_after_the_first_starts_in_a_prepared_process_with_its_own_streams_status_and_input() {
+    let (_d, sb, cwd, keeper) = session().await;
+    let first = sb.run(req(&cwd, "echo one"), None).await.unwrap();
+    assert_eq!((first.stdout.as_str(), first.exit_code), ("one\n", Some(0)));
+    let second = sb.run(req(&cwd, "echo two; echo err >&2; pwd; exit 3"), None).await.unwrap();
+    assert_eq!(second.stdout, format!("two\n{}\n", cwd.display()));
+    assert_eq!((second.stderr.as_str(), second.exit_code), ("err\n", Some(3)));
+    let mut with_input = req(&cwd, "cat; echo \" $$\"");
+    with_input.stdin = Some("typed".into());
+    let third = sb.run(with_input, None).await.unwrap();
+    // The program is the pid namespace's init, as in a process made for it.
+    assert_eq!((third.stdout.as_str(), third.exit_code), ("typed 1\n", Some(0)));
+    assert_eq!(keeper.prepared_starts(), 2, "the second and third commands started in prepared processes");
+    keeper.close();
+}
+
+/// The host renames a protected `.git` away and makes another after the next command's process
+/// was prepared (its view made with the old one read-only): the prepared view no longer covers
+/// the path, so the command gets a fresh one, where the new `.git` is read-only too.
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_protected_directory_the_host_replaced_after_the_next_command_was_prepared_stays_read_only() {
+    let (_d, sb, cwd, keeper) = session().await;
+    std::fs::create_dir(cwd.join(".git")).unwrap();
+    std::fs::write(cwd.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let first = sb.run(req(&cwd, "true"), None).await.unwrap();
+    assert_eq!(first.exit_code, Some(0), "{first:?}");
+    // The next command's process is prepared meanwhile.
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::rename(cwd.join(".git"), cwd.join("old-git")).unwrap();
+    std::fs::create_dir(cwd.join(".git")).unwrap();
+    let r = sb.run(req(&cwd, "echo pwned > .git/config; echo pwned > .git/HEAD"), None).await.unwrap();
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    assert!(!cwd.join(".git/config").exists(), "the new .git was writable: {r:?}");
+    assert_eq!(std::fs::read_to_string(cwd.join("old-git/HEAD")).unwrap(), "ref: refs/heads/main\n");
+    assert_eq!(keeper.prepared_starts(), 0, "the stale prepared view was used");
+    // The command after it starts prepared again, the new `.git` covered there too.
+    let again = sb.run(req(&cwd, "touch .git/config"), None).await.unwrap();
+    assert_ne!(again.exit_code, Some(0), "{again:?}");
+    assert!(!cwd.join(".git/config").exists());
+    assert_eq!(keeper.prepared_starts(), 1);
+    keeper.close();
 }
