@@ -197,7 +197,8 @@ impl Keeper {
             .chain(&run.plan.trees)
             .chain(&run.plan.layer)
             .chain(&run.plan.lowers)
-            .chain(&in_container);
+            .chain(&in_container)
+            .chain(&run.spares);
         let fd_at = |i: i32| -> io::Result<RawFd> {
             usize::try_from(i)
                 .ok()
@@ -225,10 +226,10 @@ impl Keeper {
             }
         }
         // The prepared process's own copies of the writable trees (a detached tree is attached
-        // once), taken before the command's process can attach the ones sent.
-        let copies = match &key {
-            Some(_) => run.plan.trees.iter().map(|t| copy_tree(*t)).collect::<io::Result<Vec<_>>>().ok(),
-            None => None,
+        // once), sent with the command.
+        let copies = match run.spares.len() == run.plan.trees.len() {
+            true => run.spares.iter().map(|i| fd_at(*i)).collect::<io::Result<Vec<_>>>().ok(),
+            false => None,
         };
         // SAFETY: raw call.
         let keeper = unsafe { libc::getpid() };
@@ -247,7 +248,7 @@ impl Keeper {
         };
         // The next command under this plan finds its process ready.
         if let (Some(key), Some(copies)) = (key, copies) {
-            run.plan.trees = copies.iter().map(|c| c.as_raw_fd()).collect();
+            run.plan.trees = copies;
             self.prepared = Prepared::start(key, &run, keeper, exec).ok();
         }
         Ok(command)
@@ -489,8 +490,9 @@ fn exec(argv: &[CString], env: &[CString], report_w: RawFd) -> i32 {
     127
 }
 
-/// A new detached copy of the detached tree `tree` (its mount attributes and idmapping kept).
-fn copy_tree(tree: RawFd) -> io::Result<OwnedFd> {
+/// A new detached copy of the detached tree `tree` (its mount attributes and idmapping kept),
+/// made in the mount namespace `tree` was detached from.
+pub fn copy_tree(tree: RawFd) -> io::Result<OwnedFd> {
     // OPEN_TREE_CLONE, and AT_RECURSIVE as musl's headers lack it.
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     const AT_RECURSIVE: libc::c_uint = 0x8000;

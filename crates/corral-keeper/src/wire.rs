@@ -50,6 +50,10 @@ pub struct Run {
     pub cgroups: Vec<CString>,
     /// Whether a stdin descriptor is sent (else the command reads `/dev/null`).
     pub stdin: bool,
+    /// Second copies of the plan's writable trees (indices, as `Plan::trees`): a detached tree
+    /// is attached once, and these are for the process prepared for the next command
+    /// (`prepared.rs`), which the keeper could not copy itself from a session's mount namespace.
+    pub spares: Vec<i32>,
     pub plan: Plan,
 }
 
@@ -288,6 +292,10 @@ impl Run {
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
         e.u8(RUN).u64(self.id).cstrs(&self.argv).cstrs(&self.env).cstrs(&self.cgroups).u8(self.stdin as u8);
+        e.u32(self.spares.len() as u32);
+        for s in &self.spares {
+            e.i32(*s);
+        }
         encode_plan(&mut e, &self.plan, false);
         e.0
     }
@@ -297,6 +305,7 @@ impl Run {
         let id = d.u64()?;
         let (argv, env, cgroups) = (d.cstrs()?, d.cstrs()?, d.cstrs()?);
         let stdin = d.bool()?;
+        let spares = (0..d.count(4)?).map(|_| d.i32()).collect::<io::Result<_>>()?;
         let user_ns = d.bool()?;
         let userns = read_opt_i32(d)?;
         let trees = (0..d.count(4)?).map(|_| d.i32()).collect::<io::Result<_>>()?;
@@ -390,7 +399,7 @@ impl Run {
             landlock,
             container,
         };
-        Ok(Run { id, argv, env, cgroups, stdin, plan })
+        Ok(Run { id, argv, env, cgroups, stdin, spares, plan })
     }
 }
 
@@ -499,6 +508,7 @@ mod tests {
             env: Vec::new(),
             cgroups: Vec::new(),
             stdin: true,
+            spares: vec![6],
             plan,
         };
         let bytes = run.encode();
@@ -523,6 +533,7 @@ mod tests {
         assert_eq!(c.label.unwrap().to_str().unwrap(), "exec docker-default");
         assert_eq!(back.plan.cwd.to_str().unwrap(), "/workspace");
         assert_eq!(back.plan.seccomp[0][0].k, 0x7fff_0000);
+        assert_eq!(back.spares, vec![6]);
         // A frame cut anywhere inside the container's part is refused, never read short.
         for cut in 1..40 {
             let mut d = Dec::new(&bytes[..bytes.len() - cut]);

@@ -77,6 +77,15 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
 }
 
 impl SessionSandbox {
+    /// The session's keeper (a LinuxSandbox session's).
+    #[cfg(test)]
+    pub(crate) fn keeper(&self) -> Option<&Keeper> {
+        match &self.holder {
+            Holder::Keeper(k) => Some(k),
+            Holder::Container(_) => None,
+        }
+    }
+
     /// Makes `<root>/<id>` (and `root` when missing) and starts the session.
     pub async fn create(root: &Path, id: &str, options: SessionOptions) -> Result<SessionSandbox> {
         check_id(id)?;

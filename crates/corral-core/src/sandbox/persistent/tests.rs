@@ -295,3 +295,21 @@ fn linux(o: &mut SessionOptions) -> &mut LinuxSandboxOptions {
         SessionKind::Docker(_) => unreachable!("a LinuxSandbox session's options"),
     }
 }
+
+/// The session's keeper runs in a root of its own (a mount namespace the library's trees were not
+/// made in): the process prepared for the next command gets its copies of the trees from the
+/// library, and commands after the first start there.
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_sessions_commands_after_the_first_start_in_prepared_processes() {
+    let r = root();
+    let s = SessionSandbox::create(r.path(), "s-prep", options(serde_json::json!({ "mode": "deny-all" }), vec![]))
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let out = sh(&s, &format!("echo {i} > /workspace/n; cat /workspace/n; ls /tmp")).await;
+        assert_eq!((out.stdout, out.exit_code), (format!("{i}\n"), Some(0)));
+    }
+    assert_eq!(s.keeper().map(|k| k.prepared_starts()), Some(2));
+    s.stop().await;
+}
