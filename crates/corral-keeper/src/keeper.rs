@@ -29,6 +29,10 @@ struct Keeper {
     commands: Vec<Command>,
     /// A process waiting for the next command under the last plan that allows one.
     prepared: Option<Prepared>,
+    /// This keeper's `/proc/self/mountinfo`: a change of the host's mounts (an unmount, a
+    /// remount) turns it readable with `POLLPRI`, and the prepared view, which holds the mounts
+    /// as they were, is dropped.
+    mounts: Option<OwnedFd>,
 }
 
 fn errno() -> i32 {
@@ -61,7 +65,12 @@ pub fn run(ctl: RawFd) -> i32 {
         eprintln!("corral-keeper: signalfd failed: {}", io::Error::last_os_error());
         return 1;
     }
-    let mut k = Keeper { ctl, signals, commands: Vec::new(), prepared: None };
+    // SAFETY: a NUL-terminated literal; the descriptor is owned at once.
+    let mounts = unsafe {
+        let fd = libc::open(c"/proc/self/mountinfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
+    };
+    let mut k = Keeper { ctl, signals, commands: Vec::new(), prepared: None, mounts };
     k.serve();
     k.kill_all();
     0
@@ -79,10 +88,12 @@ impl Keeper {
                 let fd = c.report.as_ref().map_or(-1, |r| r.as_raw_fd());
                 fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
             }
-            // A prepared process that failed or died turns its report pipe readable; one that
-            // waited its time is dropped.
+            // A prepared process that failed or died turns its report pipe readable, a change of
+            // the mounts its view holds the mount table; one that waited its time is dropped.
             let timeout = match &self.prepared {
                 Some(p) => {
+                    let mounts = self.mounts.as_ref().map_or(-1, |m| m.as_raw_fd());
+                    fds.push(libc::pollfd { fd: mounts, events: libc::POLLPRI, revents: 0 });
                     fds.push(libc::pollfd { fd: p.report_fd(), events: libc::POLLIN, revents: 0 });
                     p.left().as_millis().min(i32::MAX as u128) as i32
                 }
@@ -96,9 +107,15 @@ impl Keeper {
                 }
                 return;
             }
-            if self.prepared.is_some() && (n == 0 || fds.last().is_some_and(|f| f.revents != 0)) {
-                if let Some(p) = self.prepared.take() {
-                    p.discard();
+            let prepared_fds = &fds[fds.len().saturating_sub(2)..];
+            if let Some(p) = self.prepared.take() {
+                let mounts_changed = prepared_fds[0].revents != 0;
+                if mounts_changed {
+                    self.mounts_seen();
+                }
+                match mounts_changed || prepared_fds[1].revents != 0 || p.left().is_zero() {
+                    true => p.discard(),
+                    false => self.prepared = Some(p),
                 }
             }
             for (i, id) in waiting.iter().enumerate() {
@@ -146,6 +163,10 @@ impl Keeper {
                 }
             }
             Ok(wire::SESSION) => {
+                // Commands made before the session's namespaces are not its commands.
+                if let Some(p) = self.prepared.take() {
+                    p.discard();
+                }
                 let (Ok(id), Ok(user_ns), Ok(uid_map), Ok(gid_map)) = (d.u64(), d.bool(), d.bytes(), d.bytes()) else {
                     return false;
                 };
@@ -231,9 +252,20 @@ impl Keeper {
             true => run.spares.iter().map(|i| fd_at(*i)).collect::<io::Result<Vec<_>>>().ok(),
             false => None,
         };
+        // Each the same directory as the tree it stands for.
+        let same = |a: RawFd, b: RawFd| {
+            crate::child::identity(a).ok().is_some_and(|id| crate::child::identity(b).ok() == Some(id))
+        };
+        let copies = copies
+            .filter(|c| c.len() == run.plan.trees.len() && c.iter().zip(&run.plan.trees).all(|(a, b)| same(*a, *b)));
         // SAFETY: raw call.
         let keeper = unsafe { libc::getpid() };
-        let waiting = self.prepared.take();
+        let mut waiting = self.prepared.take();
+        if waiting.is_some() && self.mounts_changed() {
+            if let Some(p) = waiting.take() {
+                p.discard();
+            }
+        }
         let command = match waiting {
             Some(p) if key.as_deref() == Some(p.key()) => p.go(&run, &received[..fixed]),
             Some(p) => {
@@ -310,6 +342,11 @@ impl Keeper {
             if pid <= 0 {
                 return true;
             }
+            if self.prepared.as_ref().is_some_and(|p| p.pid() == pid) {
+                // It ended on its own: nothing waits there any more.
+                self.prepared = None;
+                continue;
+            }
             let Some(i) = self.commands.iter().position(|c| c.pid == pid) else { continue };
             let id = self.commands[i].id;
             if !self.settle(id, true) {
@@ -322,7 +359,35 @@ impl Keeper {
         }
     }
 
+    /// Whether the host's mounts changed since the mount table was last read through (then it
+    /// is read through).
+    fn mounts_changed(&self) -> bool {
+        let Some(m) = &self.mounts else { return false };
+        let mut p = libc::pollfd { fd: m.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
+        // SAFETY: one pollfd, no wait.
+        let changed = unsafe { libc::poll(&mut p, 1, 0) } == 1;
+        if changed {
+            self.mounts_seen();
+        }
+        changed
+    }
+
+    /// Reads the mount table through, so its next change is seen again.
+    fn mounts_seen(&self) {
+        if let Some(m) = &self.mounts {
+            let mut buf = [0u8; 8192];
+            // SAFETY: reads into a live buffer from offset 0 until the end.
+            unsafe {
+                libc::lseek(m.as_raw_fd(), 0, libc::SEEK_SET);
+                while libc::read(m.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) > 0 {}
+            }
+        }
+    }
+
     fn kill_all(&mut self) {
+        if let Some(p) = self.prepared.take() {
+            p.discard();
+        }
         for c in &self.commands {
             // SAFETY: signals process groups this keeper started and has not reaped.
             unsafe { libc::kill(-c.pid, libc::SIGKILL) };

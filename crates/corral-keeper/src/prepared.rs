@@ -4,8 +4,8 @@
 //! plan: it makes the namespaces and the view, hardens itself (capabilities, Landlock, seccomp)
 //! and waits. When the next command comes with a plan that is the same byte for byte, its
 //! descriptors open on the same objects (the same directories, the same user namespace), the
-//! waiting process gets the command's program, environment and streams, joins its control groups
-//! and execs it. Anything else, and the prepared process is dropped and the command started as
+//! keeper moves the waiting processes into the command's control groups and hands them its
+//! program, environment and streams, and it runs. Anything else, and the prepared process is dropped and the command started as
 //! before; so it is when the prepared process is not ready within `READY_WAIT_MS`.
 //!
 //! A prepared view is only as good as when it was made. Before one is used, the keeper looks
@@ -13,8 +13,9 @@
 //! writable trees, the protected, hidden and pinned paths — must still be a mount point there,
 //! each writable tree still the directory the plan names, and the working directory still where
 //! the plan says. A host that renamed a protected `.git` away and made another since gets a fresh
-//! view, where the new one is read-only too. A prepared process is dropped after `MAX_AGE`: it
-//! holds the host's mounts as they were when it was made.
+//! view, where the new one is read-only too. The view holds the host's mounts as they were when
+//! it was made: a change of the keeper's mount table drops it (`keeper.rs`), and so does
+//! `MAX_AGE`.
 
 use std::ffi::CString;
 use std::io;
@@ -62,6 +63,9 @@ pub fn preparable(plan: &Plan) -> bool {
         && plan.layer.is_none()
         && plan.lowers.is_empty()
         && plan.memory_procs.is_none()
+        // Room for the command's streams when they come (under a small limit, C2 could not take
+        // them in).
+        && plan.rlimits.iter().all(|(r, soft, _)| *r != libc::RLIMIT_NOFILE || *soft >= 64)
 }
 
 /// The plan as bytes, its descriptors named by the (device, inode) they are open on (`fd_at`
@@ -140,6 +144,10 @@ impl Prepared {
         if pid < 0 {
             return Err(io::Error::last_os_error());
         }
+        // Its own process group from here on, whichever of the two runs first (a discard right
+        // after the fork reaches it).
+        // SAFETY: raw call on our own child.
+        unsafe { libc::setpgid(pid, pid) };
         if pid == 0 {
             let hold = Hold { go: go_c.as_raw_fd(), ready: ready_w.as_raw_fd(), report: report_w.as_raw_fd() };
             // SAFETY: raw calls in a child of a single-threaded process.
@@ -154,6 +162,11 @@ impl Prepared {
         &self.key
     }
 
+    /// C1's process id.
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
     /// The report pipe's read end, which turns readable when the process failed or died.
     pub fn report_fd(&self) -> RawFd {
         self.report.as_raw_fd()
@@ -166,8 +179,11 @@ impl Prepared {
 
     /// Ends the process (C2 follows C1, its parent-death signal); the keeper reaps C1.
     pub fn discard(self) {
-        // SAFETY: signals the process group this keeper started and has not reaped.
-        unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        // SAFETY: signals the process (group) this keeper started and has not reaped.
+        unsafe {
+            libc::kill(-self.pid, libc::SIGKILL);
+            libc::kill(self.pid, libc::SIGKILL);
+        }
     }
 
     /// Starts `run` here, `stdio` its streams as received (stdin first when it has one): C1's
@@ -193,7 +209,8 @@ impl Prepared {
         // C2's process id, which C1 sent as soon as it forked.
         let mut pid = [0u8; 4];
         read_within(self.go.as_raw_fd(), &mut pid)?;
-        self.holds(i32::from_ne_bytes(pid))?;
+        let c2 = i32::from_ne_bytes(pid);
+        self.holds(c2)?;
         let null;
         let streams: [RawFd; 3] = match (run.stdin, stdio) {
             (true, [i, o, e, ..]) => [i.as_raw_fd(), o.as_raw_fd(), e.as_raw_fd()],
@@ -204,14 +221,20 @@ impl Prepared {
             }
             _ => return Err(io::Error::from_raw_os_error(libc::EBADF)),
         };
-        let groups = run
-            .cgroups
-            .iter()
+        // The command's control groups, joined by its two processes before it runs (written by
+        // the keeper: its credentials are the ones the groups' files were opened with).
+        for procs in &run.cgroups {
             // SAFETY: a NUL-terminated path; the descriptor is owned at once.
-            .map(|p| unsafe { owned(libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC)) })
-            .collect::<io::Result<Vec<_>>>()?;
-        let fds: Vec<RawFd> = streams.iter().copied().chain(groups.iter().map(|g| g.as_raw_fd())).collect();
-        frame::send(self.go.as_raw_fd(), &wire::go(&run.argv, &run.env), &fds)
+            let g = unsafe { owned(libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))? };
+            for who in [self.pid, c2] {
+                let who = who.to_string();
+                // SAFETY: writing a live buffer.
+                if unsafe { libc::write(g.as_raw_fd(), who.as_ptr().cast(), who.len()) } < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        frame::send(self.go.as_raw_fd(), &wire::go(&run.argv, &run.env), &streams)
     }
 
     /// Whether the view of C2 (`pid`, as this keeper sees it) still covers what the plan
@@ -343,7 +366,14 @@ unsafe fn prepared_process(
     libc::close(hold.ready);
     let (payload, fds) = match frame::recv(from_c1) {
         Ok(Some(f)) if f.1.len() == 3 => f,
-        _ => return 1,
+        Ok(_) => {
+            report(hold.report, &io::Error::from_raw_os_error(libc::EBADF));
+            return 127;
+        }
+        Err(e) => {
+            report(hold.report, &e);
+            return 127;
+        }
     };
     libc::close(from_c1);
     for (i, f) in fds.iter().enumerate() {
@@ -362,34 +392,24 @@ unsafe fn prepared_process(
     }
 }
 
-/// C1 of a prepared command (from `child::enter`): sends C2's process id, waits for the command,
-/// moves itself and C2 into its control groups, hands C2 the command, then waits for C2 and
+/// C1 of a prepared command (from `child::enter`): sends C2's process id, waits for the command
+/// (the keeper has moved both into its control groups), hands it to C2, then waits for C2 and
 /// exits as it did. Ends here when the keeper drops it.
 ///
 /// # Safety
 /// Call only in C1.
 pub unsafe fn hold(h: &Hold, to_c2: RawFd, c2: libc::pid_t) -> ! {
-    let mut keep = [h.go, h.report, to_c2];
+    let mut keep = [h.go, to_c2];
     close_except(&mut keep);
     let pid = c2.to_ne_bytes();
     if libc::write(h.go, pid.as_ptr().cast(), 4) != 4 {
         libc::_exit(1);
     }
     let (payload, fds) = match frame::recv(h.go) {
-        Ok(Some(f)) if f.1.len() >= 3 => f,
+        Ok(Some(f)) if f.1.len() == 3 => f,
         _ => libc::_exit(1),
     };
-    // A group that cannot be joined would leave its limits unenforced: the command fails.
-    let c2_text = c2.to_string();
-    for g in &fds[3..] {
-        for who in [&b"0"[..], c2_text.as_bytes()] {
-            if libc::write(g.as_raw_fd(), who.as_ptr().cast(), who.len()) < 0 {
-                report(h.report, &io::Error::last_os_error());
-                libc::_exit(127);
-            }
-        }
-    }
-    let streams: Vec<RawFd> = fds[..3].iter().map(|f| f.as_raw_fd()).collect();
+    let streams: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
     if frame::send(to_c2, &payload, &streams).is_err() {
         libc::_exit(1);
     }

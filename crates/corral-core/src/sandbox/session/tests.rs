@@ -605,3 +605,31 @@ async fn a_protected_directory_the_host_replaced_after_the_next_command_was_prep
     assert_eq!(keeper.prepared_starts(), 1);
     keeper.close();
 }
+
+/// The host mounts a filesystem in the working directory after the next command's process was
+/// prepared (its view holds the mounts as they were): the prepared process is dropped, and the
+/// command sees the host's mounts as they are now, as a fresh view would.
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_mount_the_host_makes_after_the_next_command_was_prepared_is_seen_by_it() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting on the host needs root");
+        return;
+    }
+    let (_d, sb, cwd, keeper) = session().await;
+    let m = cwd.join("m");
+    std::fs::create_dir(&m).unwrap();
+    let first = sb.run(req(&cwd, "ls m"), None).await.unwrap();
+    assert_eq!((first.stdout.as_str(), first.exit_code), ("", Some(0)));
+    std::thread::sleep(Duration::from_millis(200));
+    let target = std::ffi::CString::new(m.to_str().unwrap()).unwrap();
+    let mounted = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+    assert_eq!(mounted, 0, "{}", std::io::Error::last_os_error());
+    std::fs::write(m.join("f"), "on the new mount\n").unwrap();
+    // The keeper hears of the change on its own; the command may come at once.
+    let r = sb.run(req(&cwd, "cat m/f"), None).await.unwrap();
+    unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    assert_eq!((r.stdout.as_str(), r.exit_code), ("on the new mount\n", Some(0)), "{r:?}");
+    assert_eq!(keeper.prepared_starts(), 0, "the view made before the mount was used");
+    keeper.close();
+}
