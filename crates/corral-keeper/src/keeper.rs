@@ -21,6 +21,12 @@ struct Command {
     failed: bool,
     /// It runs in a process prepared before it came (`prepared.rs`).
     prepared: bool,
+    /// A prepared command's first process writes its wait status here once every process of the
+    /// command ended, before its namespaces are torn down (its own exit), so the end is reported
+    /// without waiting for that.
+    status: Option<OwnedFd>,
+    /// Its end was reported from `status`; reaping it reports nothing more.
+    ended: bool,
 }
 
 struct Keeper {
@@ -88,6 +94,13 @@ impl Keeper {
                 let fd = c.report.as_ref().map_or(-1, |r| r.as_raw_fd());
                 fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
             }
+            // Started commands that say their end themselves.
+            let saying: Vec<u64> =
+                self.commands.iter().filter(|c| c.report.is_none() && c.status.is_some()).map(|c| c.id).collect();
+            for c in self.commands.iter().filter(|c| c.report.is_none() && c.status.is_some()) {
+                let fd = c.status.as_ref().map_or(-1, |r| r.as_raw_fd());
+                fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+            }
             // A prepared process that failed or died turns its report pipe readable, a change of
             // the mounts its view holds the mount table; one that waited its time is dropped.
             let timeout = match &self.prepared {
@@ -120,6 +133,11 @@ impl Keeper {
             }
             for (i, id) in waiting.iter().enumerate() {
                 if fds[2 + i].revents != 0 && !self.settle(*id, false) {
+                    return;
+                }
+            }
+            for (i, id) in saying.iter().enumerate() {
+                if fds[2 + waiting.len() + i].revents != 0 && !self.said_end(*id) {
                     return;
                 }
             }
@@ -275,7 +293,15 @@ impl Keeper {
             None => None,
         };
         let command = match command {
-            Some((pid, report)) => Command { id: run.id, pid, report: Some(report), failed: false, prepared: true },
+            Some((pid, report, status)) => Command {
+                id: run.id,
+                pid,
+                report: Some(report),
+                failed: false,
+                prepared: true,
+                status: Some(status),
+                ended: false,
+            },
             None => self.fork_command(&run, &received[..fixed], keeper)?,
         };
         // The next command under this plan finds its process ready.
@@ -305,7 +331,15 @@ impl Keeper {
             // SAFETY: ends the child without running this process's exit handlers.
             unsafe { libc::_exit(code) }
         }
-        Ok(Command { id: run.id, pid, report: Some(report), failed: false, prepared: false })
+        Ok(Command {
+            id: run.id,
+            pid,
+            report: Some(report),
+            failed: false,
+            prepared: false,
+            status: None,
+            ended: false,
+        })
     }
 
     /// Reads a command's report pipe: nothing (its exec succeeded, or it died before) or an errno.
@@ -331,6 +365,20 @@ impl Keeper {
         self.reply(reply)
     }
 
+    /// Reads a prepared command's wait status, sent by its first process once every process of
+    /// it ended, and reports the end. Nothing read (the process was killed): its reaping reports.
+    fn said_end(&mut self, id: u64) -> bool {
+        let Some(c) = self.commands.iter_mut().find(|c| c.id == id) else { return true };
+        let Some(status) = c.status.take() else { return true };
+        let mut buf = [0u8; 4];
+        // SAFETY: reading into a live buffer.
+        if unsafe { libc::read(status.as_raw_fd(), buf.as_mut_ptr().cast(), 4) } != 4 || c.failed {
+            return true;
+        }
+        c.ended = true;
+        self.reply(Reply::Exited { id, status: i32::from_ne_bytes(buf) })
+    }
+
     fn reap(&mut self) -> bool {
         let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
         // SAFETY: draining the signalfd into a buffer of one record.
@@ -353,7 +401,7 @@ impl Keeper {
                 return false;
             }
             let c = self.commands.remove(i);
-            if !c.failed && !self.reply(Reply::Exited { id, status }) {
+            if !c.failed && !c.ended && !self.reply(Reply::Exited { id, status }) {
                 return false;
             }
         }

@@ -187,11 +187,12 @@ impl Prepared {
     }
 
     /// Starts `run` here, `stdio` its streams as received (stdin first when it has one): C1's
-    /// process id and the report pipe, as a command's. `None` when this process cannot serve
-    /// (not ready, its view no longer holds, a group cannot be opened); it is then discarded.
-    pub fn go(self, run: &Run, stdio: &[OwnedFd]) -> Option<(libc::pid_t, OwnedFd)> {
+    /// process id and the report pipe, as a command's, and the socket C1 writes C2's wait
+    /// status on. `None` when this process cannot serve (not ready, its view no longer holds, a
+    /// group cannot be opened); it is then discarded.
+    pub fn go(self, run: &Run, stdio: &[OwnedFd]) -> Option<(libc::pid_t, OwnedFd, OwnedFd)> {
         match self.try_go(run, stdio) {
-            Ok(()) => Some((self.pid, self.report)),
+            Ok(()) => Some((self.pid, self.report, self.go)),
             Err(_) => {
                 self.discard();
                 None
@@ -393,8 +394,9 @@ unsafe fn prepared_process(
 }
 
 /// C1 of a prepared command (from `child::enter`): sends C2's process id, waits for the command
-/// (the keeper has moved both into its control groups), hands it to C2, then waits for C2 and
-/// exits as it did. Ends here when the keeper drops it.
+/// (the keeper has moved both into its control groups), hands it to C2, then waits for C2, sends
+/// its wait status (every process of the command has ended) and exits as it did, which tears
+/// down the namespaces. Ends here when the keeper drops it.
 ///
 /// # Safety
 /// Call only in C1.
@@ -414,13 +416,15 @@ pub unsafe fn hold(h: &Hold, to_c2: RawFd, c2: libc::pid_t) -> ! {
         libc::_exit(1);
     }
     drop(fds);
-    libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32);
+    let mut keep = [h.go];
+    close_except(&mut keep);
     let mut status = 0;
     while libc::waitpid(c2, &mut status, 0) < 0 {
         if *libc::__errno_location() != libc::EINTR {
             libc::_exit(126);
         }
     }
+    libc::write(h.go, status.to_ne_bytes().as_ptr().cast(), 4);
     child::exit_like(status)
 }
 
