@@ -242,7 +242,9 @@ impl Prepared {
     /// covers, and its working directory is the plan's.
     fn holds(&self, pid: libc::pid_t) -> io::Result<()> {
         let stale = || io::Error::from_raw_os_error(libc::ESTALE);
-        let points = std::fs::read(format!("/proc/{pid}/mountinfo"))?;
+        // In one read where it fits (a view has a few dozen mounts).
+        let mut points = Vec::with_capacity(64 << 10);
+        std::io::Read::read_to_end(&mut std::fs::File::open(format!("/proc/{pid}/mountinfo"))?, &mut points)?;
         let points: std::collections::HashSet<Vec<u8>> =
             points.split(|b| *b == b'\n').filter_map(|l| l.split(|b| *b == b' ').nth(4)).map(unescape).collect();
         let root = CString::new(format!("/proc/{pid}/root")).map_err(|_| stale())?;
