@@ -4,7 +4,7 @@
 //! plan: it makes the namespaces and the view, hardens itself (capabilities, Landlock, seccomp)
 //! and waits. When the next command comes with a plan that is the same byte for byte, its
 //! descriptors open on the same objects (the same directories, the same user namespace), the
-//! keeper moves the waiting processes into the command's control groups and hands them its
+//! keeper moves the waiting init into the command's control groups and hands it the command's
 //! program, environment and streams, and it runs. Anything else, and the prepared process is dropped and the command started as
 //! before; so it is when the prepared process is not ready within `READY_WAIT_MS`.
 //!
@@ -222,17 +222,17 @@ impl Prepared {
             }
             _ => return Err(io::Error::from_raw_os_error(libc::EBADF)),
         };
-        // The command's control groups, joined by its two processes before it runs (written by
-        // the keeper: its credentials are the ones the groups' files were opened with).
+        // The command's control groups, joined by the namespace's init before it runs (written by
+        // the keeper: its credentials are the ones the groups' files were opened with). C1 stays
+        // out: it only waits, and it outlives the command while its namespaces are torn down,
+        // which would keep the library from removing a group it was in.
         for procs in &run.cgroups {
             // SAFETY: a NUL-terminated path; the descriptor is owned at once.
             let g = unsafe { owned(libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))? };
-            for who in [self.pid, c2] {
-                let who = who.to_string();
-                // SAFETY: writing a live buffer.
-                if unsafe { libc::write(g.as_raw_fd(), who.as_ptr().cast(), who.len()) } < 0 {
-                    return Err(io::Error::last_os_error());
-                }
+            let who = c2.to_string();
+            // SAFETY: writing a live buffer.
+            if unsafe { libc::write(g.as_raw_fd(), who.as_ptr().cast(), who.len()) } < 0 {
+                return Err(io::Error::last_os_error());
             }
         }
         frame::send(self.go.as_raw_fd(), &wire::go(&run.argv, &run.env), &streams)

@@ -616,6 +616,22 @@ async fn a_mount_the_host_makes_after_the_next_command_was_prepared_is_seen_by_i
         eprintln!("skipped: mounting on the host needs root");
         return;
     }
+    // In a process of its own, in a mount namespace of its own: the other tests' keepers would
+    // drop their prepared views on this mount too.
+    const INNER: &str = "CORRAL_MOUNT_INNER";
+    if std::env::var_os(INNER).is_none() {
+        let name = "sandbox::session::tests::a_mount_the_host_makes_after_the_next_command_was_prepared_is_seen_by_it";
+        let out = std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private"])
+            .arg(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--ignored", "--test-threads=1"])
+            .env(INNER, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("1 passed"), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+        return;
+    }
     let (_d, sb, cwd, keeper) = session().await;
     let m = cwd.join("m");
     std::fs::create_dir(&m).unwrap();
@@ -631,5 +647,27 @@ async fn a_mount_the_host_makes_after_the_next_command_was_prepared_is_seen_by_i
     unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
     assert_eq!((r.stdout.as_str(), r.exit_code), ("on the new mount\n", Some(0)), "{r:?}");
     assert_eq!(keeper.prepared_starts(), 0, "the view made before the mount was used");
+    keeper.close();
+}
+
+/// A prepared command's control group is the command's alone: its init is in it, and the group
+/// is gone once the command ended (the waiting first process, which outlives the command while
+/// its namespaces are torn down, is not in it to keep it).
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_prepared_commands_control_group_holds_its_init_and_is_removed_when_it_ends() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: control groups need root");
+        return;
+    }
+    let (_d, sb, cwd, keeper) = session().await;
+    for _ in 0..10 {
+        let r = sb.run(req(&cwd, "grep pids /proc/self/cgroup; echo $$"), None).await.unwrap();
+        let group = r.stdout.lines().next().and_then(|l| l.rsplit(':').next()).unwrap_or_default().to_string();
+        assert!(group.contains("/corral-"), "{r:?}");
+        let dir = std::path::Path::new("/sys/fs/cgroup/pids").join(group.trim_start_matches('/'));
+        assert!(!dir.exists(), "{} is left after the command", dir.display());
+    }
+    assert!(keeper.prepared_starts() >= 9, "{}", keeper.prepared_starts());
     keeper.close();
 }
