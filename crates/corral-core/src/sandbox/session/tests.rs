@@ -98,12 +98,18 @@ fn where_memory_files_may_not_be_executed_the_keeper_starts_from_a_private_copy(
         eprintln!("skipped: setting vm.memfd_noexec in a pid namespace needs root");
         return;
     }
-    let name = "sandbox::session::tests::where_memory_files_may_not_be_executed_the_keeper_starts_from_a_private_copy";
+    let name = "where_memory_files_may_not_be_executed_the_keeper_starts_from_a_private_copy";
+    run_alone(&["--pid", "--fork", "--mount-proc"], name, INNER);
+}
+
+/// Runs the test `name` of this module again, alone, under `unshare` with `how`, `inner` set in
+/// its environment; it must pass.
+fn run_alone(how: &[&str], name: &str, inner: &str) {
     let out = std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc"])
+        .args(how)
         .arg(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--ignored", "--test-threads=1"])
-        .env(INNER, "1")
+        .args([&format!("sandbox::session::tests::{name}"), "--exact", "--ignored", "--test-threads=1"])
+        .env(inner, "1")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -620,16 +626,8 @@ async fn a_mount_the_host_makes_after_the_next_command_was_prepared_is_seen_by_i
     // drop their prepared views on this mount too.
     const INNER: &str = "CORRAL_MOUNT_INNER";
     if std::env::var_os(INNER).is_none() {
-        let name = "sandbox::session::tests::a_mount_the_host_makes_after_the_next_command_was_prepared_is_seen_by_it";
-        let out = std::process::Command::new("unshare")
-            .args(["--mount", "--propagation", "private"])
-            .arg(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--ignored", "--test-threads=1"])
-            .env(INNER, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && text.contains("1 passed"), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+        let name = "a_mount_the_host_makes_after_the_next_command_was_prepared_is_seen_by_it";
+        run_alone(&["--mount", "--propagation", "private"], name, INNER);
         return;
     }
     let (_d, sb, cwd, keeper) = session().await;
