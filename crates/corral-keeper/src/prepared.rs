@@ -30,6 +30,9 @@ use crate::wire::{self, Enc, Run};
 /// How long a prepared process waits for its command.
 pub const MAX_AGE: Duration = Duration::from_secs(30);
 
+/// The niceness a prepared process is made at (root only; 0 again when its command comes).
+const PREPARING_NICE: libc::c_int = 10;
+
 /// How long a command waits for a prepared process still making its view.
 const READY_WAIT_MS: i32 = 50;
 
@@ -212,6 +215,15 @@ impl Prepared {
         read_within(self.go.as_raw_fd(), &mut pid)?;
         let c2 = i32::from_ne_bytes(pid);
         self.holds(c2)?;
+        // The priority a command gets, given back (`prepared_process`).
+        // SAFETY: raw calls on this keeper's own descendants.
+        if unsafe { libc::geteuid() } == 0 {
+            for who in [self.pid, c2] {
+                if unsafe { libc::setpriority(libc::PRIO_PROCESS, who as libc::id_t, 0) } < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
         let null;
         let streams: [RawFd; 3] = match (run.stdin, stdio) {
             (true, [i, o, e, ..]) => [i.as_raw_fd(), o.as_raw_fd(), e.as_raw_fd()],
@@ -346,6 +358,11 @@ unsafe fn prepared_process(
     libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
     libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     libc::setpgid(0, 0);
+    // Made beside the command that runs now, on the machine that command uses: it gives way. Only
+    // where the keeper may give the priority back when the command comes (root).
+    if libc::geteuid() == 0 {
+        libc::setpriority(libc::PRIO_PROCESS, 0, PREPARING_NICE);
+    }
     // Until the command's streams come, /dev/null stands in for them (so nothing opened meanwhile
     // takes 0, 1 or 2).
     let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);

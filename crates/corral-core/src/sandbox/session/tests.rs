@@ -572,8 +572,9 @@ async fn a_command_after_the_first_starts_in_a_prepared_process_with_its_own_str
     let (_d, sb, cwd, keeper) = session().await;
     let first = sb.run(req(&cwd, "echo one"), None).await.unwrap();
     assert_eq!((first.stdout.as_str(), first.exit_code), ("one\n", Some(0)));
-    let second = sb.run(req(&cwd, "echo two; echo err >&2; pwd; exit 3"), None).await.unwrap();
-    assert_eq!(second.stdout, format!("two\n{}\n", cwd.display()));
+    // At the priority a fresh command gets (a prepared process is made at a lower one as root).
+    let second = sb.run(req(&cwd, "echo two; echo err >&2; pwd; nice; exit 3"), None).await.unwrap();
+    assert_eq!(second.stdout, format!("two\n{}\n0\n", cwd.display()));
     assert_eq!((second.stderr.as_str(), second.exit_code), ("err\n", Some(3)));
     let mut with_input = req(&cwd, "cat; echo \" $$\"");
     with_input.stdin = Some("typed".into());
