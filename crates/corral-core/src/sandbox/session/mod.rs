@@ -297,22 +297,6 @@ impl Keeper {
                 fds.len() as i32 - 1
             })
             .collect();
-        // Second copies of the trees, for the process prepared for the next command (where they
-        // fit in the frame).
-        let room = fds.len() + trees.len() <= wire::MAX_FDS;
-        let spares = match room && corral_keeper::prepared::preparable(&plan) {
-            true => {
-                trees.iter().map(|t| corral_keeper::keeper::copy_tree(t.as_raw_fd())).collect::<io::Result<Vec<_>>>()?
-            }
-            false => Vec::new(),
-        };
-        let spare_at: Vec<i32> = spares
-            .iter()
-            .map(|t| {
-                fds.push(t.as_raw_fd());
-                fds.len() as i32 - 1
-            })
-            .collect();
         // Overlay mode: the command's own layer, then the pending ones below it.
         for (i, l) in layers.iter().enumerate() {
             let at = fds.len() as i32;
@@ -335,6 +319,22 @@ impl Keeper {
                 fds.push(*fd);
             }
         }
+        // Second copies of the trees, for the process prepared for the next command (where they
+        // fit in the frame), once the plan is complete.
+        let room = fds.len() + trees.len() <= wire::MAX_FDS;
+        let spares = match room && corral_keeper::prepared::preparable(&plan) {
+            true => {
+                trees.iter().map(|t| corral_keeper::keeper::copy_tree(t.as_raw_fd())).collect::<io::Result<Vec<_>>>()?
+            }
+            false => Vec::new(),
+        };
+        let spare_at: Vec<i32> = spares
+            .iter()
+            .map(|t| {
+                fds.push(t.as_raw_fd());
+                fds.len() as i32 - 1
+            })
+            .collect();
         let id = inner.next.fetch_add(1, Ordering::Relaxed);
         let run = Run { id, argv, env, cgroups: req.cgroups, stdin: stdin.is_some(), spares: spare_at, plan };
         let (started_tx, started_rx) = oneshot::channel();
