@@ -899,10 +899,21 @@ async fn an_apply_cancelled_part_way_leaves_the_changesets_it_had_not_applied_pe
         let mut apply = std::pin::pin!(apply);
         let _ = futures::poll!(apply.as_mut());
     }
+    // How far the one poll got depends on the machine; what holds is that each set is either on
+    // the host or still pending, none dropped.
     let left = s.pending_changes().await.unwrap();
-    let listed: Vec<&serde_json::Value> =
-        left.as_array().unwrap().iter().flat_map(|c| c["changes"].as_array().unwrap()).collect();
-    assert!(listed.len() >= 2, "the sets not yet applied were dropped: {left}");
+    let listed: Vec<&str> = left
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["changes"].as_array().unwrap())
+        .filter_map(|c| c["path"].as_str())
+        .collect();
+    for n in 2..=3 {
+        let f = format!("f{n}.txt");
+        let on_host = std::fs::read_to_string(cwd.join(&f)).ok() == Some(format!("{n}\n"));
+        assert!(on_host || listed.contains(&f.as_str()), "{f} was neither applied nor left pending: {left}");
+    }
     let applied = s.apply_changes(None).await.unwrap();
     for set in applied.as_array().unwrap() {
         assert_eq!(set["changes"]["refused"], serde_json::json!([]), "{applied}");
