@@ -6,9 +6,11 @@
 //! What matters to a walk is the set of subdirectories of each directory it read and the entries
 //! named one of its names: an event that adds, removes, renames or changes the mode of a directory
 //! (one closed to reading must refuse the next run as before), or an entry with one
-//! of the names (in any case), or that moves, removes or unmounts a watched directory, or an
-//! overflow of the queue, or a change of the mount table, starts a new *generation*. A walk's result
-//! is kept with the generation it started in, and is given again while the generation is the same.
+//! of the names (in any case), or that moves, removes or unmounts a watched directory, starts a new
+//! *generation* and is noted with the directory it happened in; an overflow of the queue, a change
+//! of the mount table, or an event about a directory no walk is known to have read changes
+//! everything. A walk's result is kept with the generation it started in, and is given again while
+//! nothing has changed since in its tree (a build in another workspace does not throw it away).
 //!
 //! Why that is sound: every directory a walk reads is watched before it is read, and the kernel
 //! queues an event within the system call that makes the change, so a change after a directory was
@@ -53,14 +55,27 @@ const ALWAYS: u32 =
 /// The most watches used, whatever the limit allows.
 const MAX_WATCHES: usize = 65_536;
 
+/// The most changes noted: past that, the oldest are forgotten and the results kept from before
+/// them are walked again.
+const MAX_CHANGES: usize = 4096;
+
 struct Watcher {
     fd: OwnedFd,
     /// `/proc/self/mountinfo`, polled for changes of the mount table.
     mounts: OwnedFd,
     /// Each watched directory: its watch and the inode it was put on.
     watched: HashMap<PathBuf, (i32, u64, u64)>,
+    /// The paths each watch was put through (one inode may be reached by two).
+    paths: HashMap<i32, Vec<PathBuf>>,
     budget: usize,
     generation: u64,
+    /// The changes noted since `floor`, oldest first: the generation each began and the directory
+    /// it happened in.
+    changes: std::collections::VecDeque<(u64, PathBuf)>,
+    /// Changes of generations up to this one may be missing from `changes` (dropped as old).
+    floor: u64,
+    /// The last generation that changed everything.
+    everything: u64,
     /// The names of every walk so far, in lower case: an entry so named matters.
     names: HashSet<Vec<u8>>,
     /// The last whole result of each walk (by its key and root), with the generation it began in.
@@ -95,8 +110,12 @@ impl Watcher {
             fd,
             mounts,
             watched: HashMap::new(),
+            paths: HashMap::new(),
             budget: (limit / 4).min(MAX_WATCHES),
             generation: 0,
+            changes: std::collections::VecDeque::new(),
+            floor: 0,
+            everything: 0,
             names: HashSet::new(),
             kept: HashMap::new(),
         };
@@ -112,9 +131,11 @@ impl Watcher {
         n != 0 || p.revents != 0
     }
 
-    /// Reads every queued event; a new generation if any matters.
+    /// Reads every queued event, noting each that matters.
     fn drain(&mut self) {
-        let mut changed = self.mounts_changed();
+        if self.mounts_changed() {
+            self.change_everything();
+        }
         let mut overflowed = false;
         let mut buf = [0u64; 1024];
         loop {
@@ -126,13 +147,13 @@ impl Watcher {
                     Some(libc::EAGAIN) => break,
                     // Events may be left unread: nothing kept can be trusted.
                     _ => {
-                        changed = true;
+                        self.change_everything();
                         break;
                     }
                 }
             }
             if n == 0 {
-                changed = true;
+                self.change_everything();
                 break;
             }
             // SAFETY: the kernel wrote `n` bytes of whole events.
@@ -150,20 +171,50 @@ impl Watcher {
                     // on ext4), so every one is put again by the next walk.
                     overflowed = true;
                 }
+                if mask & ALWAYS != 0 || mask & libc::IN_ISDIR != 0 || self.names.contains(&name.to_ascii_lowercase()) {
+                    self.change_in(wd);
+                }
                 if mask & libc::IN_IGNORED != 0 {
                     self.watched.retain(|_, (w, _, _)| *w != wd);
-                }
-                if mask & ALWAYS != 0 || mask & libc::IN_ISDIR != 0 || self.names.contains(&name.to_ascii_lowercase()) {
-                    changed = true;
+                    self.paths.remove(&wd);
                 }
             }
         }
         if overflowed {
             self.reset();
         }
-        if changed {
-            self.generation += 1;
+    }
+
+    /// Notes a change in the directory of the watch `wd`: everything, where no walk is known to
+    /// have read it.
+    fn change_in(&mut self, wd: i32) {
+        let Some(dirs) = self.paths.get(&wd).filter(|d| !d.is_empty()) else {
+            self.change_everything();
+            return;
+        };
+        self.generation += 1;
+        for d in dirs {
+            self.changes.push_back((self.generation, d.clone()));
         }
+        while self.changes.len() > MAX_CHANGES {
+            if let Some((g, _)) = self.changes.pop_front() {
+                self.floor = g;
+            }
+        }
+    }
+
+    fn change_everything(&mut self) {
+        self.generation += 1;
+        self.everything = self.generation;
+        #[cfg(test)]
+        tests::EVERYTHING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether anything that matters to a walk of `root` that began in `since` may have changed.
+    fn changed_since(&self, since: u64, root: &Path) -> bool {
+        self.everything > since
+            || self.floor > since
+            || self.changes.iter().rev().take_while(|(g, _)| *g > since).any(|(_, d)| d.starts_with(root))
     }
 
     /// Drops every watch (closing the instance removes them) and everything kept: the trees walked
@@ -175,8 +226,11 @@ impl Watcher {
             self.fd = unsafe { OwnedFd::from_raw_fd(raw) };
         }
         self.watched.clear();
+        self.paths.clear();
         self.kept.clear();
-        self.generation += 1;
+        self.changes.clear();
+        self.change_everything();
+        self.floor = self.generation;
     }
 }
 
@@ -192,7 +246,7 @@ pub fn generation(names: &[&str]) -> Option<u64> {
     w.drain();
     if added {
         // Events about a name not counted before may have been passed over.
-        w.generation += 1;
+        w.change_everything();
     }
     Some(w.generation)
 }
@@ -244,7 +298,13 @@ fn watch(dir: &Path, dev: u64, ino: u64) -> Watched {
     if wd < 0 {
         return Watched::No;
     }
+    // A path another inode was watched through stays noted for it: wherever that directory is
+    // now, a change in it is still taken for a change at the old path (more walks, never fewer).
     w.watched.insert(dir.to_path_buf(), (wd, dev, ino));
+    let through = w.paths.entry(wd).or_default();
+    if !through.iter().any(|p| p == dir) {
+        through.push(dir.to_path_buf());
+    }
     Watched::Added
 }
 
@@ -296,16 +356,17 @@ fn dir_of(st: &libc::stat) -> Option<(u64, u64)> {
     (st.st_mode & libc::S_IFMT == libc::S_IFDIR).then_some((st.st_dev as u64, st.st_ino as u64))
 }
 
-/// The result a whole walk `key` of `root` gave, if it began in `generation` (nothing that
-/// matters has changed since) and `root` is the directory it walked (`(dev, ino)` now: renaming
-/// a directory above the root, or a link on the way to it, makes no event in the tree).
+/// The result a whole walk `key` of `root` gave, if nothing that matters has changed in the tree
+/// since it began (up to `generation`, the one `generation()` gave just now) and `root` is the
+/// directory it walked (`(dev, ino)` now: renaming a directory above the root, or a link on the
+/// way to it, makes no event in the tree).
 pub fn kept(key: u64, root: &Path, root_id: (u64, u64), generation: u64) -> Option<Arc<Vec<PathBuf>>> {
     let guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
     let w = guard.as_ref()?;
     match w.kept.get(&(key, root.to_path_buf())) {
-        Some((g, id, found)) if *g == generation && *id == root_id => {
+        Some((g, id, found)) if *g <= generation && *id == root_id && !w.changed_since(*g, root) => {
             #[cfg(test)]
-            tests::HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tests::HITS.with(|h| h.set(h.get() + 1));
             Some(found.clone())
         }
         _ => None,
@@ -330,8 +391,17 @@ mod tests {
 
     use super::super::{protected, sweep, Watch};
 
-    /// How many walks were answered from a kept result (every test adds to it).
-    pub(super) static HITS: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        /// How many walks this thread made were answered from a kept result.
+        pub(super) static HITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// How many times everything kept was thrown away (a mount, an overflow, a new name).
+    pub(super) static EVERYTHING: AtomicUsize = AtomicUsize::new(0);
+
+    fn hits() -> usize {
+        HITS.with(|h| h.get())
+    }
 
     fn git_names(root: &Path) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = protected(root, &[".git".to_string()], &[])
@@ -344,22 +414,38 @@ mod tests {
         v
     }
 
-    /// A tree of a few directories, scanned until its result is kept (the first scan may begin in
-    /// a generation another test ends).
+    /// Calls `walk` (which asserts what it finds) until it was answered `hits` times from kept
+    /// results: the first walks may begin while the mount table changes, or a new name is
+    /// counted, which throws away every result.
+    fn until_kept(hits_wanted: usize, what: &str, mut walk: impl FnMut()) {
+        let (started, everything, mut walks) = (std::time::Instant::now(), EVERYTHING.load(Ordering::Relaxed), 0);
+        while started.elapsed() < std::time::Duration::from_secs(30) {
+            let before = hits();
+            walk();
+            if hits() >= before + hits_wanted {
+                return;
+            }
+            walks += 1;
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!(
+            "{what} was never answered from the kept result in {walks} walks; everything kept was thrown \
+             away {} times meanwhile",
+            EVERYTHING.load(Ordering::Relaxed) - everything
+        );
+    }
+
+    /// A tree of a few directories, scanned until its result is kept.
     fn settled_tree() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         for sub in ["a/b/c", "a/e", "f"] {
             std::fs::create_dir_all(d.path().join(sub)).unwrap();
         }
         std::fs::create_dir_all(d.path().join("f/.git")).unwrap();
-        for _ in 0..50 {
-            let before = HITS.load(Ordering::Relaxed);
-            assert_eq!(git_names(d.path()), vec![PathBuf::from("f/.git")]);
-            if HITS.load(Ordering::Relaxed) > before {
-                return d;
-            }
-        }
-        panic!("a tree where nothing changes was never answered from the kept result");
+        until_kept(1, "a tree where nothing changes", || {
+            assert_eq!(git_names(d.path()), vec![PathBuf::from("f/.git")])
+        });
+        d
     }
 
     /// The tests take turns: one's changes start generations that would hide another's lost event.
@@ -390,6 +476,24 @@ mod tests {
         std::os::unix::fs::symlink("/tmp", d.path().join("a/.GIT")).unwrap();
         std::os::unix::fs::symlink("/tmp", d.path().join("a/b/.git")).unwrap();
         assert_eq!(git_names(d.path()), vec![PathBuf::from("a/b/.git"), PathBuf::from("f/.git")]);
+    }
+
+    #[test]
+    fn a_directory_made_in_another_tree_leaves_this_trees_result_kept_and_that_tree_walked_again() {
+        let Some(_turn) = watched() else { return };
+        let (mine, other) = (settled_tree(), settled_tree());
+        // `other` shares the start of `mine`'s path as a string, not as a directory.
+        let sibling = PathBuf::from(format!("{}x", mine.path().display()));
+        std::fs::create_dir_all(sibling.join("a")).unwrap();
+        until_kept(1, "a sibling tree", || assert!(git_names(&sibling).is_empty()));
+        std::fs::create_dir_all(other.path().join("a/b/.git")).unwrap();
+        std::fs::create_dir_all(sibling.join("a/.git")).unwrap();
+        let before = hits();
+        assert_eq!(git_names(mine.path()), vec![PathBuf::from("f/.git")]);
+        assert_eq!(hits(), before + 1, "a change in another tree threw away this tree's result");
+        assert_eq!(git_names(other.path()), vec![PathBuf::from("a/b/.git"), PathBuf::from("f/.git")]);
+        assert_eq!(git_names(&sibling), vec![PathBuf::from("a/.git")]);
+        std::fs::remove_dir_all(&sibling).unwrap();
     }
 
     #[test]
@@ -464,17 +568,7 @@ mod tests {
         let protect = [".git".to_string()];
         let found = protected(d.path(), &protect, &[]).unwrap().names;
         let w = Watch::new(d.path(), &protect, Vec::new(), found);
-        // Swept until a sweep is answered from its kept result.
-        let mut kept = false;
-        for _ in 0..50 {
-            let before = HITS.load(Ordering::Relaxed);
-            assert!(sweep(std::slice::from_ref(&w)).is_empty());
-            if HITS.load(Ordering::Relaxed) > before {
-                kept = true;
-                break;
-            }
-        }
-        assert!(kept, "an unchanged tree's sweep was never answered from the kept result");
+        until_kept(1, "an unchanged tree's sweep", || assert!(sweep(std::slice::from_ref(&w)).is_empty()));
         std::fs::create_dir_all(d.path().join("a/b/.git/hooks")).unwrap();
         let notes = sweep(std::slice::from_ref(&w));
         assert_eq!(notes, vec!["removed a/b/.git: made by the command, and protected".to_string()]);
@@ -605,17 +699,10 @@ mod tests {
         std::fs::create_dir_all(root.join("a/b")).unwrap();
         let protect = [".git".to_string()];
         let w = Watch::new(&root, &protect, Vec::new(), Vec::new());
-        let mut kept = false;
-        for _ in 0..50 {
-            let before = HITS.load(Ordering::Relaxed);
+        until_kept(2, "an unchanged tree's walk and sweep", || {
             assert!(protected(&root, &protect, &[]).unwrap().names.is_empty());
             assert!(sweep(std::slice::from_ref(&w)).is_empty());
-            if HITS.load(Ordering::Relaxed) >= before + 2 {
-                kept = true;
-                break;
-            }
-        }
-        assert!(kept, "an unchanged tree was never answered from the kept results");
+        });
         // Renaming `ws` makes no event in the watched tree; another tree now has the root's path.
         std::fs::rename(top.path().join("ws"), top.path().join("ws-old")).unwrap();
         std::fs::create_dir_all(root.join("a/b/.git/hooks")).unwrap();
@@ -631,12 +718,8 @@ mod tests {
         let Some(_turn) = watched() else { return };
         let d = settled_tree();
         std::fs::set_permissions(d.path().join("a/b"), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-        let before = HITS.load(Ordering::Relaxed);
+        let before = hits();
         assert_eq!(git_names(d.path()), vec![PathBuf::from("f/.git")]);
-        assert_eq!(
-            HITS.load(Ordering::Relaxed),
-            before,
-            "a walk after a directory's mode changed was answered from the kept result"
-        );
+        assert_eq!(hits(), before, "a walk after a directory's mode changed was answered from the kept result");
     }
 }
