@@ -150,13 +150,13 @@ impl Keeper {
         // SAFETY: descriptors socketpair just made.
         let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
         let program = binary::program(file)?;
-        let pid = match spawn(program.path(), theirs.as_raw_fd()) {
+        let pid = match spawn_written(program.path(), theirs.as_raw_fd()) {
             Err(e)
                 if !file && matches!(program, binary::Program::Memory(_)) && e.raw_os_error() == Some(libc::EACCES) =>
             {
                 // `vm.memfd_noexec = 2`, or a memory file mounted without exec: the private copy.
                 let copy = binary::program(true)?;
-                let r = spawn(copy.path(), theirs.as_raw_fd());
+                let r = spawn_written(copy.path(), theirs.as_raw_fd());
                 copy.done();
                 r?
             }
@@ -386,6 +386,22 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// Starts the keeper program at `path` with `ctl` as its control socket, without forking this
 /// process: its own process group, no environment, standard input and output on /dev/null.
+/// `spawn` of a program file this process has just written: a process another thread forked
+/// meanwhile holds the written file open until it runs its own program, and the kernel refuses to
+/// run a file open for writing (`ETXTBSY`), so that refusal is tried again for a while.
+fn spawn_written(path: &CString, ctl: RawFd) -> io::Result<libc::pid_t> {
+    let mut tries = 0;
+    loop {
+        match spawn(path, ctl) {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 200 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn spawn(path: &CString, ctl: RawFd) -> io::Result<libc::pid_t> {
     // SAFETY: posix_spawn's structures are initialised, used and destroyed here; the strings and
     // arrays outlive the call.

@@ -80,6 +80,40 @@ fn the_keeper_runs_from_a_private_copy_removed_once_it_started() {
     k.close();
 }
 
+/// Another thread starting processes meanwhile (a forked child holds the just-written copy open
+/// for writing until it runs its own program) does not make a keeper fail to start.
+#[test]
+fn a_keeper_starts_from_its_private_copy_while_other_threads_start_processes() {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spawners: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::process::Command::new("true").status();
+                }
+            })
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let (mut keepers, mut failed) = (0, Vec::new());
+    while started.elapsed() < std::time::Duration::from_secs(3) {
+        match Keeper::start(true) {
+            Ok(k) => {
+                keepers += 1;
+                k.close();
+            }
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in spawners {
+        s.join().unwrap();
+    }
+    assert!(failed.is_empty(), "{} of {} starts failed: {:?}", failed.len(), keepers + failed.len(), &failed[..1]);
+    assert!(keepers > 10, "the race ran ({keepers} keepers)");
+}
+
 /// `vm.memfd_noexec = 2` (per pid namespace, so the test sets it in one of its own): the keeper
 /// starts from the private copy instead. The test runs itself again in that namespace.
 #[test]
