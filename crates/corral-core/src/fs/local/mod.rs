@@ -26,8 +26,12 @@ pub(crate) use beneath::chmod_fd;
 /// Used by the overlay's apply (Linux).
 #[cfg(target_os = "linux")]
 pub(crate) use beneath::open_no_links;
+#[cfg(target_os = "linux")]
+mod listings;
 #[cfg(not(unix))]
 mod portable;
+#[cfg(unix)]
+pub(crate) mod stamp;
 #[cfg(unix)]
 mod unix;
 

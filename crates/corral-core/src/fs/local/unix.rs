@@ -362,10 +362,18 @@ impl LocalFs {
         };
         let (mut seen, mut unreadable) = (0, 0);
         let Ok(start) = start else { return (0, 1) };
+        // Listings kept from earlier walks stand where a directory's stamp says nothing changed
+        // (`listings`).
+        #[cfg(target_os = "linux")]
+        let mut devices = super::stamp::Devices::default();
         let mut stack: Vec<(OwnedFd, String)> = vec![(start, String::new())];
         let mut entries = Entries::default();
         while let Some((dir, rel)) = stack.pop() {
-            if entries.read(dir.as_fd()).is_err() {
+            #[cfg(target_os = "linux")]
+            let listed = entries.list(dir.as_fd(), &mut devices);
+            #[cfg(not(target_os = "linux"))]
+            let listed = entries.read(dir.as_fd());
+            if listed.is_err() {
                 unreadable += 1;
                 continue;
             }
@@ -453,9 +461,29 @@ struct Entries {
     buf: Vec<u8>,
     #[cfg(target_os = "linux")]
     chunk: Vec<u64>,
+    /// A kept listing standing for `buf` (`listings`).
+    #[cfg(target_os = "linux")]
+    kept: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 impl Entries {
+    /// Reads the entries of the directory `fd` (opened for reading), or takes the kept listing
+    /// of it where its stamp says nothing changed since (`listings`; `devices`: the file systems
+    /// the walk has met).
+    #[cfg(target_os = "linux")]
+    fn list(&mut self, fd: BorrowedFd<'_>, devices: &mut super::stamp::Devices) -> io::Result<()> {
+        self.kept = None;
+        let listed = super::listings::list(fd, devices, || {
+            self.read(fd)?;
+            Ok(std::mem::take(&mut self.buf))
+        })?;
+        match listed {
+            super::listings::Listed::Read(records) => self.buf = records,
+            super::listings::Listed::Kept(records) => self.kept = Some(records),
+        }
+        Ok(())
+    }
+
     /// Reads every entry of the directory `fd` (opened for reading), replacing the last ones.
     #[cfg(target_os = "linux")]
     fn read(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
@@ -487,9 +515,10 @@ impl Entries {
     #[cfg(target_os = "linux")]
     fn iter(&self) -> impl Iterator<Item = (&CStr, u8)> + '_ {
         // A record: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), then the name and NUL.
+        let buf: &[u8] = self.kept.as_deref().map_or(&self.buf, |k| k.as_slice());
         let mut at = 0;
         std::iter::from_fn(move || {
-            let rec = self.buf.get(at..)?;
+            let rec = buf.get(at..)?;
             if rec.len() < 19 {
                 return None;
             }
