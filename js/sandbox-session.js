@@ -147,17 +147,7 @@ function sandboxSurface({ description, read, write, stat, list, remove, start })
     },
     async run({ abortSignal, ...request }) {
       abortSignal?.throwIfAborted();
-      const p = spawnProcess(await start({ ...request, stdin: false }), abortSignal, false);
-      let out;
-      try {
-        out = await Promise.all([text(p.stdout, RUN_OUTPUT_BYTES), text(p.stderr, RUN_OUTPUT_BYTES)]);
-      } catch (e) {
-        await p.kill();
-        await p.wait().catch(() => {});
-        throw e;
-      }
-      const { exitCode } = await p.wait();
-      return { exitCode, stdout: out[0], stderr: out[1] };
+      return runCollected(await start({ ...request, stdin: false }), abortSignal);
     },
     async spawn({ abortSignal, ...request }) {
       abortSignal?.throwIfAborted();
@@ -171,6 +161,52 @@ function sandboxSurface({ description, read, write, stat, list, remove, start })
 const STREAM_QUEUE_BYTES = 16 * 1024 * 1024;
 // What `run` collects of each stream: past it the command is stopped and `run` rejects.
 const RUN_OUTPUT_BYTES = 32 * 1024 * 1024;
+
+/** Reads `cmd`'s output until it ends, handing each chunk to `take(i, bytes)` (0: stdout, 1:
+ * stderr). An abort of `abortSignal` kills it; output lost between reads (an error, never a gap
+ * hidden), or a `take` that throws, kills it and rejects once it has ended. Resolves with the exit
+ * code and the abort's reason, if it was aborted. */
+async function pump(cmd, abortSignal, take) {
+  let abortReason;
+  const onAbort = () => {
+    abortReason = abortSignal.reason;
+    cmd.kill().catch(() => {});
+  };
+  abortSignal?.addEventListener('abort', onAbort, { once: true });
+  // Aborted while it started: stopped now.
+  if (abortSignal?.aborted) onAbort();
+  try {
+    for (;;) {
+      const r = await cmd.read(READ_WAIT_MS);
+      if (r.cut > 0) throw lostOutput(r.cut);
+      if (r.stdout.length) take(0, r.stdout);
+      if (r.stderr.length) take(1, r.stderr);
+      if (!r.running) break;
+    }
+  } catch (e) {
+    await cmd.kill().catch(() => {});
+    while (await cmd.read(READ_WAIT_MS).then((r) => r.running, () => false));
+    throw e;
+  } finally {
+    abortSignal?.removeEventListener('abort', onAbort);
+  }
+  return { exitCode: cmd.exit.exitCode, abortReason };
+}
+
+/** `run`: a command's output read straight into two buffers (no streams between, as `spawn`
+ * has), each up to RUN_OUTPUT_BYTES: past it the command is stopped and the call rejects. */
+async function runCollected(cmd, abortSignal) {
+  const parts = [[], []];
+  const sizes = [0, 0];
+  const { exitCode, abortReason } = await pump(cmd, abortSignal, (i, bytes) => {
+    sizes[i] += bytes.length;
+    if (sizes[i] > RUN_OUTPUT_BYTES) throw new WorkspaceError(`The command wrote more than ${RUN_OUTPUT_BYTES / 1048576} MiB to one stream: it was stopped (spawn streams output of any size).`, 'TooLarge');
+    parts[i].push(bytes);
+  });
+  if (abortReason !== undefined) throw abortReason;
+  const decode = (i) => new TextDecoder().decode(parts[i].length === 1 ? parts[i][0] : Buffer.concat(parts[i]));
+  return { exitCode, stdout: decode(0), stderr: decode(1) };
+}
 
 /** A running command as the SDK's SandboxProcess: streams fed by reads of its output while it runs. */
 function spawnProcess(cmd, abortSignal, withInput) {
@@ -194,37 +230,17 @@ function spawnProcess(cmd, abortSignal, withInput) {
       s.controller.close();
     }
   };
-  let abortReason;
-  const onAbort = () => {
-    abortReason = abortSignal.reason;
-    cmd.kill().catch(() => {});
-  };
-  abortSignal?.addEventListener('abort', onAbort, { once: true });
-  // Aborted while it started: stopped now.
-  if (abortSignal?.aborted) onAbort();
-  const pumped = (async () => {
-    try {
-      for (;;) {
-        const r = await cmd.read(READ_WAIT_MS);
-        // Output lost between reads is an error on the streams, never a gap they hide.
-        if (r.cut > 0) {
-          cmd.kill().catch(() => {});
-          throw lostOutput(r.cut);
-        }
-        push(streams[0], r.stdout);
-        push(streams[1], r.stderr);
-        if (!r.running) break;
-      }
+  const pumped = pump(cmd, abortSignal, (i, bytes) => push(streams[i], bytes)).then(
+    ({ exitCode, abortReason }) => {
       finish();
-    } catch (e) {
+      if (abortReason !== undefined) throw abortReason;
+      return { exitCode };
+    },
+    (e) => {
       for (const s of streams.filter((x) => !x.cancelled)) s.controller.error(e);
       throw e;
-    } finally {
-      abortSignal?.removeEventListener('abort', onAbort);
-    }
-    if (abortReason !== undefined) throw abortReason;
-    return { exitCode: cmd.exit.exitCode };
-  })();
+    },
+  );
   pumped.catch(() => {}); // Seen by wait(); a process nobody waits for is no unhandled rejection.
   const handle = {
     stdout: streams[0].stream,
@@ -275,22 +291,12 @@ function encode(text, encoding) {
   return toBytes(bytes);
 }
 
-/** A stream's bytes; past `limit` bytes, a TooLarge WorkspaceError. */
-async function collect(stream, limit = Infinity) {
+/** A stream's bytes, whole. */
+async function collect(stream) {
   if (!stream || typeof stream.getReader !== 'function') throw new WorkspaceError('writeFile: content must be a ReadableStream of bytes.', 'InvalidArguments');
   const parts = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    const bytes = toBytes(chunk);
-    size += bytes.length;
-    if (size > limit) throw new WorkspaceError(`The command wrote more than ${limit / 1048576} MiB to one stream: it was stopped (spawn streams output of any size).`, 'TooLarge');
-    parts.push(bytes);
-  }
+  for await (const chunk of stream) parts.push(toBytes(chunk));
   return toBytes(Buffer.concat(parts));
-}
-
-async function text(stream, limit) {
-  return new TextDecoder().decode(await collect(stream, limit));
 }
 
 module.exports = { workspacePath, sandboxRoot, exitCodeOf, Commands, READ_WAIT_MS, lostOutput, sandboxSurface, toBytes };
