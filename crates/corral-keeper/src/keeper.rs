@@ -314,13 +314,7 @@ impl Keeper {
 
     /// Forks the command's first process.
     fn fork_command(&self, run: &Run, stdio: &[OwnedFd], keeper: libc::pid_t) -> io::Result<Command> {
-        let mut pipe = [-1; 2];
-        // SAFETY: a two-element array.
-        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: descriptors pipe2 just made.
-        let (report, report_w) = unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
+        let (report, report_w) = crate::pipe()?;
         // SAFETY: this process is single-threaded, so the child may run any code.
         let pid = unsafe { libc::fork() };
         if pid < 0 {

@@ -30,3 +30,16 @@ pub mod wire;
 
 /// The descriptor the control socket is at when the keeper starts.
 pub const CONTROL_FD: i32 = 3;
+
+/// A pipe: (read end, write end), both close-on-exec.
+#[cfg(target_os = "linux")]
+pub fn pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut p = [-1; 2];
+    // SAFETY: a two-element array.
+    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: descriptors pipe2 just made.
+    Ok(unsafe { (std::os::fd::OwnedFd::from_raw_fd(p[0]), std::os::fd::OwnedFd::from_raw_fd(p[1])) })
+}

@@ -83,16 +83,6 @@ pub fn key(plan: &Plan, fd_at: impl Fn(i32) -> io::Result<RawFd>) -> io::Result<
     Ok(e.0)
 }
 
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut p = [-1; 2];
-    // SAFETY: a two-element array.
-    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: descriptors pipe2 just made.
-    Ok(unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) })
-}
-
 /// Closes every descriptor but `keep`.
 ///
 /// # Safety
@@ -127,8 +117,8 @@ impl Prepared {
         }
         // SAFETY: descriptors socketpair just made.
         let (go, go_c) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
-        let (ready, ready_w) = pipe()?;
-        let (report, report_w) = pipe()?;
+        let (ready, ready_w) = crate::pipe()?;
+        let (report, report_w) = crate::pipe()?;
         let plan = &run.plan;
         let mut covered: Vec<(CString, Option<(u64, u64)>)> = plan
             .writable

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use corral_keeper::child::Plan;
 use corral_keeper::wire::{self, Reply, Run};
-use corral_keeper::{frame, CONTROL_FD};
+use corral_keeper::{frame, pipe, CONTROL_FD};
 use tokio::sync::oneshot;
 
 use crate::shell::exec::launch::{LaunchRequest, Launched};
@@ -373,19 +373,6 @@ impl Keeper {
     }
 }
 
-/// A pipe: (read end, write end), both close-on-exec.
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut p = [-1; 2];
-    // SAFETY: a two-element array.
-    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: descriptors pipe2 just made.
-    Ok(unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) })
-}
-
-/// Starts the keeper program at `path` with `ctl` as its control socket, without forking this
-/// process: its own process group, no environment, standard input and output on /dev/null.
 /// `spawn` of a program file this process has just written: a process another thread forked
 /// meanwhile holds the written file open until it runs its own program, and the kernel refuses to
 /// run a file open for writing (`ETXTBSY`), so that refusal is tried again for a while.
@@ -402,6 +389,8 @@ fn spawn_written(path: &CString, ctl: RawFd) -> io::Result<libc::pid_t> {
     }
 }
 
+/// Starts the keeper program at `path` with `ctl` as its control socket, without forking this
+/// process: its own process group, no environment, standard input and output on /dev/null.
 fn spawn(path: &CString, ctl: RawFd) -> io::Result<libc::pid_t> {
     // SAFETY: posix_spawn's structures are initialised, used and destroyed here; the strings and
     // arrays outlive the call.
