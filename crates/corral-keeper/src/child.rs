@@ -509,10 +509,19 @@ pub const MAX_WRITABLE: usize = 16;
 
 /// A detached copy of the mount tree at `path` (this namespace's), to attach elsewhere later.
 pub fn clone_tree(path: &CStr, recursive: bool) -> io::Result<libc::c_int> {
-    let flags =
+    clone_tree_at(libc::AT_FDCWD, path, recursive)
+}
+
+/// `clone_tree` of `path` from the directory `dir` (an empty path: `dir` itself, which may be
+/// a tree of another mount namespace's).
+pub fn clone_tree_at(dir: libc::c_int, path: &CStr, recursive: bool) -> io::Result<libc::c_int> {
+    let mut flags =
         OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | if recursive { AT_RECURSIVE as libc::c_uint } else { 0 };
+    if path.is_empty() {
+        flags |= libc::AT_EMPTY_PATH as libc::c_uint;
+    }
     // SAFETY: a NUL-terminated path.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, dir, path.as_ptr(), flags) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }

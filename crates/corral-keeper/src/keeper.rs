@@ -600,15 +600,7 @@ fn exec(argv: &[CString], env: &[CString], report_w: RawFd) -> i32 {
 /// A new detached copy of the detached tree `tree` (its mount attributes and idmapping kept),
 /// made in the mount namespace `tree` was detached from.
 pub fn copy_tree(tree: RawFd) -> io::Result<OwnedFd> {
-    // OPEN_TREE_CLONE, and AT_RECURSIVE as musl's headers lack it.
-    const OPEN_TREE_CLONE: libc::c_uint = 1;
-    const AT_RECURSIVE: libc::c_uint = 0x8000;
-    let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE;
-    // SAFETY: an empty NUL-terminated path on a descriptor of ours.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, tree, c"".as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = crate::child::clone_tree_at(tree, c"", true)?;
     // SAFETY: a descriptor open_tree just made.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
