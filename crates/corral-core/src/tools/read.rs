@@ -209,8 +209,32 @@ pub fn model_output(output: &Value) -> Value {
 /// past the end shows nothing.
 fn shows_a_line(content: &[u8], offset: i64) -> bool {
     let body = content.strip_suffix(b"\n").unwrap_or(content);
-    let total = body.iter().filter(|&&b| b == b'\n').count() + 1;
+    let total = memchr::memchr_iter(b'\n', body).count() + 1;
     content.is_empty() || offset < 0 || offset as usize <= total
+}
+
+/// Pushes ` {n:>width$}\t` (a line's number, right-aligned) without the formatting machinery: it
+/// is written once for every line shown.
+fn push_number(out: &mut String, n: usize, width: usize) {
+    let mut digits = [0u8; 20];
+    let (mut at, mut v) = (digits.len(), n);
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - at;
+    out.push(' ');
+    for _ in len..width {
+        out.push(' ');
+    }
+    for &d in &digits[at..] {
+        out.push(d as char);
+    }
+    out.push('\t');
 }
 
 /// Formats `content` as numbered lines from 1-based `offset`, at most `limit` lines and about
@@ -230,7 +254,15 @@ pub fn format_lines(
         return format!("({path} is empty.)");
     }
     let body = content.strip_suffix('\n').unwrap_or(content);
-    let lines: Vec<&str> = body.split('\n').collect();
+    // Split at each line break found a block at a time (a line break is one byte: every cut is on
+    // a character boundary).
+    let mut lines: Vec<&str> = Vec::with_capacity(body.len() / 32 + 1);
+    let mut at = 0;
+    for i in memchr::memchr_iter(b'\n', body.as_bytes()) {
+        lines.push(&body[at..i]);
+        at = i + 1;
+    }
+    lines.push(&body[at..]);
     let total = lines.len();
     // A negative offset counts from the end: -n starts n lines before it (the whole file at most).
     let offset = if offset < 0 { total.saturating_sub(offset.unsigned_abs() as usize) + 1 } else { offset as usize };
@@ -245,9 +277,10 @@ pub fn format_lines(
     // The cap holds everything returned, the line that says how to continue included: when the
     // lines do not all fit, they get the cap less the longest such line (and the note).
     // " " + the number right-aligned to `width` + "\t" + the line + "\n", in characters.
+    let ascii = body.is_ascii();
     let line_len = |l: &str| {
         let l = l.strip_suffix('\r').unwrap_or(l);
-        width + 3 + if l.is_ascii() { l.len() } else { l.chars().count() }
+        width + 3 + if ascii || l.is_ascii() { l.len() } else { l.chars().count() }
     };
     let note_len = note.map_or(0, |n| n.chars().count() + 1);
     let all: usize = lines[start..end].iter().map(|l| line_len(l)).sum();
@@ -281,8 +314,7 @@ pub fn format_lines(
             break;
         }
         chars += len;
-        use std::fmt::Write as _;
-        let _ = write!(out, " {n:>width$}\t");
+        push_number(&mut out, n, width);
         out.push_str(line);
         out.push('\n');
         shown_to = n;
@@ -325,5 +357,16 @@ mod tests {
             assert_eq!(super::newline(bytes, n), memchr::memchr_iter(b'\n', bytes).nth(n), "break {n}");
         }
         assert_eq!(super::newline(b"", 0), None);
+    }
+
+    #[test]
+    fn a_line_number_is_written_as_the_formatter_writes_it() {
+        for width in 1..=8 {
+            for n in [0, 1, 7, 9, 10, 99, 100, 1234, 99_999, 100_000, 12_345_678, usize::MAX] {
+                let mut out = String::new();
+                super::push_number(&mut out, n, width);
+                assert_eq!(out, format!(" {n:>width$}\t"), "{n} in {width}");
+            }
+        }
     }
 }
