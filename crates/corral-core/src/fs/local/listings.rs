@@ -51,17 +51,19 @@ pub(super) fn list(
         }
     }
     let records = read()?;
-    if settled(read_at, before, stamp(fd, devices)) {
+    // A directory of a million names is read each time rather than crowd out every other.
+    if records.len() <= MAX_BYTES / 8 && settled(read_at, before, stamp(fd, devices)) {
+        let records = Arc::new(records);
         let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
         if kept.bytes + records.len() > MAX_BYTES {
             kept.by_inode.clear();
             kept.bytes = 0;
         }
         kept.bytes += records.len();
-        let copy = Arc::new(records.clone());
-        if let Some((_, old)) = kept.by_inode.insert(before.dev_ino(), (before, copy)) {
+        if let Some((_, old)) = kept.by_inode.insert(before.dev_ino(), (before, records.clone())) {
             kept.bytes -= old.len();
         }
+        return Ok(Listed::Kept(records));
     }
     Ok(Listed::Read(records))
 }
