@@ -126,6 +126,25 @@ async fn every_mount_the_command_sees_is_nosuid_and_nodev_but_the_device_nodes()
     again_without_landlock("every_mount_the_command_sees_is_nosuid_and_nodev_but_the_device_nodes");
 }
 
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_command_can_neither_encrypt_a_directory_nor_add_or_remove_a_key() {
+    let (_d, _cwd, s) = shell(LinuxSandboxOptions::default());
+    // Each fscrypt request on a directory of the workspace: refused by the filter (EPERM), where
+    // the file system would say EOPNOTSUPP, EINVAL or EACCES.
+    let r = sh(
+        &s,
+        "mkdir e && /usr/bin/python3 -c '\nimport errno, fcntl, os\nfd = os.open(\"e\", os.O_RDONLY)\n\
+         for req in (0x800c6613, 0xc0506617, 0xc0406618, 0xc0406619):\n    try:\n        fcntl.ioctl(fd, req, bytearray(128))\n        \
+         print(hex(req), \"done\")\n    except OSError as e:\n        print(hex(req), errno.errorcode[e.errno])\n'",
+    )
+    .await;
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{r:?}");
+    assert!(lines.iter().all(|l| l.ends_with(" EPERM")), "{r:?}");
+    again_without_landlock("a_command_can_neither_encrypt_a_directory_nor_add_or_remove_a_key");
+}
+
 /// A unix socket listener of the test's own, in the working directory (so the command sees it).
 fn listener(cwd: &Path, mode: u32) -> (std::os::unix::net::UnixListener, PathBuf) {
     let path = cwd.join("test.sock");

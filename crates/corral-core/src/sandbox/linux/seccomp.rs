@@ -2,10 +2,11 @@
 //! itself, look into other processes or reach the kernel's riskier surfaces are refused with
 //! `EPERM`; `clone3` answers `ENOSYS` so C libraries fall back to `clone`, whose flags are checked.
 //!
-//! Two rules guard the host from what a command leaves behind: no mode change or creation with
+//! Three rules guard the host from what a command leaves behind: no mode change or creation with
 //! the setuid or setgid bit (in a tree idmapped to root, such a file would be setuid-root on the
-//! host), and no `AF_UNIX` socket unless the sandbox allows them (a read-only mount does not stop
-//! `connect()` on a host socket such as a container engine's).
+//! host), no `AF_UNIX` socket unless the sandbox allows them (a read-only mount does not stop
+//! `connect()` on a host socket such as a container engine's), and no encryption policy or key
+//! (fscrypt) to hide names from the protected-name walks.
 
 use std::collections::BTreeMap;
 
@@ -101,6 +102,11 @@ fn mode_calls() -> Vec<(libc::c_long, u8, Option<u8>)> {
     calls
 }
 
+/// `FS_IOC_SET_ENCRYPTION_POLICY`, `FS_IOC_ADD_ENCRYPTION_KEY`, `FS_IOC_REMOVE_ENCRYPTION_KEY`
+/// and `FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS` (linux/fscrypt.h; the kernel reads the request as
+/// 32 bits).
+const FSCRYPT_IOCTLS: [u64; 4] = [0x800c_6613, 0xc050_6617, 0xc040_6618, 0xc040_6619];
+
 pub(super) fn filter(allow_unix_sockets: bool) -> Result<Vec<BpfProgram>> {
     let bad =
         |e: &dyn std::fmt::Display| Error::new(Code::Io, format!("LinuxSandbox: cannot build the seccomp filter: {e}"));
@@ -136,6 +142,14 @@ pub(super) fn filter(allow_unix_sockets: bool) -> Result<Vec<BpfProgram>> {
         }
         rules.insert(call, call_rules);
     }
+    // An encrypted directory lists other names when its key comes and goes, with no ctime change
+    // and no inotify event: a command could hide a `.git` from the walks behind a key.
+    let mut ioctl_rules = Vec::new();
+    for request in FSCRYPT_IOCTLS {
+        let c = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request).map_err(|e| bad(&e))?;
+        ioctl_rules.push(SeccompRule::new(vec![c]).map_err(|e| bad(&e))?);
+    }
+    rules.insert(libc::SYS_ioctl, ioctl_rules);
     if !allow_unix_sockets {
         let unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::AF_UNIX as u64)
             .map_err(|e| bad(&e))?;
