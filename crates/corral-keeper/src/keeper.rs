@@ -82,6 +82,23 @@ pub fn run(ctl: RawFd) -> i32 {
     0
 }
 
+/// Adds a readable-wait on the descriptor `pick` gives of each command that has one: their ids,
+/// in the order of the `pollfd`s added.
+fn poll_each(
+    commands: &[Command],
+    fds: &mut Vec<libc::pollfd>,
+    pick: impl Fn(&Command) -> Option<&OwnedFd>,
+) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for c in commands {
+        if let Some(fd) = pick(c) {
+            fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+            ids.push(c.id);
+        }
+    }
+    ids
+}
+
 impl Keeper {
     fn serve(&mut self) {
         loop {
@@ -89,18 +106,9 @@ impl Keeper {
                 libc::pollfd { fd: self.ctl, events: libc::POLLIN, revents: 0 },
                 libc::pollfd { fd: self.signals, events: libc::POLLIN, revents: 0 },
             ];
-            let waiting: Vec<u64> = self.commands.iter().filter(|c| c.report.is_some()).map(|c| c.id).collect();
-            for c in self.commands.iter().filter(|c| c.report.is_some()) {
-                let fd = c.report.as_ref().map_or(-1, |r| r.as_raw_fd());
-                fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
-            }
+            let waiting = poll_each(&self.commands, &mut fds, |c| c.report.as_ref());
             // Started commands that say their end themselves.
-            let saying: Vec<u64> =
-                self.commands.iter().filter(|c| c.report.is_none() && c.status.is_some()).map(|c| c.id).collect();
-            for c in self.commands.iter().filter(|c| c.report.is_none() && c.status.is_some()) {
-                let fd = c.status.as_ref().map_or(-1, |r| r.as_raw_fd());
-                fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
-            }
+            let saying = poll_each(&self.commands, &mut fds, |c| c.status.as_ref().filter(|_| c.report.is_none()));
             // A prepared process that failed or died turns its report pipe readable, a change of
             // the mounts its view holds the mount table; one that waited its time is dropped.
             let timeout = match &self.prepared {
