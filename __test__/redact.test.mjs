@@ -86,6 +86,23 @@ describe('redaction at the boundary (on by default)', () => {
     expectNoSecret(await fs.read_file.execute({ path: 'long.txt', offset: -600 }));
   });
 
+  it('a cut by characters shows no secret: not one a shorter marker lets in, nor a key block it cuts', async () => {
+    const { t, ws } = setup();
+    const read = createFsTools(ws, { maxOutputChars: 400 }).find((x) => x.name === 'read_file');
+    // A long token on line 1 becomes a short marker, so line 3 fits in the cut after all.
+    const PYPI = `pypi-AgEIcHlwaS5vcmc${fill(ALNUM, 900, 11)}`;
+    writeFileSync(join(t.root, 'tokens.txt'), `upload = ${PYPI}\nx\ngithub = ${GITHUB}\n${'filler line\n'.repeat(100)}`);
+    const shown = await read.execute({ path: 'tokens.txt' });
+    expect(shown).toMatch(/^ *1\tupload = \[secret:pypi-upload-token#\d+\]\n *2\tx\n *3\tgithub = \[secret:github-pat#\d+\]\n/);
+    expect(shown).not.toContain(PYPI.slice(0, 40));
+    expectNoSecret(shown);
+    // A key block that begins before the cut and ends after it.
+    writeFileSync(join(t.root, 'key.txt'), `key:\n${PEM}`);
+    const key = await read.execute({ path: 'key.txt' });
+    expect(key).toMatch(/^ *1\tkey:\n *2\t\[secret:private-key#\d+\]\n *3\t\[secret:private-key#\d+\]/);
+    expectNoSecret(key);
+  });
+
   it('a secret is never shown in part by a cut: the file is redacted whole before it', async () => {
     const { fs } = setup();
     const cut = await fs.read_file.execute({ path: 'keys/id_rsa', offset: 3, limit: 2 });

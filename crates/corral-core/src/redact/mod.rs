@@ -298,6 +298,12 @@ impl Redactor {
     /// Every secret in `text`: (start, end, source, rule), in order, none overlapping (at one
     /// place the longer wins).
     fn find(&self, text: &str, session: &str) -> Vec<Found> {
+        self.find_open(text, session).0
+    }
+
+    /// `find`, and whether a key block begins in `text` that does not end there.
+    fn find_open(&self, text: &str, session: &str) -> (Vec<Found>, bool) {
+        let mut open = false;
         let mut found: Vec<Found> = Vec::new();
         if let Some(issued) = self.issued(session) {
             let (matcher, values) = issued.as_ref();
@@ -314,7 +320,9 @@ impl Redactor {
             }
         }
         if self.rules {
-            for (start, end, rule) in rules::tokens(text.as_bytes()) {
+            let (tokens, unended) = rules::tokens_and_open(text.as_bytes());
+            open = unended;
+            for (start, end, rule) in tokens {
                 let token = &text.as_bytes()[start..end];
                 if !self.allow.iter().any(|a| a.as_bytes() == token) {
                     found.push((start, end, Source::Rule, rule));
@@ -342,7 +350,7 @@ impl Redactor {
                 _ => out.push(f),
             }
         }
-        out
+        (out, open)
     }
 
     /// What this redactor finds in one session now, taken once for many short texts (a search's
@@ -357,6 +365,23 @@ impl Redactor {
         let begin =
             self.rules && memchr::memmem::find_iter(text, b"-----").any(|i| rules::pem_mark_at(text, i, b"begin"));
         begin || self.literals().list.iter().any(|(v, _, _)| v.contains('\n'))
+    }
+
+    /// `text`, a run of whole lines of a longer text, redacted as `redact` does; `None` when a
+    /// secret in it could go on past it (a key block that begins in it and does not end there, or
+    /// a multi-line value to look for): then only the longer text can be redacted.
+    pub fn redact_lines<'a>(&self, text: &'a str, session: &str) -> Option<Cow<'a, str>> {
+        if self.literals().list.iter().any(|(v, _, _)| v.contains('\n')) {
+            return None;
+        }
+        let (found, open) = self.find_open(text, session);
+        if open {
+            return None;
+        }
+        if found.is_empty() {
+            return Some(Cow::Borrowed(text));
+        }
+        Some(Cow::Owned(self.replace(text, &found, 0, text.len(), session)))
     }
 
     /// `text` with each secret replaced by its marker in `session`; borrowed when there is none.

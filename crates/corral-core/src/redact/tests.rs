@@ -291,6 +291,45 @@ fn every_rule_token_begins_with_a_listed_prefix() {
 }
 
 #[test]
+fn the_search_looks_for_fewer_beginnings_and_each_prefix_begins_with_one() {
+    let literals = super::rules::literals();
+    assert_eq!(literals.len(), 32, "{literals:?}");
+    for p in super::rules::PREFIXES {
+        let p = p.trim_start_matches("https://").trim_start_matches("http://");
+        assert!(literals.iter().any(|l| p.starts_with(l)), "{p}");
+    }
+}
+
+#[test]
+fn a_run_of_lines_with_a_key_block_that_goes_on_past_it_is_not_redacted_alone() {
+    let r = rules_only();
+    let body: Vec<String> = (0..6).map(|i| fill(ALNUM, 64, i)).collect();
+    let pem = format!("-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----\n", body.join("\n"));
+    let half = &pem[..pem.find(&body[3]).unwrap()];
+    assert!(r.redact_lines(half, "s").is_none());
+    let whole = r.redact_lines(&pem, "s").expect("a whole block is redacted alone");
+    assert!(body.iter().all(|b| !whole.contains(b.as_str())), "{whole}");
+    assert!(matches!(r.redact_lines("a line\nanother\n-----\n", "s"), Some(Cow::Borrowed(_))));
+    // A value of several lines may begin in the run and go on past it.
+    let multi =
+        Redactor::with_env(RedactorOptions { values: vec!["one\ntwo".into()], rules: true, allow: vec![] }, vec![]);
+    assert!(multi.redact_lines("one\n", "s").is_none());
+}
+
+#[test]
+fn a_webhook_is_redacted_with_its_scheme_and_a_token_after_a_scheme_is_still_found() {
+    let r = rules_only();
+    let hook = format!("hooks.slack.com/services/{}", fill(ALNUM, 44, 3));
+    for scheme in ["https://", "http://", ""] {
+        let text = format!("url = {scheme}{hook}\n");
+        // (Each in its own session: each is another value.)
+        assert_eq!(r.redact(&text, scheme), "url = [secret:slack-webhook-url#1]\n", "{scheme}");
+    }
+    let key = format!("AKIA{}", fill("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16, 5));
+    assert_eq!(r.redact(&format!("https://{key}"), "s"), "https://[secret:aws-access-key-id#1]");
+}
+
+#[test]
 fn a_token_after_a_json_escape_is_found_and_the_escape_is_kept() {
     let r = rules_only();
     let token = format!("ghp_{}", fill(ALNUM, 36, 1));

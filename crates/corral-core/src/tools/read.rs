@@ -71,8 +71,7 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         if shows_a_line(content.as_bytes(), offset) {
             o.note_read(ctx, &path, &[content.as_bytes()]);
         }
-        let content = redact_shown(o, ctx, &content, offset, limit);
-        return Ok(Value::String(format_lines(&path, &content, offset, limit, o.max_output_chars, None)));
+        return Ok(Value::String(numbered(o, ctx, &path, &content, offset, limit, None)));
     }
     let bytes = file_bytes_within(fs, &path, "read", " Use grep to find the lines you need.").await?;
     // Any read that showed the file counts, whole or in part (not an offset past its end).
@@ -92,45 +91,106 @@ pub(super) async fn run(fs: &dyn FsProvider, o: &FsToolOptions, args: &Value, ct
         )));
     }
     Ok(Value::String(match String::from_utf8(bytes) {
-        Ok(text) => {
-            format_lines(&path, &redact_shown(o, ctx, &text, offset, limit), offset, limit, o.max_output_chars, None)
-        }
+        Ok(text) => numbered(o, ctx, &path, &text, offset, limit, None),
         Err(e) => {
             let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
-            let text = redact_shown(o, ctx, &text, offset, limit);
             let note = format!(
                 "({path} is not valid UTF-8: the bytes that are not are shown as U+FFFD. It may be latin1 or Windows-1252; edit_file leaves such files unchanged.)"
             );
-            format_lines(&path, &text, offset, limit, o.max_output_chars, Some(&note))
+            numbered(o, ctx, &path, &text, offset, limit, Some(&note))
         }
     }))
 }
 
+/// `text` as `read_file` shows it: redacted where it shows, then numbered and cut. The lines are
+/// found once for both, and again only when a secret was replaced.
+fn numbered(
+    o: &FsToolOptions,
+    ctx: &Ctx,
+    path: &str,
+    text: &str,
+    offset: i64,
+    limit: usize,
+    note: Option<&str>,
+) -> String {
+    let split = Split::new(text);
+    match redact_shown(o, ctx, &split, offset, limit) {
+        Cow::Borrowed(_) => format_split(path, &split, offset, limit, o.max_output_chars, note),
+        Cow::Owned(shown) => format_lines(path, &shown, offset, limit, o.max_output_chars, note),
+    }
+}
+
 /// `text` with the secrets in the lines `read_file` can show (`offset`, `limit`) redacted, whole
-/// lines before any cut, so a cut never shows part of a secret. A token of the rules lies within
-/// one line but for a private key block: a file with a `-----BEGIN`, or a redactor with a
-/// multi-line value, is redacted whole (a multi-line secret keeps its line count).
-fn redact_shown<'t>(o: &FsToolOptions, ctx: &Ctx, text: &'t str, offset: i64, limit: usize) -> Cow<'t, str> {
+/// lines before any cut, so a cut never shows part of a secret.
+///
+/// The lines it can show end, at the latest, with the line that holds the `maxOutputChars`-th
+/// character from the first one (each line shown costs at least its characters), so only those
+/// are searched. Where a secret is found there, its marker may be shorter than the secret and let
+/// later lines in: then every line up to `limit` is searched. A token of the rules lies within one
+/// line but for a private key block: a text with a key block that begins before the lines shown,
+/// or in them and ends after them, or a redactor with a multi-line value, is redacted whole (a
+/// multi-line secret keeps its line count).
+fn redact_shown<'t>(o: &FsToolOptions, ctx: &Ctx, split: &Split<'t>, offset: i64, limit: usize) -> Cow<'t, str> {
+    let text = split.text;
     let Some(r) = &o.redactor else { return Cow::Borrowed(text) };
-    let body = text.strip_suffix('\n').unwrap_or(text).as_bytes();
-    let total = memchr::memchr_iter(b'\n', body).count() + 1;
-    let first = if offset < 0 { total.saturating_sub(offset.unsigned_abs() as usize) + 1 } else { offset as usize };
-    let last = first.saturating_sub(1).saturating_add(limit).min(total);
-    // Every line shown (most reads): the whole text in one pass.
-    if first <= 1 && last == total {
-        return r.redact(text, &ctx.session_id);
-    }
-    if r.spans_lines(text.as_bytes()) {
-        return r.redact(text, &ctx.session_id);
-    }
+    let session = &ctx.session_id;
+    let total = split.lines.len();
+    let first =
+        if offset < 0 { total.saturating_sub(offset.unsigned_abs() as usize) + 1 } else { offset.max(1) as usize };
     if first > total {
+        // Past the end: no line is shown.
         return Cow::Borrowed(text);
     }
-    let start = if first == 1 { 0 } else { newline(body, first - 2).map_or(0, |i| i + 1) };
-    let end = newline(&body[start..], last - first).map_or(body.len(), |i| start + i);
-    match r.redact(&text[start..end], &ctx.session_id) {
-        Cow::Borrowed(_) => Cow::Borrowed(text),
-        Cow::Owned(mid) => Cow::Owned(format!("{}{mid}{}", &text[..start], &text[end..])),
+    let last = (first - 1).saturating_add(limit.max(1)).min(total);
+    let start = split.start(first - 1);
+    let by_lines = split.end(last - 1);
+    let end = start + lines_within(&text[start..by_lines], o.max_output_chars, split.ascii);
+    // Every line (most reads), or a key block begun before the lines shown: the whole text.
+    if (start == 0 && end == split.end(total - 1)) || r.spans_lines(&text.as_bytes()[..start]) {
+        return r.redact(text, session);
+    }
+    let mid = match r.redact_lines(&text[start..end], session) {
+        Some(Cow::Borrowed(_)) => return Cow::Borrowed(text),
+        Some(Cow::Owned(_)) if end < by_lines => r.redact_lines(&text[start..by_lines], session).map(|m| (by_lines, m)),
+        Some(mid) => Some((end, mid)),
+        None => None,
+    };
+    match mid {
+        Some((end, mid)) => Cow::Owned(format!("{}{mid}{}", &text[..start], &text[end..])),
+        // A secret that may go on past the lines searched (a key block).
+        None => r.redact(text, session),
+    }
+}
+
+/// How many bytes of `lines` the lines that begin within its first `chars` characters take: up to
+/// the end of the line that holds character `chars` (all of `lines` when it is shorter). `ascii`:
+/// whether `lines` is known to be ASCII.
+fn lines_within(lines: &str, chars: usize, ascii: bool) -> usize {
+    let bytes = lines.as_bytes();
+    if bytes.len() <= chars {
+        return bytes.len();
+    }
+    let at = if ascii { chars } else { char_position(bytes, chars) };
+    memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i)
+}
+
+/// Where character `chars` of UTF-8 `bytes` is (or within it), found by counting continuation
+/// bytes, which the compiler does many at a time, instead of decoding character by character.
+fn char_position(bytes: &[u8], chars: usize) -> usize {
+    let continuations = |b: &[u8]| b.iter().filter(|&&b| (b as i8) < -64).count();
+    let mut at = chars.min(bytes.len());
+    let mut extra = continuations(&bytes[..at]);
+    loop {
+        let want = (chars + extra).min(bytes.len());
+        if want == at {
+            // `chars` characters begin before `at`: the next begins after the rest of the last.
+            while at < bytes.len() && (bytes[at] as i8) < -64 {
+                at += 1;
+            }
+            return at;
+        }
+        extra += continuations(&bytes[at..want]);
+        at = want;
     }
 }
 
@@ -209,8 +269,7 @@ pub fn model_output(output: &Value) -> Value {
 /// past the end shows nothing.
 fn shows_a_line(content: &[u8], offset: i64) -> bool {
     let body = content.strip_suffix(b"\n").unwrap_or(content);
-    let total = memchr::memchr_iter(b'\n', body).count() + 1;
-    content.is_empty() || offset < 0 || offset as usize <= total
+    content.is_empty() || offset <= 1 || newline(body, offset as usize - 2).is_some()
 }
 
 /// Pushes ` {n:>width$}\t` (a line's number, right-aligned) without the formatting machinery: it
@@ -250,19 +309,49 @@ pub fn format_lines(
     max_chars: usize,
     note: Option<&str>,
 ) -> String {
-    if content.is_empty() {
+    format_split(path, &Split::new(content), offset, limit, max_chars, note)
+}
+
+/// A text split into its lines once, for the redaction and the numbering that both read them.
+struct Split<'t> {
+    text: &'t str,
+    /// The lines, without their line breaks (a last line break begins no line).
+    lines: Vec<&'t str>,
+    ascii: bool,
+}
+
+impl<'t> Split<'t> {
+    fn new(text: &'t str) -> Split<'t> {
+        let body = text.strip_suffix('\n').unwrap_or(text);
+        // Split at each line break found a block at a time (a line break is one byte: every cut
+        // is on a character boundary).
+        let mut lines: Vec<&str> = Vec::with_capacity(body.len() / 32 + 1);
+        let mut at = 0;
+        for i in memchr::memchr_iter(b'\n', body.as_bytes()) {
+            lines.push(&body[at..i]);
+            at = i + 1;
+        }
+        lines.push(&body[at..]);
+        Split { text, lines, ascii: body.is_ascii() }
+    }
+
+    /// Where line `i` (from 0) begins in the text.
+    fn start(&self, i: usize) -> usize {
+        self.lines[i].as_ptr() as usize - self.text.as_ptr() as usize
+    }
+
+    /// Where line `i` (from 0) ends in the text, before its line break.
+    fn end(&self, i: usize) -> usize {
+        self.start(i) + self.lines[i].len()
+    }
+}
+
+/// `format_lines` of a text already split.
+fn format_split(path: &str, split: &Split, offset: i64, limit: usize, max_chars: usize, note: Option<&str>) -> String {
+    if split.text.is_empty() {
         return format!("({path} is empty.)");
     }
-    let body = content.strip_suffix('\n').unwrap_or(content);
-    // Split at each line break found a block at a time (a line break is one byte: every cut is on
-    // a character boundary).
-    let mut lines: Vec<&str> = Vec::with_capacity(body.len() / 32 + 1);
-    let mut at = 0;
-    for i in memchr::memchr_iter(b'\n', body.as_bytes()) {
-        lines.push(&body[at..i]);
-        at = i + 1;
-    }
-    lines.push(&body[at..]);
+    let lines = &split.lines;
     let total = lines.len();
     // A negative offset counts from the end: -n starts n lines before it (the whole file at most).
     let offset = if offset < 0 { total.saturating_sub(offset.unsigned_abs() as usize) + 1 } else { offset as usize };
@@ -277,7 +366,7 @@ pub fn format_lines(
     // The cap holds everything returned, the line that says how to continue included: when the
     // lines do not all fit, they get the cap less the longest such line (and the note).
     // " " + the number right-aligned to `width` + "\t" + the line + "\n", in characters.
-    let ascii = body.is_ascii();
+    let ascii = split.ascii;
     let line_len = |l: &str| {
         let l = l.strip_suffix('\r').unwrap_or(l);
         width + 3 + if ascii || l.is_ascii() { l.len() } else { l.chars().count() }
@@ -357,6 +446,15 @@ mod tests {
             assert_eq!(super::newline(bytes, n), memchr::memchr_iter(b'\n', bytes).nth(n), "break {n}");
         }
         assert_eq!(super::newline(b"", 0), None);
+    }
+
+    #[test]
+    fn a_characters_place_is_found_in_any_mix_of_widths() {
+        let text = "aé€😀b\nçx😀\n".repeat(50);
+        for n in 0..=text.chars().count() + 2 {
+            let want = text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+            assert_eq!(super::char_position(text.as_bytes(), n), want, "character {n}");
+        }
     }
 
     #[test]
