@@ -19,18 +19,22 @@ const scripted = scriptedAiModel;
 
 const toolResults = (prompt) => prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content);
 
+// On Windows the shell is cmd.exe: the commands written in `sh` have a form for it beside them.
+const win = process.platform === 'win32';
+const CAT_MATH = win ? 'type src\\math.js' : 'cat src/math.js';
+
 for (const [major, ai, Mock] of [['6', ai6, Mock6], ['7', ai7, Mock7]]) {
   describe(`toAiSdkTools with ai ${major}`, () => {
     it('runs a multi-step session: reads, a refused path the model reads, an edit, the tests', async () => {
       const t = tempTree({ 'src/math.js': 'export const add = (a, b) => a - b;\n' });
       trees.push(t);
       const ws = new NodeWorkspace({ root: t.root });
-      const tools = toAiSdkTools([...createFsTools(ws), createShellTool(ws, { needsApproval: false, allow: ['cat src/math.js'] })], { ai });
+      const tools = toAiSdkTools([...createFsTools(ws), createShellTool(ws, { needsApproval: false, allow: [CAT_MATH] })], { ai });
       const seen = [];
       const model = scripted(Mock, [
         [['read_file', { path: 'src/math.js' }], ['read_file', { path: '../outside' }]],
         [['edit_file', { path: 'src/math.js', old_string: 'a - b', new_string: 'a + b' }]],
-        [['shell', { command: 'cat src/math.js' }]],
+        [['shell', { command: CAT_MATH }]],
       ], seen);
       const result = await ai.generateText({ model, tools, prompt: 'fix add', stopWhen: ai.stepCountIs(10) });
       expect(result.text).toBe('done');
@@ -67,7 +71,7 @@ for (const [major, ai, Mock] of [['6', ai6, Mock6], ['7', ai7, Mock7]]) {
       trees.push(t);
       const tools = toAiSdkTools([createShellTool(new NodeWorkspace({ root: t.root }), { needsApproval: false })], { ai });
       const ac = new AbortController();
-      const run = ai.generateText({ model: scripted(Mock, [[['shell', { command: 'touch started; sleep 3; touch marker' }]]], []), tools, prompt: 'wait', abortSignal: ac.signal, stopWhen: ai.stepCountIs(3) });
+      const run = ai.generateText({ model: scripted(Mock, [[['shell', { command: win ? 'type nul > started& ping -n 4 127.0.0.1 >nul& type nul > marker' : 'touch started; sleep 3; touch marker' }]]], []), tools, prompt: 'wait', abortSignal: ac.signal, stopWhen: ai.stepCountIs(3) });
       // The command ran (the positive control), then the session is aborted.
       for (let i = 0; i < 200 && !existsSync(join(t.root, 'started')); i++) await new Promise((r) => setTimeout(r, 25));
       expect(existsSync(join(t.root, 'started'))).toBe(true);

@@ -46,3 +46,28 @@ describe('a broken provider', () => {
     expect(results['FsProvider: writeFile creates the file and its missing parent directories, and readFile reads it back']).toBeNull();
   });
 });
+
+describe('a shell that runs its commands with cmd.exe', () => {
+  it("is checked with cmd.exe's commands, its \\r\\n line ends read as \\n", async () => {
+    const seen = [];
+    // Answers as cmd.exe would: echo ends its lines with \r\n, more copies stdin.
+    const shell = {
+      shell: 'C:\\Windows\\System32\\cmd.exe',
+      async exec(command, options = {}) {
+        seen.push(command);
+        if (command === 'echo out& echo err>&2& exit 3') return { stdout: 'out\r\n', stderr: 'err\r\n', exitCode: 3, timedOut: false };
+        if (command === 'more') return { stdout: options.stdin.replaceAll('\n', '\r\n'), stderr: '', exitCode: 0, timedOut: false };
+        if (command === 'echo hi') return { stdout: 'hi\r\n', stderr: '', exitCode: 0, timedOut: false };
+        if (command.startsWith('ping ')) return { stdout: '', stderr: '', exitCode: null, timedOut: options.signal?.aborted !== true, aborted: options.signal?.aborted === true };
+        return { stdout: '', stderr: `'${command}' is not recognized\r\n`, exitCode: 9009, timedOut: false };
+      },
+    };
+    const results = await collect(() => ({ shell }));
+    const shellResults = Object.entries(results).filter(([name]) => name.startsWith('ShellProvider: '));
+    expect(shellResults.length).toBeGreaterThan(0);
+    for (const [name, error] of shellResults) expect(error, name).toBeNull();
+    expect(seen).toContain('echo out& echo err>&2& exit 3');
+    expect(seen).toContain('more');
+    expect(seen.some((c) => /sleep|cat\b|;/.test(c))).toBe(false);
+  });
+});

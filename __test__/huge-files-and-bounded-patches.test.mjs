@@ -5,13 +5,13 @@ import { describe, it, expect, afterAll } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { NodeWorkspace, createFsTools } from 'corral';
-import { tempTree } from './helpers.mjs';
+import { tempTree, posixModes } from './helpers.mjs';
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
-const INDEX = fileURLToPath(new URL('../js/index.mjs', import.meta.url));
+// A file: URL, which the child's import takes on every system (a Windows path is no specifier).
+const INDEX = new URL('../js/index.mjs', import.meta.url).href;
 const TiB = 2 ** 40;
 
 /** Runs `body` (an async function's text over `tools`, `huge()` and `root`) in a child Node; its JSON result. */
@@ -90,7 +90,10 @@ describe('a file a command grows while a tool reads it', () => {
       const { spawn } = await import('node:child_process');
       const { toAiSdkSandbox } = await import(${JSON.stringify(INDEX.replace('index.mjs', 'ai-sdk.mjs'))});
       writeFileSync(root + '/flip.txt', 'x\\n');
-      const flipper = spawn('sh', ['-c', 'while :; do truncate -s 2 flip.txt; truncate -s 1T flip.txt; done'], { cwd: root, stdio: 'ignore' });
+      // Windows has no sh nor truncate: node flips the file there.
+      const flipper = process.platform === 'win32'
+        ? spawn(process.execPath, ['-e', "const fs = require('fs'); for (;;) { try { fs.truncateSync('flip.txt', 2); fs.truncateSync('flip.txt', 2 ** 40); } catch {} }"], { cwd: root, stdio: 'ignore' })
+        : spawn('sh', ['-c', 'while :; do truncate -s 2 flip.txt; truncate -s 1T flip.txt; done'], { cwd: root, stdio: 'ignore' });
       const t = tools();
       const sandbox = toAiSdkSandbox(new NodeWorkspace({ root }));
       const codes = new Set();
@@ -163,6 +166,7 @@ describe('a failed patch leaves the tree as it was', () => {
     await expect(tool.execute({ input: '*** Begin Patch\n*** Add File: a/b/c/new.txt\n+n\n*** Update File: locked.txt\n-l\n+L\n*** Delete File: run.sh\n*** End Patch' })).rejects.toMatchObject({ code: 'ReadOnly' });
     expect(existsSync(join(t.root, 'a'))).toBe(false);
     expect(existsSync(join(t.root, 'a/b/c/new.txt'))).toBe(false);
-    expect(statSync(join(t.root, 'run.sh')).mode & 0o777).toBe(0o755);
+    // Windows files have no POSIX permission bits (locked.txt is read-only by its attribute there).
+    if (posixModes) expect(statSync(join(t.root, 'run.sh')).mode & 0o777).toBe(0o755);
   });
 });

@@ -8,7 +8,15 @@ import { join } from 'node:path';
 import {
   NodeWorkspace, MemoryWorkspace, SandboxShell, NoopSandbox, createFsTools, createShellTool, workspacePrompt, ConfigurationError,
 } from 'corral';
-import { tempTree, jsProvider } from './helpers.mjs';
+import { tempTree, jsProvider, linksWork } from './helpers.mjs';
+
+// On Windows the host's shell is cmd.exe: the commands written in `sh` have a form for it beside
+// them, with node itself standing in for the Unix tools cmd.exe lacks.
+const win = process.platform === 'win32';
+/** `node -e <script>` as cmd.exe reads it (the script has no double quotes). */
+const nodeE = (script) => `"${process.execPath}" -e "${script}"`;
+/** `seq 1 n` under cmd.exe (its lines end with \r\n). */
+const cmdSeq = (n) => `for /l %i in (1,1,${n}) do @echo %i`;
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
@@ -198,7 +206,7 @@ for (const [label, make] of Object.entries(textProviders)) {
 }
 
 describe('links and non-files on disk', () => {
-  it('list_dir ends links with @', async () => {
+  it.skipIf(!linksWork)('list_dir ends links with @', async () => {
     const t = tree({ 'docs/a.md': 'a' });
     symlinkSync('docs', join(t.root, 'docs-link'));
     symlinkSync('docs/a.md', join(t.root, 'a-link'));
@@ -208,7 +216,8 @@ describe('links and non-files on disk', () => {
     expect(await js.list_dir.execute({})).toBe('a-link@\ndocs-link@\ndocs/');
   });
 
-  it('a FIFO is NotAFile for every tool, never waited on, and walks skip it', async () => {
+  // Windows has no FIFOs in its file system.
+  it.skipIf(win)('a FIFO is NotAFile for every tool, never waited on, and walks skip it', async () => {
     const t = tree({ 'a.txt': 'hit\n' });
     execFileSync('mkfifo', [join(t.root, 'pipe')]);
     const tools = toolsOf(new NodeWorkspace({ root: t.root }));
@@ -225,7 +234,7 @@ describe('the shell tool: stdin, spillDir, onProgress', () => {
   it('stdin is given to the command', async () => {
     const t = tree();
     const shell = createShellTool(new NodeWorkspace({ root: t.root }), { needsApproval: false });
-    expect(await shell.execute({ command: 'tr a-z A-Z', stdin: 'hello\n' })).toMatchObject({ exitCode: 0, stdout: 'HELLO\n' });
+    expect(await shell.execute({ command: win ? nodeE("process.stdin.on('data', (d) => process.stdout.write(String(d).toUpperCase()))") : 'tr a-z A-Z', stdin: 'hello\n' })).toMatchObject({ exitCode: 0, stdout: 'HELLO\n' });
     const seen = [];
     const ws = new MemoryWorkspace({ exec: (c, o) => { seen.push(o.stdin); return {}; } });
     await createShellTool(ws, { needsApproval: false }).execute({ command: 'x', stdin: 'in' });
@@ -236,7 +245,7 @@ describe('the shell tool: stdin, spillDir, onProgress', () => {
     const t = tree();
     const ws = new NodeWorkspace({ root: t.root });
     const shell = createShellTool(ws, { needsApproval: false, maxOutputChars: 100, spillDir: '.corral/output' });
-    const r = await shell.execute({ command: 'seq 1 2000; echo short >&2' }, { toolCallId: 'call_7' });
+    const r = await shell.execute({ command: win ? nodeE("for (let i = 1; i <= 2000; i++) console.log(i); console.error('short')") : 'seq 1 2000; echo short >&2' }, { toolCallId: 'call_7' });
     expect(r.outputFile).toBe('.corral/output/call_7.stdout.log');
     expect(r.errorFile).toBeUndefined();
     expect(r.note).toContain('.corral/output/call_7.stdout.log');
@@ -251,7 +260,7 @@ describe('the shell tool: stdin, spillDir, onProgress', () => {
   it('spillDir keeps the newest 50 files', async () => {
     const t = tree();
     const shell = createShellTool(new NodeWorkspace({ root: t.root }), { needsApproval: false, maxOutputChars: 10, spillDir: 'out' });
-    for (let i = 0; i < 53; i++) await shell.execute({ command: 'seq 1 50' }, { toolCallId: `c${String(i).padStart(2, '0')}` });
+    for (let i = 0; i < 53; i++) await shell.execute({ command: win ? cmdSeq(50) : 'seq 1 50' }, { toolCallId: `c${String(i).padStart(2, '0')}` });
     const files = readdirSync(join(t.root, 'out')).sort();
     expect(files).toHaveLength(50);
     expect(files[0]).toBe('c03.stdout.log');
@@ -262,7 +271,7 @@ describe('the shell tool: stdin, spillDir, onProgress', () => {
     const sandbox = new SandboxShell(new NoopSandbox(), { cwd: t.root });
     expect(() => createShellTool(sandbox, { spillDir: 'out' })).toThrow(ConfigurationError);
     const shell = createShellTool(sandbox, { needsApproval: false, maxOutputChars: 10, spillDir: 'out', spillFs: new NodeWorkspace({ root: t.root }) });
-    const r = await shell.execute({ command: 'seq 1 100' });
+    const r = await shell.execute({ command: win ? cmdSeq(100) : 'seq 1 100' });
     expect(r.outputFile).toMatch(/^out\/run-[0-9a-f]{16}\.stdout\.log$/);
     expect(existsSync(join(t.root, r.outputFile))).toBe(true);
   });
@@ -279,7 +288,7 @@ describe('the shell tool: stdin, spillDir, onProgress', () => {
 
   it('onProgress publishes output in order while a command runs on NodeWorkspace', async () => {
     const t = tree();
-    const { r, events, firstWhileRunning } = await progressOf(new NodeWorkspace({ root: t.root }), 'echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three');
+    const { r, events, firstWhileRunning } = await progressOf(new NodeWorkspace({ root: t.root }), win ? nodeE("console.log('one'); setTimeout(() => { console.error('two'); setTimeout(() => console.log('three'), 300); }, 300)") : 'echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three');
     expect(r.stdout).toBe('one\nthree\n');
     expect(firstWhileRunning).toBe(true);
     expect(events.every((e) => e.toolCallId === 'p1')).toBe(true);
@@ -288,7 +297,7 @@ describe('the shell tool: stdin, spillDir, onProgress', () => {
 
   it('onProgress streams through SandboxShell on the host', async () => {
     const t = tree();
-    const { events, firstWhileRunning } = await progressOf(new SandboxShell(new NoopSandbox(), { cwd: t.root }), 'echo a; sleep 0.3; echo b');
+    const { events, firstWhileRunning } = await progressOf(new SandboxShell(new NoopSandbox(), { cwd: t.root }), win ? nodeE("console.log('a'); setTimeout(() => console.log('b'), 300)") : 'echo a; sleep 0.3; echo b');
     expect(firstWhileRunning).toBe(true);
     expect(events.map((e) => e.text).join('')).toBe('a\nb\n');
   });

@@ -7,6 +7,13 @@ import { NodeWorkspace, createFsTools, createShellTool, createRedactor, Workspac
 import { createEditor } from 'corral/openai-agents';
 import { tempTree } from './helpers.mjs';
 
+// On Windows the shell is cmd.exe: the commands written in `sh` have a form for it beside them.
+const win = process.platform === 'win32';
+/** `cat` of workspace files. */
+const cat = (...paths) => (win ? paths.map((p) => `type ${p.replaceAll('/', '\\')}`).join('& ') : `cat ${paths.join(' ')}`);
+/** `node -e <script>` as cmd.exe reads it (the script has no double quotes). */
+const nodeE = (script) => `"${process.execPath}" -e "${script}"`;
+
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
 
@@ -121,13 +128,13 @@ describe('redaction at the boundary (on by default)', () => {
 
   it('cat and env through the shell tool show markers, and so does a background read', async () => {
     const { shell, proc, close } = setup();
-    const cat = await shell.execute({ command: 'cat .env .npmrc aws/credentials keys/id_rsa' });
-    expectNoSecret(JSON.stringify(cat));
-    expect(cat.stdout).toContain('OPENAI_API_KEY=[secret:openai-api-key#');
-    const env = await shell.execute({ command: 'env' });
+    const typed = await shell.execute({ command: cat('.env', '.npmrc', 'aws/credentials', 'keys/id_rsa') });
+    expectNoSecret(JSON.stringify(typed));
+    expect(typed.stdout).toContain('OPENAI_API_KEY=[secret:openai-api-key#');
+    const env = await shell.execute({ command: win ? 'set' : 'env' });
     expect(env.stdout).toMatch(/CORRAL_REDACT_TEST_TOKEN=\[secret:env#\d+\]/);
     expectNoSecret(env.stdout);
-    const started = await shell.execute({ command: 'cat .env; echo done', run_in_background: true });
+    const started = await shell.execute({ command: win ? 'type .env& echo done' : 'cat .env; echo done', run_in_background: true });
     let read = '';
     for (let i = 0; i < 50 && !read.includes('done'); i++) read += (await proc.process_output.execute({ id: started.id, wait_ms: 200 })).stdout;
     expect(read).toContain('[secret:openai-api-key#');
@@ -137,7 +144,7 @@ describe('redaction at the boundary (on by default)', () => {
 
   it('process_stop gives what the process printed last redacted too', async () => {
     const { shell, proc, close } = setup();
-    const started = await shell.execute({ command: 'sleep 0.3; cat .npmrc; sleep 30', run_in_background: true });
+    const started = await shell.execute({ command: win ? 'type .npmrc& ping -n 31 127.0.0.1 >nul' : 'sleep 0.3; cat .npmrc; sleep 30', run_in_background: true });
     await new Promise((r) => setTimeout(r, 1000));
     const stopped = await proc.process_stop.execute({ id: started.id });
     expect(JSON.stringify(stopped)).toContain('[secret:npm-access-token#');
@@ -165,14 +172,14 @@ describe('redaction at the boundary (on by default)', () => {
     expect(await on.fs.grep.execute(args)).toContain('integrity');
     const files = { pattern: 'integrity|COMMIT|LOGO|exports' };
     expect(await on.fs.grep.execute(files)).toBe(await off.fs.grep.execute(files));
-    const cat = { command: `cat ${Object.keys(ORDINARY).join(' ')}` };
-    expect(await on.shell.execute(cat)).toEqual(await off.shell.execute(cat));
+    const all = { command: cat(...Object.keys(ORDINARY)) };
+    expect(await on.shell.execute(all)).toEqual(await off.shell.execute(all));
   });
 
   it('redact: false gives the reference output, secrets and all', async () => {
     const { fs, shell } = setup({ redact: false });
     expect(await fs.read_file.execute({ path: '.env' })).toBe(` 1\tOPENAI_API_KEY=${OPENAI}\n 2\tDEBUG=0`);
-    expect((await shell.execute({ command: 'cat .npmrc' })).stdout).toBe(`//registry.npmjs.org/:_authToken=${NPM}\n`);
+    expect((await shell.execute({ command: cat('.npmrc') })).stdout).toBe(`//registry.npmjs.org/:_authToken=${NPM}\n`);
   });
 
   it('errors are redacted too', async () => {
@@ -187,7 +194,7 @@ describe('redaction at the boundary (on by default)', () => {
     const events = [];
     const { shell } = setup({ shell: { background: false, progressMs: 20, onProgress: (e) => events.push(e) } });
     const half = Math.floor(GITHUB.length / 2);
-    const r = await shell.execute({ command: `printf 'token=${GITHUB.slice(0, half)}'; sleep 0.3; printf '${GITHUB.slice(half)} end\\n'` });
+    const r = await shell.execute({ command: win ? nodeE(`process.stdout.write('token=${GITHUB.slice(0, half)}'); setTimeout(() => process.stdout.write('${GITHUB.slice(half)} end\\n'), 300)`) : `printf 'token=${GITHUB.slice(0, half)}'; sleep 0.3; printf '${GITHUB.slice(half)} end\\n'` });
     expect(r.stdout).toMatch(/^token=\[secret:github-pat#\d+\] end\n$/);
     const streamed = events.filter((e) => e.stream === 'stdout').map((e) => e.text).join('');
     expect(streamed).toBe(r.stdout);
@@ -226,8 +233,8 @@ describe('markers round-trip in edits', () => {
   it('a value cat showed through the shell tool is restored by edit_file with the same redactor', async () => {
     const { fs, shell, disk } = setup();
     const before = disk('src/config.ts');
-    const cat = await shell.execute({ command: 'cat src/config.ts' });
-    const marker = cat.stdout.match(/\[secret:github-pat#\d+\]/)[0];
+    const shown = await shell.execute({ command: cat('src/config.ts') });
+    const marker = shown.stdout.match(/\[secret:github-pat#\d+\]/)[0];
     await fs.edit_file.execute({ path: 'src/config.ts', edits: [{ old_string: `token = '${marker}'`, new_string: `token = '${marker}' // kept` }] });
     expect(disk('src/config.ts')).toBe(before.replace(`'${GITHUB}'`, `'${GITHUB}' // kept`));
   });
@@ -279,7 +286,7 @@ describe('markers round-trip in edits', () => {
     const { fs, shell, disk } = setup();
     const shown = await fs.read_file.execute({ path: 'src/config.ts' });
     const marker = shown.match(/\[secret:github-pat#\d+\]/)[0];
-    await shell.execute({ command: `printf '%s' '${marker}' > out.txt` });
+    await shell.execute({ command: win ? nodeE(`require('fs').writeFileSync('out.txt', '${marker}')`) : `printf '%s' '${marker}' > out.txt` });
     expect(disk('out.txt')).toBe(marker);
   });
 });

@@ -5,7 +5,7 @@ import { describe, it, expect, afterAll, beforeAll, vi } from 'vitest';
 import { createServer, request as httpRequest } from 'node:http';
 import { spawn, execFileSync, execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { existsSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, realpathSync, rmSync, mkdirSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,14 @@ const echoSpec = (name = 'echo_arg') => ({
   handler_payload: { command: "printf '%s|' {x}" },
 });
 
+// On Windows a shell_template runs `bash -c ^"…^"` through cmd.exe. Where no bash is at hand (under
+// Wine), a program that prints its arguments (scripts/cross/wine/argv.c, named by CORRAL_ARGV_EXE)
+// stands in for it and shows what bash is given.
+const win = process.platform === 'win32';
+const ARGV_EXE = win ? process.env.CORRAL_ARGV_EXE : undefined;
+/** shlex.quote, as the template quotes each value for bash. */
+const shq = (s) => (/^[A-Za-z0-9@%+=:,./_-]+$/.test(s) ? s : `'${s.replaceAll("'", `'"'"'`)}'`);
+
 const hasPython = (() => { try { execFileSync('python3', ['-c', '1']); return true; } catch { return false; } })();
 
 describe('template tools', () => {
@@ -40,6 +48,25 @@ describe('template tools', () => {
     it(`injection values arrive as one literal argument through ${label}`, async () => {
       const tool = createTemplateTool(echoSpec(), { shell: make() });
       expect(tool.needsApproval).toBe(false);
+      if (ARGV_EXE) {
+        const bin = join(tmp(), 'bin');
+        mkdirSync(bin);
+        copyFileSync(ARGV_EXE, join(bin, 'bash.exe'));
+        const path = process.env.PATH;
+        process.env.PATH = `${bin};${path}`;
+        try {
+          for (const x of ['; rm -rf /tmp/nothing', '$(id)', '`id`', "a'b\"c", 'a && b', 'a | b', '', '--flag', '*']) {
+            const r = await tool.execute({ x });
+            expect(r.exitCode, JSON.stringify(x)).toBe(0);
+            expect(r.stdout.replaceAll('\r\n', '\n'), JSON.stringify(x)).toBe(`-c\nprintf '%s|' ${shq(x)}\n`);
+          }
+          // cmd.exe ends a command at a line break, however it is quoted: refused before anything runs.
+          await expect(tool.execute({ x: 'one\ntwo' })).rejects.toMatchObject({ code: 'InvalidArguments' });
+        } finally {
+          process.env.PATH = path;
+        }
+        return;
+      }
       for (const x of ['; rm -rf /tmp/nothing', '$(id)', '`id`', "a'b\"c", 'one\ntwo', 'a && b', 'a | b', '', '--flag', '*']) {
         expect(await tool.execute({ x }), JSON.stringify(x)).toMatchObject({ exitCode: 0, stdout: `${x}|` });
       }

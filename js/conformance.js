@@ -115,38 +115,54 @@ const FS_CHECKS = {
   },
 };
 
+/** Whether a shell runs its commands with cmd.exe: one named so, or one that names no shell on
+ * Windows (as the core reads its command lines). */
+const isCmd = (sh) =>
+  typeof sh.shell === 'string' ? /^cmd(\.exe)?$/i.test(sh.shell.split(/[\\/]/).pop()) : process.platform === 'win32';
+
+/** The checks' commands in the shell's syntax. cmd.exe ends lines with \r\n: its output is compared
+ * with them read as \n. */
+const COMMANDS = {
+  sh: { out: 'echo out; echo err >&2; exit 3', cat: 'cat', sleep: 'sleep 30', hi: 'echo hi', lines: (text) => text, note: '' },
+  cmd: { out: 'echo out& echo err>&2& exit 3', cat: 'more', sleep: 'ping -n 31 127.0.0.1 >nul', hi: 'echo hi', lines: (text) => (typeof text === 'string' ? text.replaceAll('\r\n', '\n') : text), note: ' (cmd.exe: \\r\\n read as \\n)' },
+};
+const commandsOf = (sh) => COMMANDS[isCmd(sh) ? 'cmd' : 'sh'];
+
 const SHELL_CHECKS = {
   'exec runs a command and resolves to its stdout, stderr and exit code': async (sh) => {
-    const r = await sh.exec('echo out; echo err >&2; exit 3');
+    const c = commandsOf(sh);
+    const r = await sh.exec(c.out);
     must(r && typeof r === 'object', `exec must resolve to an ExecResult object, got ${shown(r)}`);
-    must(r.stdout === 'out\n', `stdout must be 'out\\n', got ${shown(r.stdout)}`);
-    must(r.stderr === 'err\n', `stderr must be 'err\\n', got ${shown(r.stderr)}`);
+    must(c.lines(r.stdout) === 'out\n', `stdout must be 'out\\n'${c.note}, got ${shown(r.stdout)}`);
+    must(c.lines(r.stderr) === 'err\n', `stderr must be 'err\\n'${c.note}, got ${shown(r.stderr)}`);
     must(r.exitCode === 3, `a non-zero exit must resolve (not reject) with exitCode 3, got ${shown(r.exitCode)}`);
     must(r.timedOut === false, `timedOut must be false for a command that finished, got ${shown(r.timedOut)}`);
   },
   'exec feeds stdin and closes it': async (sh) => {
-    const r = await sh.exec('cat', { stdin: 'in\n', timeoutMs: 10_000 });
-    must(r.stdout === 'in\n', `stdin must reach the command ('in\\n'), got ${shown(r.stdout)}`);
+    const c = commandsOf(sh);
+    const r = await sh.exec(c.cat, { stdin: 'in\n', timeoutMs: 10_000 });
+    must(c.lines(r.stdout) === 'in\n', `stdin must reach the command ('in\\n'${c.note}), got ${shown(r.stdout)}`);
   },
   'exec stops a command at timeoutMs and says timedOut': async (sh) => {
     const started = Date.now();
-    const r = await sh.exec('sleep 30', { timeoutMs: 300 });
+    const r = await sh.exec(commandsOf(sh).sleep, { timeoutMs: 300 });
     must(r.timedOut === true, `a command past timeoutMs must resolve with timedOut: true, got ${shown(r)}`);
     must(Date.now() - started < 10_000, 'exec must return soon after timeoutMs');
   },
   'exec stops a command when its signal aborts': async (sh) => {
     const ac = new AbortController();
     const started = Date.now();
-    const running = sh.exec('sleep 30', { signal: ac.signal, timeoutMs: 60_000 });
+    const running = sh.exec(commandsOf(sh).sleep, { signal: ac.signal, timeoutMs: 60_000 });
     setTimeout(() => ac.abort(), 200);
     const r = await running.catch((e) => ({ rejected: e }));
     must(Date.now() - started < 10_000, 'an aborted exec must end soon after the abort, not when the command would have ended');
     must(r.rejected || r.aborted === true || r.exitCode === null, `an aborted exec must resolve with aborted: true (or reject), got ${shown(r)}`);
   },
   'the shell tool works over it': async (sh) => {
+    const c = commandsOf(sh);
     const tool = createShellTool(sh, { needsApproval: false });
-    const r = await tool.execute({ command: 'echo hi' });
-    must(r.exitCode === 0 && r.stdout === 'hi\n', `the shell tool must run commands through exec, got ${shown(r)}`);
+    const r = await tool.execute({ command: c.hi });
+    must(r.exitCode === 0 && c.lines(r.stdout) === 'hi\n', `the shell tool must run commands through exec, got ${shown(r)}`);
   },
 };
 
