@@ -11,7 +11,7 @@
 // what to fix.
 
 const { createFsTools, createShellTool, WorkspaceError } = require('./index.js');
-const { FS_METHODS } = require('./index.js')[Symbol.for('corral.internal')];
+const { FS_METHODS, native } = require('./index.js')[Symbol.for('corral.internal')];
 
 class ConformanceError extends Error {
   constructor(message) {
@@ -115,10 +115,8 @@ const FS_CHECKS = {
   },
 };
 
-/** Whether a shell runs its commands with cmd.exe: one named so, or one that names no shell on
- * Windows (as the core reads its command lines). */
-const isCmd = (sh) =>
-  typeof sh.shell === 'string' ? /^cmd(\.exe)?$/i.test(sh.shell.split(/[\\/]/).pop()) : process.platform === 'win32';
+/** Whether a shell runs its commands with cmd.exe, as the core reads its command lines. */
+const isCmd = (sh) => native.isCmdShell(typeof sh.shell === 'string' ? sh.shell : undefined);
 
 /** The checks' commands in the shell's syntax. cmd.exe ends lines with \r\n: its output is compared
  * with them read as \n. */

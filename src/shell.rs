@@ -420,6 +420,13 @@ impl NativeMcpPolicy {
     }
 }
 
+/// Whether a shell named `shell` (or none) runs its commands with cmd.exe, as the core reads its
+/// command lines (`corral_core::shell::rules::is_cmd_shell`).
+#[napi(catch_unwind)]
+pub fn is_cmd_shell(shell: Option<String>) -> bool {
+    corral_core::shell::rules::is_cmd_shell(shell.as_deref())
+}
+
 /// `corral mcp`: `{ action: 'run' | 'ask' | 'refuse', text? }` for a call whose tool said it
 /// `needed` approval (any tool, with or without a shell).
 #[napi(catch_unwind, ts_return_type = "{ action: 'run' | 'ask' | 'refuse'; text?: string }")]
