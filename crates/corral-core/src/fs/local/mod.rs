@@ -215,8 +215,7 @@ impl LocalFs {
         #[cfg(not(unix))]
         {
             let (this, path) = (self.clone(), path.to_string());
-            let bytes = blocking(move || this.read_bytes_sync(&path)).await?;
-            Ok((bytes.len() as u64 <= limit).then_some(bytes))
+            blocking(move || this.read_bytes_within_sync(&path, limit)).await
         }
     }
 

@@ -102,12 +102,26 @@ impl LocalFs {
     }
 
     pub(super) fn read_bytes_sync(&self, path: &str) -> Result<Vec<u8>> {
+        Ok(self.read_bytes_within_sync(path, u64::MAX)?.unwrap_or_default())
+    }
+
+    /// The file's bytes, or `None` when it holds more than `limit`: its size is taken from the
+    /// file once open, and no more than `limit` + 1 bytes are read, so a file that grows after the
+    /// check is never read whole.
+    pub(super) fn read_bytes_within_sync(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        use std::io::Read;
         let (rel, host) = self.resolve(path)?;
-        let meta = std::fs::metadata(&host).map_err(|e| Error::io(&rel, &e))?;
+        let file = std::fs::File::open(&host).map_err(|e| Error::io(&rel, &e))?;
+        let meta = file.metadata().map_err(|e| Error::io(&rel, &e))?;
         if meta.is_dir() {
             return Err(Error::new(Code::IsADirectory, format!("Is a directory: {rel}")));
         }
-        std::fs::read(&host).map_err(|e| Error::io(&rel, &e))
+        if meta.len() > limit {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(meta.len() as usize);
+        file.take(limit.saturating_add(1)).read_to_end(&mut out).map_err(|e| Error::io(&rel, &e))?;
+        Ok((out.len() as u64 <= limit).then_some(out))
     }
 
     pub(super) fn write_bytes_sync(&self, path: &str, content: &[u8]) -> Result<()> {
