@@ -590,6 +590,12 @@ pub async fn run_shell_command_with(
         Some(status) => (result.exit_code, result.signal) = decode_status(&status),
         None => result.signal = Some("SIGKILL".to_string()),
     }
+    // Windows has no signals: a command ended at its timeout or abort ends with the code its job
+    // or process was terminated with, which the command never chose. It has none, as on Unix.
+    #[cfg(windows)]
+    if result.timed_out || result.aborted {
+        result.exit_code = None;
+    }
     result.stdout = out.lock().unwrap().text();
     result.stderr = err.lock().unwrap().text();
     Ok(result)
