@@ -37,7 +37,12 @@ impl LocalFs {
         loop {
             match std::fs::symlink_metadata(cur) {
                 Ok(_) => {
-                    let real = std::fs::canonicalize(cur).map_err(|_| dangling(rel))?;
+                    // A link whose target is missing is refused as such; any other failure (access
+                    // denied, a path too long) says what it was.
+                    let real = std::fs::canonicalize(cur).map_err(|e| match e.kind() {
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => dangling(rel),
+                        _ => Error::io(rel, &e),
+                    })?;
                     if !real.starts_with(&self.inner.path) {
                         return Err(escape(rel));
                     }
