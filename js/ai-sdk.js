@@ -55,12 +55,12 @@ function toAiSdkSandbox(fs, options) {
     const bytes = await ops.read(at(path));
     return bytes === null ? null : toBytes(bytes);
   };
-  const start = async ({ command, workingDirectory, env, stdin }) => {
+  const where = async ({ command, workingDirectory, env }) => {
     if (commands === undefined) {
       throw new WorkspaceError('This sandbox has no shell: pass toAiSdkSandbox(fs, { shell }) to run commands.', 'CommandRefused');
     }
     const cwd = workingDirectory === undefined ? undefined : await ops.workingDir(at(workingDirectory), String(workingDirectory));
-    return commands.start(command, { cwd, env, input: stdin === true });
+    return [command, { cwd, env }];
   };
 
   return sandboxSurface({
@@ -70,7 +70,8 @@ function toAiSdkSandbox(fs, options) {
     stat: (path) => ops.stat(at(path)),
     list: (path) => ops.list(at(path)),
     remove: (path) => ops.delete(at(path)),
-    start,
+    commands,
+    where,
   });
 }
 

@@ -119,10 +119,10 @@ function session(handle, rules, files) {
     stat: (path) => ops.stat(at(path)),
     list: (path) => ops.list(at(path)),
     remove: (path) => ops.delete(at(path)),
-    start: ({ command, workingDirectory, env, stdin }) => {
+    commands,
+    where: async ({ command, workingDirectory, env }) => {
       if (workingDirectory !== undefined && typeof workingDirectory !== 'string') throw new WorkspaceError('workingDirectory must be a string.', 'InvalidArguments');
-      const cwd = handle.workingDir(workingDirectory ?? null);
-      return commands.start(command, { cwd, env, input: stdin === true });
+      return [command, { cwd: handle.workingDir(workingDirectory ?? null), env }];
     },
   });
   const restricted = Object.freeze({ ...surface });

@@ -38,6 +38,15 @@ function exitCodeOf(r) {
   return typeof n === 'number' ? 128 + n : 1;
 }
 
+/** A command and its `{ cwd?, env?, input? }` as the core's process runner takes them. */
+function processRequest(command, { cwd, env, input }) {
+  if (typeof command !== 'string') throw new WorkspaceError('command must be a string.', 'InvalidArguments');
+  const request = { input: Boolean(input), keepBytes: KEEP_BYTES };
+  if (cwd !== undefined) request.cwd = cwd;
+  if (env !== undefined) request.env = env;
+  return [command, request];
+}
+
 /** Runs commands of one session as background processes. */
 class Commands {
   constructor(shell, options) {
@@ -46,11 +55,16 @@ class Commands {
 
   /** Starts `command` (rules first: a refused command rejects with CommandRefused and never runs). */
   async start(command, { cwd, env, input } = {}) {
-    if (typeof command !== 'string') throw new WorkspaceError('command must be a string.', 'InvalidArguments');
-    const request = { input: Boolean(input), keepBytes: KEEP_BYTES };
-    if (cwd !== undefined) request.cwd = cwd;
-    if (env !== undefined) request.env = env;
-    return new Command(this, await this.runner.spawnProcess(command, request, SESSION));
+    return new Command(this, await this.runner.spawnProcess(...processRequest(command, { cwd, env, input }), SESSION));
+  }
+
+  /** Runs `command` to its end (rules first, as `start`): `{ exitCode, stdout, stderr }`. The core
+   * keeps each stream whole up to its bound, past which it stops the command and rejects; an
+   * abort of `abortSignal` stops it and rejects with the signal's reason. */
+  async run(command, { cwd, env } = {}, abortSignal) {
+    const r = await internal.withSignal(abortSignal, (token) => this.runner.runProcess(...processRequest(command, { cwd, env }), SESSION, token));
+    if (abortSignal?.aborted) throw abortSignal.reason;
+    return { exitCode: exitCodeOf(r), stdout: new TextDecoder().decode(r.stdout), stderr: new TextDecoder().decode(r.stderr) };
   }
 
   /** Stops every process (each with its whole process group or sandbox). */
@@ -100,9 +114,10 @@ const lostOutput = (cut) => new WorkspaceError(`${cut} bytes of the command's ou
 
 /**
  * The SDK's `SandboxSession` members over a session's file operations (`read` resolves to bytes
- * or null; paths as the SDK gave them) and its `start(request)` of a command (a `Command`).
+ * or null; paths as the SDK gave them) and its `Commands`, with `where(request)`, which resolves
+ * to the command and where it runs (`[command, { cwd, env }]`) for the SDK's request.
  */
-function sandboxSurface({ description, read, write, stat, list, remove, start }) {
+function sandboxSurface({ description, read, write, stat, list, remove, commands, where }) {
   return {
     description,
     async readFile({ path }) {
@@ -147,11 +162,14 @@ function sandboxSurface({ description, read, write, stat, list, remove, start })
     },
     async run({ abortSignal, ...request }) {
       abortSignal?.throwIfAborted();
-      return runCollected(await start({ ...request, stdin: false }), abortSignal);
+      const [command, at] = await where(request);
+      return commands.run(command, at, abortSignal);
     },
     async spawn({ abortSignal, ...request }) {
       abortSignal?.throwIfAborted();
-      return spawnProcess(await start(request), abortSignal, request.stdin === true);
+      const [command, at] = await where(request);
+      const input = request.stdin === true;
+      return spawnProcess(await commands.start(command, { ...at, input }), abortSignal, input);
     },
   };
 }
@@ -159,9 +177,6 @@ function sandboxSurface({ description, read, write, stat, list, remove, start })
 // Output a reader has not taken stays queued up to this many bytes a stream; past it the rest is
 // dropped and a line says how much (the process never blocks on a reader).
 const STREAM_QUEUE_BYTES = 16 * 1024 * 1024;
-// What `run` collects of each stream: past it the command is stopped and `run` rejects.
-const RUN_OUTPUT_BYTES = 32 * 1024 * 1024;
-
 /** Reads `cmd`'s output until it ends, handing each chunk to `take(i, bytes)` (0: stdout, 1:
  * stderr). An abort of `abortSignal` kills it; output lost between reads (an error, never a gap
  * hidden), or a `take` that throws, kills it and rejects once it has ended. Resolves with the exit
@@ -191,21 +206,6 @@ async function pump(cmd, abortSignal, take) {
     abortSignal?.removeEventListener('abort', onAbort);
   }
   return { exitCode: cmd.exit.exitCode, abortReason };
-}
-
-/** `run`: a command's output read straight into two buffers (no streams between, as `spawn`
- * has), each up to RUN_OUTPUT_BYTES: past it the command is stopped and the call rejects. */
-async function runCollected(cmd, abortSignal) {
-  const parts = [[], []];
-  const sizes = [0, 0];
-  const { exitCode, abortReason } = await pump(cmd, abortSignal, (i, bytes) => {
-    sizes[i] += bytes.length;
-    if (sizes[i] > RUN_OUTPUT_BYTES) throw new WorkspaceError(`The command wrote more than ${RUN_OUTPUT_BYTES / 1048576} MiB to one stream: it was stopped (spawn streams output of any size).`, 'TooLarge');
-    parts[i].push(bytes);
-  });
-  if (abortReason !== undefined) throw abortReason;
-  const decode = (i) => new TextDecoder().decode(parts[i].length === 1 ? parts[i][0] : Buffer.concat(parts[i]));
-  return { exitCode, stdout: decode(0), stderr: decode(1) };
 }
 
 /** A running command as the SDK's SandboxProcess: streams fed by reads of its output while it runs. */

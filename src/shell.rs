@@ -258,6 +258,39 @@ impl NativeShellTool {
         })
     }
 
+    /// The SDKs' `run`: starts `command` as `spawnProcess` does and reads it to its end, each
+    /// stream whole up to the core's bound (`Processes::run_to_end`).
+    /// Its result is a `ProcessRead` of the ended command (`running: false`, nothing cut).
+    #[napi(ts_return_type = "Promise<ProcessRead>")]
+    pub fn run_process<'e>(
+        &self,
+        env: &'e Env,
+        command: String,
+        request: Value,
+        session: String,
+        cancel: Option<&CancelToken>,
+    ) -> Result<PromiseRaw<'e, ProcessRead>> {
+        let (shell, opts, procs) = (self.shell.clone(), self.opts.clone(), self.processes.clone());
+        let request = process_tools::Request::from_json(&request).napi()?;
+        let cancel = cancel.map(|c| c.inner.clone());
+        crate::spawn(env, async move {
+            let procs = procs.ok_or_else(|| corral_core::Error::config("runProcess needs background: true."))?;
+            let id = process_tools::spawn(shell, &opts, &procs, &command, &request, &session).await?;
+            let r = procs.run_to_end(&session, &id, cancel.as_ref()).await?;
+            Ok(ProcessRead {
+                running: false,
+                stdout: r.stdout.into(),
+                stderr: r.stderr.into(),
+                cut: 0.0,
+                exit_code: r.ended.exit_code,
+                signal: r.ended.signal,
+                note: r.note,
+                timed_out: r.ended.timed_out,
+                aborted: r.ended.aborted,
+            })
+        })
+    }
+
     /// A background process's output not read before, as bytes, waiting up to `waitMs` for
     /// something new: `{ running, stdout, stderr, cut, exitCode?, signal?, note?, timedOut,
     /// aborted }`.

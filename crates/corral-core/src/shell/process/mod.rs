@@ -31,6 +31,9 @@ pub const MAX_ENDED: usize = 64;
 pub const MAX_WAIT_MS: u64 = 30_000;
 /// How long `process_stop` and `close` wait for a killed process to be reaped.
 const STOP_WAIT: Duration = Duration::from_secs(10);
+/// What the SDKs' `run` keeps of each stream of a command (`Processes::run_to_end`): past it the
+/// command is stopped and the call fails (their `spawn` streams output of any size).
+pub const RUN_OUTPUT_BYTES: usize = 32 * 1024 * 1024;
 
 /// One background process.
 struct Proc {
@@ -83,6 +86,16 @@ pub struct Read {
     pub cut: u64,
     /// `None` while it runs.
     pub ended: Option<ExecResult>,
+}
+
+/// A command read to its end (`Processes::run_to_end`).
+#[derive(Debug)]
+pub struct RunOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub ended: ExecResult,
+    /// The note a reader gets with the end (`Read::note`).
+    pub note: Option<String>,
 }
 
 impl Read {
@@ -416,6 +429,60 @@ impl Processes {
         p.cancel.cancel();
         wait_done(&p).await;
         Ok(p)
+    }
+
+    /// Reads process `id` to its end, each stream whole up to `RUN_OUTPUT_BYTES`: the SDKs'
+    /// `run`. A stream past that, or output lost between two reads (more than the process keeps
+    /// came at once), stops the process, and once it has ended the call fails (`TooLarge`). A
+    /// cancel stops it too (the result is then its end as stopped).
+    pub async fn run_to_end(&self, session: &str, id: &str, cancel: Option<&Cancel>) -> Result<RunOutput> {
+        let mut out: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+        let mut failure: Option<Error> = None;
+        let mut cancelled = false;
+        loop {
+            let stopping = cancelled || failure.is_some();
+            if !stopping && cancel.is_some_and(Cancel::is_cancelled) {
+                cancelled = true;
+                self.stop_only(session, id).await?;
+            }
+            let r = self.read(session, id, MAX_WAIT_MS, cancel.filter(|_| !stopping), false).await?;
+            if failure.is_none() && !cancelled {
+                if r.cut > 0 {
+                    failure = Some(Error::new(
+                        Code::TooLarge,
+                        format!(
+                            "{} bytes of the command's output were lost: it wrote faster than it could be read.",
+                            r.cut
+                        ),
+                    ));
+                }
+                for (i, bytes) in [&r.stdout, &r.stderr].into_iter().enumerate() {
+                    if failure.is_none() && out[i].len() + bytes.len() > RUN_OUTPUT_BYTES {
+                        failure = Some(Error::new(
+                            Code::TooLarge,
+                            format!(
+                                "The command wrote more than {} MiB to one stream: it was stopped (spawn streams output of any size).",
+                                RUN_OUTPUT_BYTES >> 20
+                            ),
+                        ));
+                    }
+                    if failure.is_none() {
+                        out[i].extend_from_slice(bytes);
+                    }
+                }
+                if failure.is_some() {
+                    self.stop_only(session, id).await?;
+                }
+            }
+            let note = r.note();
+            if let Some(ended) = r.ended {
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+                let [stdout, stderr] = out;
+                return Ok(RunOutput { stdout, stderr, ended, note });
+            }
+        }
     }
 
     /// `halt` for a caller that reads the output itself (the SDKs' streams).
