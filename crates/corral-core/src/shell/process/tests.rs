@@ -291,3 +291,33 @@ fn text_for_an_id_that_names_no_process_yet_needs_approval() {
     assert!(procs.input_needs_approval(&serde_json::json!({ "id": "p1", "text": "touch x\n" })));
     assert!(!procs.input_needs_approval(&serde_json::json!({ "id": "p1", "text": "" })));
 }
+
+#[tokio::test]
+async fn run_to_end_keeps_both_streams_whole_and_stops_a_command_past_its_bound_or_its_cancel() {
+    let (_d, shell) = local();
+    let procs = Processes::new(60_000);
+    let request = tools::Request::default();
+    // Both streams whole, past what one read would carry.
+    let command = "head -c 300000 /dev/zero | tr '\\0' o; head -c 200000 /dev/zero | tr '\\0' e >&2; exit 4";
+    let id = tools::spawn(shell.clone(), &opts(), &procs, command, &request, "s").await.unwrap();
+    let r = procs.run_to_end("s", &id, None).await.unwrap();
+    assert_eq!((r.stdout.len(), r.stderr.len(), r.ended.exit_code), (300_000, 200_000, Some(4)));
+    assert!(r.stdout.iter().all(|b| *b == b'o') && r.stderr.iter().all(|b| *b == b'e'));
+    // Past the bound: stopped, and the call fails once it has ended.
+    let id = tools::spawn(shell.clone(), &opts(), &procs, "yes", &request, "s").await.unwrap();
+    let e = procs.run_to_end("s", &id, None).await.unwrap_err();
+    assert_eq!(e.code, Code::TooLarge, "{e:?}");
+    assert_eq!(procs.list("s").as_array().unwrap().iter().filter(|p| p["running"] == true).count(), 0);
+    // A cancel stops it long before it would end.
+    let id = tools::spawn(shell, &opts(), &procs, "sleep 30", &request, "s").await.unwrap();
+    let cancel = Cancel::new();
+    let later = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        later.cancel();
+    });
+    let started = Instant::now();
+    let r = procs.run_to_end("s", &id, Some(&cancel)).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert_eq!(r.ended.exit_code, None);
+}
