@@ -33,7 +33,7 @@ async function cluster(options = {}) {
   const dir = tempDir('corral-k8s-');
   const podDir = join(dir, 'pod');
   mkdirSync(join(podDir, 'workspace'), { recursive: true });
-  const fake = await startFakeCluster({ dir, podDir, ...options });
+  const fake = await startFakeCluster({ podDir, ...options });
   fakes.push(fake);
   fake.podDir = podDir;
   fake.workdir = join(podDir, 'workspace');
@@ -291,7 +291,7 @@ describe('KubernetesSandbox when the cluster says no', () => {
 
   it('a client certificate from the kubeconfig is the credential where the server asks for one', async () => {
     const fake = await cluster({ clientCertificates: true });
-    const config = fake.kubeconfig(join(tempDir('corral-k8s-cfg-'), 'kubeconfig'), { user: fake.clientCertificate() });
+    const config = fake.kubeconfig(join(tempDir('corral-k8s-cfg-'), 'kubeconfig'), { user: await fake.clientCertificate() });
     const r = await new SandboxShell(sandbox(fake, { kubeconfig: config }), { cwd: fake.workdir }).exec('echo mtls');
     expect(r.stdout).toBe('mtls\n');
     const err = await sandbox(fake).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);
