@@ -641,7 +641,11 @@ describe('a command behind the broker', () => {
     const t = tempTree({});
     cleanups.push(() => t.cleanup());
     const ws = new NodeWorkspace({ root: t.root, env: b.env });
-    const r = await ws.exec(`curl -s -o /dev/null -w '%{http_code}' http://${OTHER}:${up.port}/`, { timeoutMs: 30_000 });
+    // On Windows the shell is cmd.exe: NUL for /dev/null, and no quotes (cmd.exe leaves a lone % be).
+    const command = process.platform === 'win32'
+      ? `curl -s -o NUL -w %{http_code} http://${OTHER}:${up.port}/`
+      : `curl -s -o /dev/null -w '%{http_code}' http://${OTHER}:${up.port}/`;
+    const r = await ws.exec(command, { timeoutMs: 30_000 });
     expect(r.stdout).toBe('403');
     expect(up.connections).toBe(0);
   });
