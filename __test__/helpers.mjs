@@ -166,9 +166,15 @@ export function scriptedAiModel(Mock, steps, seen) {
 
 /**
  * A throwaway PostgreSQL (scripts/pg-test.sh): `{ url, stop(), resume(), cleanup() }`, or null
- * where PostgreSQL is not installed (the tests that need it are then skipped).
+ * where PostgreSQL is not installed (the tests that need it are then skipped). With
+ * CORRAL_TEST_PG_URL set, that server instead, with stop and resume null.
  */
 export function startPostgres() {
+  // A server started for this run by its caller (scripts/cross/windows-wine.sh starts one on the
+  // Linux side for the run under Wine, where pg-test.sh cannot run): used as it is, never stopped.
+  const given = process.env.CORRAL_TEST_PG_URL;
+  if (given) return { url: given, stop: null, resume: null, cleanup: () => {} };
+  if (process.platform === 'win32') return null;
   const script = new URL('../scripts/pg-test.sh', import.meta.url).pathname;
   const dir = mkdtempSync(join(tmpdir(), 'corral-pg-'));
   const run = (what) => spawnSync('bash', [script, what, dir], { encoding: 'utf8' });
