@@ -1,7 +1,7 @@
 // The tests' own PKI: a CA and the certificates it signs, made in process with @peculiar/x509 over
 // Node's WebCrypto, the same way on every platform (no openssl command, which Windows lacks).
 // Keys are PKCS#8 PEM ("BEGIN PRIVATE KEY"), certificates X.509 v3 PEM, signed with SHA-256, valid
-// for two days from a minute ago.
+// from a minute ago for the CA's `days` (2 unless told).
 // @peculiar/x509 resolves its parts with tsyringe, which needs the Reflect metadata API first.
 import 'reflect-metadata';
 import { webcrypto, KeyObject } from 'node:crypto';
@@ -25,19 +25,20 @@ const serial = () => {
   bytes[0] = (bytes[0] & 0x7f) | 0x01;
   return Buffer.from(bytes).toString('hex');
 };
-const validity = () => ({ notBefore: new Date(Date.now() - 60_000), notAfter: new Date(Date.now() + 2 * DAY) });
+const validity = (days) => ({ notBefore: new Date(Date.now() - 60_000), notAfter: new Date(Date.now() + days * DAY) });
 
 /**
  * A CA: self-signed, `basicConstraints=critical,CA:TRUE` and `keyUsage=critical,keyCertSign,cRLSign`,
- * with a subject key identifier. `name` is its CN; `key` 'rsa' (2048 bits) or 'ec' (P-256).
+ * with a subject key identifier. `name` is its CN; `key` 'rsa' (2048 bits) or 'ec' (P-256); `days`
+ * how long it and what it signs are valid.
  * Returns { cert, key } (PEM text) and issue(), which signs a leaf certificate with it.
  */
-export async function certificateAuthority({ name, key: type = 'rsa' } = {}) {
+export async function certificateAuthority({ name, key: type = 'rsa', days = 2 } = {}) {
   const keys = await keyPair(type);
   const caCert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serial(),
     name: `CN=${name}`,
-    ...validity(),
+    ...validity(days),
     keys,
     signingAlgorithm: ALGORITHMS[type],
     extensions: [
@@ -68,7 +69,7 @@ export async function certificateAuthority({ name, key: type = 'rsa' } = {}) {
         serialNumber: serial(),
         subject,
         issuer: caCert.subjectName,
-        ...validity(),
+        ...validity(days),
         publicKey: leafKeys.publicKey,
         signingKey: keys.privateKey,
         signingAlgorithm: ALGORITHMS[type],
