@@ -20,6 +20,11 @@ const win = process.platform === 'win32';
 const nodeE = (script) => `"${process.execPath}" -e "${script}"`;
 /** What the shell's echo ends a line with. */
 const EOL = win ? '\r\n' : '\n';
+/**
+ * How long to give a command to print its first lines: there it is node, which under load takes a
+ * second or more to start where sh's echo prints at once.
+ */
+const startup = (ms) => (win ? Math.max(ms, 3000) : ms);
 /** Prints its pid, then lives 60 s. */
 const PID_SLEEP = win ? nodeE('console.log(process.pid); setTimeout(() => {}, 60000)') : 'echo $$; exec sleep 60';
 const tree = treesForFile();
@@ -56,7 +61,7 @@ describe('corralSandboxClient under a SandboxAgent', () => {
       ],
       [
         // Calls of one turn run at once: this one starts after 'long' has its session id (1).
-        functionCall('exec_command', { cmd: PID_SLEEP, yield_time_ms: 300 }, { callId: 'left' }),
+        functionCall('exec_command', { cmd: PID_SLEEP, yield_time_ms: startup(300) }, { callId: 'left' }),
         functionCall('write_stdin', { session_id: 1, chars: 'hello\n', yield_time_ms: 5000 }, { callId: 'stdin' }),
         patchCall('edit', { type: 'update_file', path: '/workspace/a.txt', diff: '@@\n alpha\n-beta\n+BETA\n' }),
         patchCall('evil', { type: 'create_file', path: '/etc/corral-evil', diff: '+x\n' }),
@@ -126,12 +131,12 @@ describe('corralSandboxClient under a SandboxAgent', () => {
       cmd: win
         ? nodeE("console.log('one'); require('readline').createInterface({ input: process.stdin }).once('line', (l) => console.log('two ' + l)); setTimeout(() => {}, 60000)")
         : 'echo one; read x; echo "two $x"; exec sleep 60',
-      yieldTimeMs: 200,
+      yieldTimeMs: startup(200),
     });
     expect(first).toMatchObject({ sessionId: 1 });
     expect(first.exitCode).toBeUndefined();
     expect(first.output).toBe(first.stdout);
-    const next = await session.writeStdin({ sessionId: 1, chars: 'x\n', yieldTimeMs: 1000 });
+    const next = await session.writeStdin({ sessionId: 1, chars: 'x\n', yieldTimeMs: startup(1000) });
     expect(next).toMatch(/Process running with session ID 1\nOutput:\n/);
     // Each answer has only what the one before did not: together, everything once.
     expect(first.output + next.split('Output:\n')[1]).toBe('one\ntwo x\n');
@@ -170,7 +175,7 @@ describe('corralSandboxClient under a SandboxAgent', () => {
     const first = await session.exec({ cmd: win ? nodeE("console.log('by ' + process.env.WHO); setTimeout(() => {}, 60000)") : 'echo "by $WHO"; exec sleep 60', yieldTimeMs: 300 });
     expect(first.sessionId).toBe(1);
     const second = await session.exec({ cmd: win ? nodeE("console.log('line1'); console.log('line2'); setTimeout(() => {}, 60000)") : 'echo line1; echo line2; exec sleep 60', yieldTimeMs: 0 });
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, startup(300)));
     const stopped = await session.writeStdin({ sessionId: second.sessionId, chars: '\u0003', yieldTimeMs: 2000 });
     expect(stopped).toMatch(/Process exited with code 130\nOutput:\n/);
     expect(`${second.output}${stopped.split('Output:\n')[1]}`).toBe('line1\nline2\n');
