@@ -8,7 +8,19 @@ import * as ai from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { NodeWorkspace, MemoryWorkspace } from 'corral';
 import { toAiSdkSandbox } from 'corral/ai-sdk';
-import { treesForFile, scriptedAiModel, gone } from './helpers.mjs';
+import { treesForFile, scriptedAiModel, gone, linksWork } from './helpers.mjs';
+
+// On Windows the shell is cmd.exe: the commands written in `sh` have a form for it beside them,
+// node doing what sh's read, sleep, seq, yes and pipes of bytes do.
+const win = process.platform === 'win32';
+/** `node -e <script>` as the shell reads it (the script has no double quotes). */
+const nodeE = (script) => `"${process.execPath}" -e "${script}"`;
+/** What the shell's echo ends a line with. */
+const EOL = win ? '\r\n' : '\n';
+/** A command that makes an empty file. */
+const touch = (name) => (win ? `copy nul ${name}` : `touch ${name}`);
+/** The command that prints the working directory. */
+const PWD = win ? 'cd' : 'pwd';
 
 const tree = treesForFile();
 const scripted = (steps, seen) => scriptedAiModel(MockLanguageModelV3, steps, seen);
@@ -43,7 +55,7 @@ describe('toAiSdkSandbox in generateText', () => {
     const seen = [];
     const model = scripted([
       [['write', { path: '/workspace/src/math.js', content: 'export const add = (a, b) => a + b;\n' }]],
-      [['read', { path: 'src/math.js' }], ['run', { command: 'cat src/math.js; echo oops >&2; exit 2' }]],
+      [['read', { path: 'src/math.js' }], ['run', { command: win ? `type src\\math.js& ${nodeE("process.stderr.write('oops\\n'); process.exitCode = 2")}` : 'cat src/math.js; echo oops >&2; exit 2' }]],
       [['read', { path: '/etc/passwd' }], ['read', { path: '../outside.txt' }], ['run', { command: 'rm -rf src' }]],
     ], seen);
     const result = await ai.generateText({ model, tools: sandboxTools, experimental_sandbox: sandbox, prompt: 'fix add', stopWhen: ai.stepCountIs(10) });
@@ -117,7 +129,7 @@ describe('toAiSdkSandbox as an Experimental_SandboxSession', () => {
     expect([...await sb.readBinaryFile({ path: 'x.bin' })]).toEqual([0xff, 0x00]);
   });
 
-  it('stats through links, lists without following them, and deletes a link itself', async () => {
+  it.skipIf(!linksWork)('stats through links, lists without following them, and deletes a link itself', async () => {
     const t = tree({ 'dir/f.txt': 'abc' });
     symlinkSync(join(t.root, 'dir'), join(t.root, 'link'));
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
@@ -136,21 +148,27 @@ describe('toAiSdkSandbox as an Experimental_SandboxSession', () => {
 
   it('runs commands in a working directory with variables, and refuses one the rules refuse before it runs', async () => {
     const t = tree({ 'sub/keep.txt': 'x' });
-    const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }), { allow: ['echo', 'pwd', { command: 'sh', args: () => true }] });
-    const r = await sb.run({ command: 'pwd', workingDirectory: '/workspace/sub' });
-    expect(r).toEqual({ exitCode: 0, stdout: `${join(t.root, 'sub')}\n`, stderr: '' });
-    expect(await sb.run({ command: "sh -c 'echo $GREETING'", env: { GREETING: 'hi' } })).toMatchObject({ stdout: 'hi\n' });
-    await expect(sb.run({ command: 'touch made' })).rejects.toMatchObject({ code: 'CommandRefused' });
-    await expect(sb.spawn({ command: 'touch made' })).rejects.toMatchObject({ code: 'CommandRefused' });
+    const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }), { allow: ['echo', PWD, { command: win ? 'cmd' : 'sh', args: () => true }] });
+    const r = await sb.run({ command: PWD, workingDirectory: '/workspace/sub' });
+    expect(r).toEqual({ exitCode: 0, stdout: `${join(t.root, 'sub')}${EOL}`, stderr: '' });
+    // (The rules refuse cmd.exe's %, which expands anywhere: set shows the variable there.)
+    expect(await sb.run({ command: win ? 'cmd /c set GREETING' : "sh -c 'echo $GREETING'", env: { GREETING: 'hi' } })).toMatchObject({ stdout: win ? `GREETING=hi${EOL}` : 'hi\n' });
+    await expect(sb.run({ command: touch('made') })).rejects.toMatchObject({ code: 'CommandRefused' });
+    await expect(sb.spawn({ command: touch('made') })).rejects.toMatchObject({ code: 'CommandRefused' });
     expect(existsSync(join(t.root, 'made'))).toBe(false);
-    await expect(sb.run({ command: 'pwd', workingDirectory: '/etc' })).rejects.toMatchObject({ code: 'OutsideWorkspace' });
-    await expect(sb.run({ command: 'pwd', workingDirectory: 'nope' })).rejects.toMatchObject({ code: 'NotFound' });
+    await expect(sb.run({ command: PWD, workingDirectory: '/etc' })).rejects.toMatchObject({ code: 'OutsideWorkspace' });
+    await expect(sb.run({ command: PWD, workingDirectory: 'nope' })).rejects.toMatchObject({ code: 'NotFound' });
   });
 
   it('spawns a process whose output streams while it runs, with input, and a kill that ends its whole group', async () => {
     const t = tree({});
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
-    const p = await sb.spawn({ command: 'echo ready; read line; echo "got $line"; echo bye >&2', stdin: true });
+    const p = await sb.spawn({
+      command: win
+        ? nodeE("process.stdout.write('ready\\n'); let d = ''; process.stdin.on('data', (c) => d += c).on('end', () => { console.log('got ' + d.split('\\n')[0]); console.error('bye'); })")
+        : 'echo ready; read line; echo "got $line"; echo bye >&2',
+      stdin: true,
+    });
     const reader = p.stdout.getReader();
     expect(new TextDecoder().decode((await reader.read()).value)).toBe('ready\n');
     const w = p.stdin.getWriter();
@@ -163,11 +181,16 @@ describe('toAiSdkSandbox as an Experimental_SandboxSession', () => {
     expect(await p.wait()).toEqual({ exitCode: 0 });
 
     // A kill ends the process and what it started.
-    const q = await sb.spawn({ command: '(sleep 60; touch late) & echo $!; wait' });
+    const q = await sb.spawn({
+      command: win
+        ? nodeE("console.log(require('child_process').spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']).pid)")
+        : '(sleep 60; touch late) & echo $!; wait',
+    });
     const child = Number((new TextDecoder().decode((await q.stdout.getReader().read()).value)).trim());
     await q.kill();
     await q.kill();
-    expect((await q.wait()).exitCode).toBeGreaterThan(128);
+    // 128 + the signal, as a shell says; Windows has no signals, and a killed command fails there.
+    expect((await q.wait()).exitCode).toBeGreaterThan(win ? 0 : 128);
     expect(await gone(child)).toBe(true);
   });
 
@@ -176,18 +199,18 @@ describe('toAiSdkSandbox as an Experimental_SandboxSession', () => {
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
     const ac = new AbortController();
     const started = Date.now();
-    const run = sb.run({ command: 'sleep 60', abortSignal: ac.signal });
+    const run = sb.run({ command: win ? 'ping -n 61 127.0.0.1 >nul' : 'sleep 60', abortSignal: ac.signal });
     setTimeout(() => ac.abort(new Error('stop now')), 100);
     await expect(run).rejects.toThrow('stop now');
     expect(Date.now() - started).toBeLessThan(30_000);
     const ac2 = new AbortController();
-    const p = await sb.spawn({ command: 'echo $$; sleep 60', abortSignal: ac2.signal });
+    const p = await sb.spawn({ command: win ? nodeE('console.log(process.pid); setTimeout(() => {}, 60000)') : 'echo $$; sleep 60', abortSignal: ac2.signal });
     const pid = Number((new TextDecoder().decode((await p.stdout.getReader().read()).value)).trim());
     ac2.abort(new Error('bye'));
     await expect(p.wait()).rejects.toThrow('bye');
     expect(await gone(pid)).toBe(true);
     const aborted = AbortSignal.abort(new Error('already'));
-    await expect(sb.spawn({ command: 'touch never', abortSignal: aborted })).rejects.toThrow('already');
+    await expect(sb.spawn({ command: touch('never'), abortSignal: aborted })).rejects.toThrow('already');
     expect(existsSync(join(t.root, 'never'))).toBe(false);
   });
 
@@ -212,28 +235,36 @@ describe('toAiSdkSandbox at the edges', () => {
     for (let i = 0; i < big.length; i += 4) big.writeUInt32LE((i * 2654435761) >>> 0, i);
     writeFileSync(join(t.root, 'big.bin'), big);
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
-    const p = await sb.spawn({ command: 'cat big.bin' });
+    const cat = win ? nodeE("require('fs').createReadStream('big.bin').pipe(process.stdout)") : 'cat big.bin';
+    const p = await sb.spawn({ command: cat });
     const got = Buffer.from(await new Response(p.stdout).arrayBuffer());
     expect(got.length).toBe(big.length);
     expect(got.equals(big)).toBe(true);
     expect(await p.wait()).toEqual({ exitCode: 0 });
-    const r = await sb.run({ command: 'cat big.bin | od -An -tx1 | wc -l' });
+    // The bytes through a pipe of the shell, counted by 16 at its other end.
+    const r = await sb.run({ command: win ? `${cat} | ${nodeE("let n = 0; process.stdin.on('data', (c) => n += c.length).on('end', () => console.log(n / 16))")}` : 'cat big.bin | od -An -tx1 | wc -l' });
     expect(Number(r.stdout.trim())).toBe(big.length / 16);
   });
 
   it('closes the input of a command that asks for none, and bounds what run collects', async () => {
     const t = tree({});
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
-    expect(await sb.run({ command: 'cat; echo after' })).toEqual({ exitCode: 0, stdout: 'after\n', stderr: '' });
+    const cat = win ? nodeE("process.stdin.resume().on('end', () => console.log('after'))") : 'cat; echo after';
+    expect(await sb.run({ command: cat })).toEqual({ exitCode: 0, stdout: 'after\n', stderr: '' });
     const started = Date.now();
-    await expect(sb.run({ command: 'yes' })).rejects.toMatchObject({ code: 'TooLarge' });
+    const yes = win ? nodeE("const y = () => process.stdout.write('y\\n'.repeat(8192), y); y()") : 'yes';
+    await expect(sb.run({ command: yes })).rejects.toMatchObject({ code: 'TooLarge' });
     expect(Date.now() - started).toBeLessThan(60_000);
   });
 
   it('a reader that cancels a stream leaves wait() and the other stream alone', async () => {
     const t = tree({});
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
-    const p = await sb.spawn({ command: 'echo first; sleep 0.3; seq 1 20000; echo done >&2' });
+    const p = await sb.spawn({
+      command: win
+        ? nodeE("console.log('first'); setTimeout(() => { for (let i = 1; i <= 20000; i++) console.log(i); console.error('done'); }, 300)")
+        : 'echo first; sleep 0.3; seq 1 20000; echo done >&2',
+    });
     const reader = p.stdout.getReader();
     expect(new TextDecoder().decode((await reader.read()).value)).toBe('first\n');
     await reader.cancel();
@@ -244,7 +275,7 @@ describe('toAiSdkSandbox at the edges', () => {
   it('refuses a signal aborted before the call: nothing runs', async () => {
     const t = tree({});
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
-    await expect(sb.run({ command: 'touch ran', abortSignal: AbortSignal.abort(new Error('early')) })).rejects.toThrow('early');
+    await expect(sb.run({ command: touch('ran'), abortSignal: AbortSignal.abort(new Error('early')) })).rejects.toThrow('early');
     await new Promise((r) => setTimeout(r, 200));
     expect(existsSync(join(t.root, 'ran'))).toBe(false);
   });
@@ -265,8 +296,8 @@ describe('toAiSdkSandbox at the edges', () => {
   it("reads a path under the workspace's real directory, as a command prints it", async () => {
     const t = tree({ 'a.txt': 'hello' });
     const sb = toAiSdkSandbox(new NodeWorkspace({ root: t.root }));
-    const { stdout } = await sb.run({ command: 'pwd' });
-    expect(await sb.readTextFile({ path: `${stdout.trim()}/a.txt` })).toBe('hello');
+    const { stdout } = await sb.run({ command: PWD });
+    expect(await sb.readTextFile({ path: join(stdout.trim(), 'a.txt') })).toBe('hello');
     await expect(sb.readTextFile({ path: `${t.dir}/other.txt` })).rejects.toMatchObject({ code: 'OutsideWorkspace' });
   });
 });

@@ -2,11 +2,21 @@
 // run_in_background, read, written, stopped and listed by id; killed on stop, on close(), when
 // the Node process exits and when it dies by a signal (each checked by pid).
 import { describe, it, expect, afterAll } from 'vitest';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { MemoryWorkspace, NodeWorkspace, SandboxShell, LinuxSandbox, SubprocessSandbox, createShellTool } from 'corral';
 import { linuxSandboxUsable, tempTree, alive, gone } from './helpers.mjs';
 import { DOCKER_HOST, IMAGE, containersGone } from './docker-engine.mjs';
+
+// On Windows the shell is cmd.exe: the commands written in `sh` have a form for it beside them,
+// node doing what sh's read loops, $$ and sleep do.
+const win = process.platform === 'win32';
+/** `node -e <script>` as the shell reads it (the script has no double quotes). */
+const nodeE = (script) => `"${process.execPath}" -e "${script}"`;
+/** What the shell's echo ends a line with. */
+const EOL = win ? '\r\n' : '\n';
+/** Prints its pid, then lives 300 s. */
+const PID_SLEEP = win ? nodeE('console.log(process.pid); setTimeout(() => {}, 300000)') : 'echo $$; exec sleep 300';
 
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
@@ -41,15 +51,16 @@ describe('background processes over NodeWorkspace', () => {
 
   it('a dev server started in the background answers on its port while the agent keeps working', async () => {
     const t = toolsOf(new NodeWorkspace({ root: tree({ 'server.js': "require('http').createServer((q, s) => s.end('hello from ' + q.url)).listen(0, '127.0.0.1', function () { console.log('port ' + this.address().port); });\n" }).root }));
-    const started = await t.shell.execute({ command: 'echo pid $$; exec node server.js', run_in_background: true });
+    const command = win ? nodeE("console.log('pid ' + process.pid); require('./server.js')") : 'echo pid $$; exec node server.js';
+    const started = await t.shell.execute({ command, run_in_background: true });
     expect(started).toEqual({ id: 'p1', running: true, stdout: '', stderr: '' });
     // The agent keeps working meanwhile.
-    expect((await t.shell.execute({ command: 'echo busy' })).stdout).toBe('busy\n');
+    expect((await t.shell.execute({ command: 'echo busy' })).stdout).toBe(`busy${EOL}`);
     const { out } = await readUntil(t, 'p1', (o) => /port \d+/.test(o));
     const port = Number(/port (\d+)/.exec(out)[1]);
     const pid = Number(/pid (\d+)/.exec(out)[1]);
     expect(await (await fetch(`http://127.0.0.1:${port}/x`)).text()).toBe('hello from /x');
-    expect(await t.process_list.execute({})).toEqual([{ id: 'p1', command: 'echo pid $$; exec node server.js', running: true }]);
+    expect(await t.process_list.execute({})).toEqual([{ id: 'p1', command, running: true }]);
     const stopped = await t.process_stop.execute({ id: 'p1' });
     expect(stopped.running).toBe(false);
     expect(await gone(pid)).toBe(true);
@@ -58,7 +69,10 @@ describe('background processes over NodeWorkspace', () => {
 
   it('input reaches the process, and the output of each read is only what is new', async () => {
     const t = toolsOf(new NodeWorkspace({ root: tree().root }));
-    const { id } = await t.shell.execute({ command: 'while read l; do echo "got $l"; done; echo bye', run_in_background: true });
+    const command = win
+      ? nodeE("require('readline').createInterface({ input: process.stdin }).on('line', (l) => console.log('got ' + l)).on('close', () => console.log('bye'))")
+      : 'while read l; do echo "got $l"; done; echo bye';
+    const { id } = await t.shell.execute({ command, run_in_background: true });
     await t.process_input.execute({ id, text: 'one\n' });
     expect((await readUntil(t, id, (o) => o.includes('got one'))).out).toBe('got one\n');
     await t.process_input.execute({ id, text: 'two\n', close: true });
@@ -72,7 +86,7 @@ describe('background processes over NodeWorkspace', () => {
     await expect(t.shell.execute({ command: 'rm -rf x', run_in_background: true })).rejects.toMatchObject({ code: 'CommandRefused' });
     const pids = [];
     for (const ctx of [{ sessionId: 'a' }, { sessionId: 'b' }]) {
-      const { id } = await t.shell.execute({ command: 'echo $$; exec sleep 300', run_in_background: true }, ctx);
+      const { id } = await t.shell.execute({ command: PID_SLEEP, run_in_background: true }, ctx);
       pids.push(Number((await readUntil(t, id, (o) => o.includes('\n'), ctx)).out));
     }
     await expect(t.process_output.execute({ id: 'p1' }, { sessionId: 'b' })).rejects.toMatchObject({ code: 'NotFound' });
@@ -99,20 +113,26 @@ describe('background processes over NodeWorkspace', () => {
   }
 });
 
-/** A ShellProvider written in JavaScript with spawn(), over child_process, as a user would write one. */
+/**
+ * A ShellProvider written in JavaScript with spawn(), over child_process, as a user would write one:
+ * sh, or on Windows cmd.exe, whose command and what it started taskkill ends as a tree.
+ */
 function jsShellWithSpawn(cwd) {
+  const start = (command, options) => (win
+    ? spawn(process.env.ComSpec ?? 'cmd.exe', ['/d', '/s', '/c', `"${command}"`], { cwd, windowsVerbatimArguments: true, ...options })
+    : spawn('/bin/sh', ['-c', command], { cwd, ...options }));
   return {
-    shell: 'sh',
+    shell: win ? 'cmd.exe' : 'sh',
     async exec(command) {
       return new Promise((resolve) => {
-        const p = spawn('/bin/sh', ['-c', command], { cwd });
+        const p = start(command);
         let stdout = '';
         p.stdout.on('data', (d) => { stdout += d; });
         p.on('close', (exitCode) => resolve({ stdout, stderr: '', exitCode }));
       });
     },
     spawn(command, options) {
-      const p = spawn('/bin/sh', ['-c', command], { cwd, detached: true });
+      const p = start(command, { detached: !win });
       p.stdout.on('data', (d) => options.onOutput('stdout', String(d)));
       p.stderr.on('data', (d) => options.onOutput('stderr', String(d)));
       const exited = new Promise((resolve) => p.on('close', (exitCode, signal) => resolve({ stdout: '', stderr: '', exitCode, signal: signal ?? undefined })));
@@ -120,7 +140,10 @@ function jsShellWithSpawn(cwd) {
         pid: p.pid,
         write: (text) => { p.stdin.write(text); },
         closeStdin: () => { p.stdin.end(); },
-        kill: () => { try { process.kill(-p.pid, 'SIGKILL'); } catch {} },
+        kill: () => {
+          if (win) spawnSync('taskkill', ['/T', '/F', '/PID', String(p.pid)]);
+          else try { process.kill(-p.pid, 'SIGKILL'); } catch {}
+        },
         wait: () => exited,
       };
     },
@@ -130,12 +153,16 @@ function jsShellWithSpawn(cwd) {
 describe('background processes elsewhere', () => {
   it("a shell written in JavaScript runs them through its spawn(): output, input and stop", async () => {
     const t = toolsOf(jsShellWithSpawn(tree().root));
-    const { id } = await t.shell.execute({ command: 'echo ready; while read l; do echo "js: $l"; done', run_in_background: true });
+    const command = win
+      ? nodeE("console.log('ready'); require('readline').createInterface({ input: process.stdin }).on('line', (l) => console.log('js: ' + l))")
+      : 'echo ready; while read l; do echo "js: $l"; done';
+    const { id } = await t.shell.execute({ command, run_in_background: true });
     expect((await readUntil(t, id, (o) => o.includes('ready'))).out).toBe('ready\n');
     await t.process_input.execute({ id, text: 'x\n' });
     expect((await readUntil(t, id, (o) => o.includes('js:'))).out).toBe('js: x\n');
     const stopped = await t.process_stop.execute({ id });
-    expect(stopped).toMatchObject({ id, running: false, signal: 'SIGKILL' });
+    // taskkill ends a Windows process with an exit code: there are no signals there.
+    expect(stopped).toMatchObject(win ? { id, running: false } : { id, running: false, signal: 'SIGKILL' });
     const plain = toolsOf({ exec: async () => ({ stdout: '', stderr: '', exitCode: 0 }) });
     await expect(plain.shell.execute({ command: 'x', run_in_background: true })).rejects.toMatchObject({ code: 'CommandRefused' });
   });

@@ -7,13 +7,14 @@ import { describe, it, expect, beforeAll, afterAll, afterEach } from 'vitest';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createCredentialBroker, NodeWorkspace, ConfigurationError } from 'corral';
 import { tempTree } from './helpers.mjs';
+import { certificateAuthority } from './pki.mjs';
 
 const UP = '127.0.0.2'; // rule host, in allowPrivate
 const OTHER = '127.0.0.5'; // in allowPrivate but on no allowlist
@@ -162,18 +163,16 @@ const refusesConnections = (host, port) => new Promise((resolve) => {
   s.on('error', (e) => resolve(e.code === 'ECONNREFUSED'));
 });
 
-// ---- a test CA and server certificate for 127.0.0.2, made with the openssl CLI ---------------
+// ---- a test CA and server certificate for 127.0.0.2 (EC P-256, __test__/pki.mjs) ---------------
 
 let pki;
-beforeAll(() => {
+beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'corral-broker-pki-'));
-  const run = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  run('version');
-  run('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem',
-    '-days', '2', '-subj', '/CN=corral test CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign');
-  run('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', `/CN=${UP}`);
-  writeFileSync(join(dir, 'ext.cnf'), `subjectAltName=IP:${UP}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`);
-  run('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'ext.cnf');
+  const authority = await certificateAuthority({ name: 'corral test CA', key: 'ec' });
+  const server = await authority.issue({ subject: `CN=${UP}`, ip: UP, usage: 'serverAuth', key: 'ec', critical: true, digitalSignature: true });
+  writeFileSync(join(dir, 'ca.pem'), authority.cert);
+  writeFileSync(join(dir, 'server.pem'), server.cert);
+  writeFileSync(join(dir, 'server.key'), server.key);
   pki = {
     dir,
     ca: readFileSync(join(dir, 'ca.pem'), 'utf8'),
@@ -563,7 +562,7 @@ describe('CONNECT', () => {
 });
 
 describe('the path form over HTTPS', () => {
-  it('openssl made a CA and a server certificate', () => {
+  it('the test PKI made a CA and a server certificate', () => {
     expect(existsSync(join(pki.dir, 'ca.pem'))).toBe(true);
     expect(pki.ca).toContain('BEGIN CERTIFICATE');
     expect(pki.cert).toContain('BEGIN CERTIFICATE');
@@ -642,7 +641,11 @@ describe('a command behind the broker', () => {
     const t = tempTree({});
     cleanups.push(() => t.cleanup());
     const ws = new NodeWorkspace({ root: t.root, env: b.env });
-    const r = await ws.exec(`curl -s -o /dev/null -w '%{http_code}' http://${OTHER}:${up.port}/`, { timeoutMs: 30_000 });
+    // On Windows the shell is cmd.exe: NUL for /dev/null, and no quotes (cmd.exe leaves a lone % be).
+    const command = process.platform === 'win32'
+      ? `curl -s -o NUL -w %{http_code} http://${OTHER}:${up.port}/`
+      : `curl -s -o /dev/null -w '%{http_code}' http://${OTHER}:${up.port}/`;
+    const r = await ws.exec(command, { timeoutMs: 30_000 });
     expect(r.stdout).toBe('403');
     expect(up.connections).toBe(0);
   });

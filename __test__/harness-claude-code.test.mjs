@@ -117,7 +117,7 @@ describe.skipIf(!usable || !reachable)('Claude Code inside corral, through @ai-s
   beforeAll(async () => {
     tree = tempTree();
     root = join(tree.dir, 'sessions');
-    const certs = certificates(tree.dir, 'fake model CA');
+    const certs = await certificates('fake model CA');
     ca = certs.ca;
     model = fakeModel(certs);
     await new Promise((r) => model.server.listen(0, '127.0.0.1', r));

@@ -2,10 +2,11 @@
 import { afterEach, afterAll } from 'vitest';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync, rmSync, realpathSync, symlinkSync, lstatSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join, dirname, relative } from 'node:path';
 import { LinuxSandbox, normalizeWorkspacePath, WorkspaceError } from 'corral';
+import { certificateAuthority } from './pki.mjs';
 
 /** Whether LinuxSandbox can run here: Linux with mount, pid and network namespaces, and a user
  * namespace unless the tests run as root. */
@@ -165,9 +166,15 @@ export function scriptedAiModel(Mock, steps, seen) {
 
 /**
  * A throwaway PostgreSQL (scripts/pg-test.sh): `{ url, stop(), resume(), cleanup() }`, or null
- * where PostgreSQL is not installed (the tests that need it are then skipped).
+ * where PostgreSQL is not installed (the tests that need it are then skipped). With
+ * CORRAL_TEST_PG_URL set, that server instead, with stop and resume null.
  */
 export function startPostgres() {
+  // A server started for this run by its caller (scripts/cross/windows-wine.sh starts one on the
+  // Linux side for the run under Wine, where pg-test.sh cannot run): used as it is, never stopped.
+  const given = process.env.CORRAL_TEST_PG_URL;
+  if (given) return { url: given, stop: null, resume: null, cleanup: () => {} };
+  if (process.platform === 'win32') return null;
   const script = new URL('../scripts/pg-test.sh', import.meta.url).pathname;
   const dir = mkdtempSync(join(tmpdir(), 'corral-pg-'));
   const run = (what) => spawnSync('bash', [script, what, dir], { encoding: 'utf8' });
@@ -186,12 +193,12 @@ export function startPostgres() {
   };
 }
 
-/** A CA and a certificate for 127.0.0.1 it signed (openssl), in `dir`: { ca (PEM text), key, cert }. */
-export function certificates(dir, name = 'test CA') {
-  const ssl = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', `/CN=${name}`);
-  ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=127.0.0.1');
-  writeFileSync(join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n');
-  ssl('x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'leaf.pem', '-days', '2', '-extfile', 'ext');
-  return { ca: readFileSync(join(dir, 'ca.pem'), 'utf8'), key: readFileSync(join(dir, 'leaf.key')), cert: readFileSync(join(dir, 'leaf.pem')) };
+/**
+ * A CA (RSA, named `name`) and a server certificate for 127.0.0.1 it signed (__test__/pki.mjs):
+ * { ca (PEM text), key, cert, authority (the CA, to issue more) }.
+ */
+export async function certificates(name = 'test CA') {
+  const authority = await certificateAuthority({ name });
+  const { cert, key } = await authority.issue({ subject: 'CN=127.0.0.1', ip: '127.0.0.1', usage: 'serverAuth' });
+  return { ca: authority.cert, key, cert, authority };
 }

@@ -4,11 +4,10 @@
 // pods/exec as a WebSocket upgrade with the v5 and v4 channel subprotocols. Each exec runs its
 // argv for real in `podDir`, in a session of its own as a container runtime starts it, and —
 // as a kubelet does — closing the exec stream does not stop the command.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import https from 'node:https';
-import { join } from 'node:path';
 import { WebSocketServer } from 'ws';
 import { certificates } from './helpers.mjs';
 
@@ -36,7 +35,7 @@ function merge(target, patch) {
 }
 
 /**
- * Starts the fake. Options: `dir` (for its certificates), `podDir` (where commands run), `token`,
+ * Starts the fake. Options: `podDir` (where commands run), `token`,
  * `pools` (warm pool names), `namespace`, `readyAfterMs`, `outcome` ('ready' | 'never' |
  * { reason, message }), `protocols` (the exec subprotocols it accepts, in its order of preference),
  * `goneOnFirstWatch` (the first claim watch gets a 410 Gone), `anyPod` (execs in any pod name: for
@@ -44,7 +43,7 @@ function merge(target, patch) {
  */
 export async function startFakeCluster(options) {
   const o = { token: 'fake-token-0123456789', pools: ['python'], namespace: 'agents', readyAfterMs: 100, outcome: 'ready', protocols: ['v5.channel.k8s.io', 'v4.channel.k8s.io'], goneOnFirstWatch: false, ...options };
-  const { ca, key, cert } = certificates(o.dir, 'fake cluster CA');
+  const { ca, key, cert, authority } = await certificates('fake cluster CA');
   let rv = 100;
   const claims = new Map();
   const sandboxes = new Map();
@@ -261,13 +260,7 @@ current-context: ${current}
     return file;
   };
   /** A client certificate and key the fake's CA signed (PEM), for `clientCertificates`. */
-  fake.clientCertificate = () => {
-    const ssl = (...args) => execFileSync('openssl', args, { cwd: o.dir, stdio: 'pipe' });
-    ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=agent/O=corral');
-    writeFileSync(join(o.dir, 'client.ext'), 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n');
-    ssl('x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '2', '-extfile', 'client.ext');
-    return { cert: readFileSync(join(o.dir, 'client.pem'), 'utf8'), key: readFileSync(join(o.dir, 'client.key'), 'utf8') };
-  };
+  fake.clientCertificate = () => authority.issue({ subject: 'CN=agent, O=corral', usage: 'clientAuth' });
   fake.close = () => new Promise((r) => {
     for (const e of execs) if (!e.done) try { process.kill(-e.pid, 'SIGKILL'); } catch {}
     for (const c of wss.clients) c.terminate();

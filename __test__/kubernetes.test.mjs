@@ -33,10 +33,12 @@ async function cluster(options = {}) {
   const dir = tempDir('corral-k8s-');
   const podDir = join(dir, 'pod');
   mkdirSync(join(podDir, 'workspace'), { recursive: true });
-  const fake = await startFakeCluster({ dir, podDir, ...options });
+  const fake = await startFakeCluster({ podDir, ...options });
   fakes.push(fake);
   fake.podDir = podDir;
-  fake.workdir = join(podDir, 'workspace');
+  // The fake runs a pod's commands on this machine, in podDir. A pod is Linux: on Windows its
+  // workdir is a POSIX path still, which no command of this machine can stand in for.
+  fake.workdir = process.platform === 'win32' ? '/workspace' : join(podDir, 'workspace');
   fake.config = fake.kubeconfig(join(dir, 'kubeconfig'));
   return fake;
 }
@@ -92,7 +94,11 @@ describe('the fake API server, driven by @kubernetes/client-node', () => {
     const chunks = { out: [], err: [] };
     const sink = (k) => new Writable({ write(c, _e, cb) { chunks[k].push(Buffer.from(c)); cb(); } });
     let st;
-    const ws = await new k8s.Exec(kc).exec('agents', 'pod-x', 'main', ['sh', '-c', 'cat; echo err >&2; exit 3'], sink('out'), sink('err'), Readable.from([Buffer.from('hello')]), false, (s) => (st = s));
+    // Where there is no sh (Windows), node does the same: stdin to stdout, err to stderr, exit 3.
+    const argv = process.platform === 'win32'
+      ? [process.execPath, '-e', "process.stdin.pipe(process.stdout); process.stdin.on('end', () => { process.stderr.write('err\\n'); process.exitCode = 3; })"]
+      : ['sh', '-c', 'cat; echo err >&2; exit 3'];
+    const ws = await new k8s.Exec(kc).exec('agents', 'pod-x', 'main', argv, sink('out'), sink('err'), Readable.from([Buffer.from('hello')]), false, (s) => (st = s));
     await new Promise((r) => ws.on('close', r));
     expect(ws.protocol).toBe('v5.channel.k8s.io');
     expect(Buffer.concat(chunks.out).toString()).toBe('hello');
@@ -291,7 +297,7 @@ describe('KubernetesSandbox when the cluster says no', () => {
 
   it('a client certificate from the kubeconfig is the credential where the server asks for one', async () => {
     const fake = await cluster({ clientCertificates: true });
-    const config = fake.kubeconfig(join(tempDir('corral-k8s-cfg-'), 'kubeconfig'), { user: fake.clientCertificate() });
+    const config = fake.kubeconfig(join(tempDir('corral-k8s-cfg-'), 'kubeconfig'), { user: await fake.clientCertificate() });
     const r = await new SandboxShell(sandbox(fake, { kubeconfig: config }), { cwd: fake.workdir }).exec('echo mtls');
     expect(r.stdout).toBe('mtls\n');
     const err = await sandbox(fake).run({ command: 'true', cwd: fake.workdir, env: {} }).catch((e) => e);

@@ -1,7 +1,7 @@
 // `corral mcp` tested over a real stdio transport, spawning the bin, with both generations of the
 // MCP SDK's own clients: SDK 1.x (protocol 2025-11-25) and SDK v2 pinned to 2026-07-28.
 import { describe, it, expect, afterAll, beforeAll, beforeEach, afterEach } from 'vitest';
-import { writeFileSync, existsSync, mkdirSync } from 'node:fs';
+import { writeFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +13,15 @@ import { StdioClientTransport as StdioClientTransportV2 } from '@modelcontextpro
 import { linuxSandboxUsable as linuxUsable, tempTree } from './helpers.mjs';
 
 const BIN = fileURLToPath(new URL('../bin/corral.js', import.meta.url));
+
+// On Windows the shell is cmd.exe: the commands written in `sh` have a form for it beside them.
+const win = process.platform === 'win32';
+/** `node -e <script>` as the shell reads it (the script has no double quotes). */
+const nodeE = (script) => `"${process.execPath}" -e "${script}"`;
+/** A command that makes an empty file. */
+const touch = (name) => (win ? `copy nul ${name}` : `touch ${name}`);
+/** What the shell's echo ends a line with. */
+const EOL = win ? '\r\n' : '\n';
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
 
@@ -49,15 +58,21 @@ async function connect(args, { answer, era = ERAS[0] } = {}) {
   return { client, call, stderr, asked, close: () => client.close() };
 }
 
+/** The allowed commands of the first tree: print src/a.js, and a script that waits 1 s then makes `marker`. */
+const CAT = win ? 'type src\\a.js' : 'cat src/a.js';
+const SLOW = win ? 'slow.cmd' : 'sh slow.sh';
+
 for (const era of ERAS) {
 describe(`corral mcp (${era} client)`, () => {
   let t;
   let conn;
   beforeAll(async () => {
-    t = tempTree({ 'src/a.js': 'const a = 1;\n', 'slow.sh': 'sleep 1\ntouch marker\n' });
+    t = tempTree(win
+      ? { 'src/a.js': 'const a = 1;\n', 'slow.cmd': '@ping -n 2 127.0.0.1 >nul\r\n@copy nul marker >nul\r\n' }
+      : { 'src/a.js': 'const a = 1;\n', 'slow.sh': 'sleep 1\ntouch marker\n' });
     trees.push(t);
     writeFileSync(join(t.root, 'logo.png'), Buffer.from('89504e470d0a1a0a0000000d494844520000000200000002080600000000000000', 'hex'));
-    conn = await connect(['--root', t.root, '--allow', 'cat src/a.js', '--allow', 'sh slow.sh'], { era });
+    conn = await connect(['--root', t.root, '--allow', CAT, '--allow', SLOW], { era });
   });
   afterAll(() => conn?.close());
 
@@ -81,7 +96,7 @@ describe(`corral mcp (${era} client)`, () => {
     expect(img.content[1]).toMatchObject({ type: 'image', mimeType: 'image/png' });
     const unknown = await conn.client.callTool({ name: 'nope', arguments: {} });
     expect(unknown.isError).toBe(true);
-    const shell = await conn.client.callTool({ name: 'shell', arguments: { command: 'cat src/a.js' } });
+    const shell = await conn.client.callTool({ name: 'shell', arguments: { command: CAT } });
     expect(shell.structuredContent).toMatchObject({ exitCode: 0, stdout: 'const a = 1;\n' });
     // Readable text, not escaped JSON: stdout, then [stderr] and its text, then the exit code.
     expect(shell.content).toEqual([{ type: 'text', text: 'const a = 1;\n[exit code 0]' }]);
@@ -97,10 +112,12 @@ describe(`corral mcp (${era} client)`, () => {
     expect(tools.find((x) => x.name === 'read_file').outputSchema).toBeUndefined();
     const free = await connect(['--root', t.root, '--client-approves'], { era });
     try {
-      const both = await free.client.callTool({ name: 'shell', arguments: { command: 'printf out; echo err >&2; exit 3' } });
+      const command = win ? nodeE("process.stdout.write('out'); process.stderr.write('err\\n'); process.exitCode = 3") : 'printf out; echo err >&2; exit 3';
+      const both = await free.client.callTool({ name: 'shell', arguments: { command } });
       expect(both.content[0].text).toBe('out\n[stderr]\nerr\n[exit code 3]');
       const seen = [];
-      const r = await free.call({ name: 'shell', arguments: { command: 'echo first; sleep 1; echo second' } },
+      const slow = win ? nodeE("console.log('first'); setTimeout(() => console.log('second'), 1000)") : 'echo first; sleep 1; echo second';
+      const r = await free.call({ name: 'shell', arguments: { command: slow } },
         { onprogress: (p) => seen.push(p), timeout: 30_000 });
       expect(r.structuredContent).toMatchObject({ exitCode: 0, stdout: 'first\nsecond\n' });
       expect(seen.length).toBeGreaterThan(0);
@@ -114,7 +131,7 @@ describe(`corral mcp (${era} client)`, () => {
   it('a cancellation from the client aborts the running call, and the server keeps serving', async () => {
     const ac = new AbortController();
     const started = Date.now();
-    const running = conn.call({ name: 'shell', arguments: { command: 'sh slow.sh' } }, { signal: ac.signal });
+    const running = conn.call({ name: 'shell', arguments: { command: SLOW } }, { signal: ac.signal });
     setTimeout(() => ac.abort(), 300);
     await expect(running).rejects.toThrow();
     expect(Date.now() - started).toBeLessThan(3000); // a hang bound: the command sleeps 1 s, and the marker check below is the proof
@@ -275,16 +292,17 @@ describe(`corral mcp asks before a command runs (${era} client)`, () => {
   }
 
   it('--allow runs a matching command without asking, --deny refuses one without asking, any other is asked', async () => {
-    const c = await open(['--root', root, '--allow', 'touch allowed.txt', '--deny', 'rm'], { answer: { action: 'decline' } });
-    const allowed = await shell(c, 'touch allowed.txt');
+    const rm = win ? 'del' : 'rm';
+    const c = await open(['--root', root, '--allow', touch('allowed.txt'), '--deny', rm], { answer: { action: 'decline' } });
+    const allowed = await shell(c, touch('allowed.txt'));
     expect(allowed.isError, JSON.stringify(allowed)).toBeFalsy();
     expect(existsSync(join(root, 'allowed.txt'))).toBe(true);
-    const denied = await shell(c, 'rm keep.txt');
+    const denied = await shell(c, `${rm} keep.txt`);
     expect(denied.isError).toBe(true);
     expect(denied.content[0].text).not.toMatch(/^Not run/);
     expect(existsSync(join(root, 'keep.txt'))).toBe(true);
     expect(c.asked).toHaveLength(0);
-    const other = await shell(c, 'touch other.txt');
+    const other = await shell(c, touch('other.txt'));
     expect(other.content[0].text).toMatch(/^Not run: the user declined/);
     expect(c.asked).toHaveLength(1);
     expect(existsSync(join(root, 'other.txt'))).toBe(false);
@@ -306,17 +324,19 @@ describe(`corral mcp asks before a command runs (${era} client)`, () => {
     // its standard input, which ran unasked.
     const answers = [ACCEPT, { action: 'decline' }];
     const c = await open(['--root', root, '--tools', 'all'], { answer: () => answers.shift() ?? { action: 'decline' } });
-    const started = await c.client.callTool({ name: 'shell', arguments: { command: 'sh', run_in_background: true } });
+    // On Windows the shell that reads commands from its input is cmd.
+    const started = await c.client.callTool({ name: 'shell', arguments: { command: win ? 'cmd' : 'sh', run_in_background: true } });
     expect(started.isError, JSON.stringify(started)).toBeFalsy();
     const { id } = started.structuredContent;
     expect(c.asked[0].message).toMatch(/^Run this command in the background in approval-proj\?/);
     expect(c.asked[0].message).toContain('standard input is put to you too');
-    const input = await c.client.callTool({ name: 'process_input', arguments: { id, text: 'touch unasked.txt; echo done\n' } });
+    const line = (name) => (win ? `${touch(name)}& echo done\r\n` : `${touch(name)}; echo done\n`);
+    const input = await c.client.callTool({ name: 'process_input', arguments: { id, text: line('unasked.txt') } });
     expect(input.isError).toBe(true);
     expect(input.content[0].text).toMatch(/^Not run: the user declined/);
     expect(c.asked).toHaveLength(2);
     expect(c.asked[1].message).toContain(`standard input of the background command ${id}`);
-    expect(c.asked[1].message).toContain('touch unasked.txt; echo done');
+    expect(c.asked[1].message).toContain(line('unasked.txt').trimEnd());
     // Closing its input writes no text: nothing to ask.
     const closed = await c.client.callTool({ name: 'process_input', arguments: { id, text: '', close: true } });
     expect(closed.isError, JSON.stringify(closed)).toBeFalsy();
@@ -325,9 +345,9 @@ describe(`corral mcp asks before a command runs (${era} client)`, () => {
     expect(existsSync(join(root, 'unasked.txt'))).toBe(false);
     // The positive control: approved, the same text runs.
     const d = await open(['--root', root, '--tools', 'all'], { answer: ACCEPT });
-    const again = await d.client.callTool({ name: 'shell', arguments: { command: 'sh', run_in_background: true } });
+    const again = await d.client.callTool({ name: 'shell', arguments: { command: win ? 'cmd' : 'sh', run_in_background: true } });
     const id2 = again.structuredContent.id;
-    const ok = await d.client.callTool({ name: 'process_input', arguments: { id: id2, text: 'touch asked.txt; echo done\n', close: true } });
+    const ok = await d.client.callTool({ name: 'process_input', arguments: { id: id2, text: line('asked.txt'), close: true } });
     expect(ok.isError, JSON.stringify(ok)).toBeFalsy();
     for (let i = 0; i < 100 && !existsSync(join(root, 'asked.txt')); i++) await new Promise((r) => setTimeout(r, 50));
     expect(existsSync(join(root, 'asked.txt'))).toBe(true);
@@ -423,24 +443,24 @@ describe('corral mcp on the wire, 2026-07-28', () => {
     const accept = { approval: { action: 'accept', content: { run: true } } };
     const shell = (command, more = {}) => c.request('tools/call', { name: 'shell', arguments: { command }, _meta: meta, ...more });
     try {
-      const unasked = await shell('touch unasked.txt', { inputResponses: accept });
+      const unasked = await shell(touch('unasked.txt'), { inputResponses: accept });
       expect(unasked.result.resultType).toBe('input_required');
-      expect(unasked.result.inputRequests.approval.params.message).toContain('touch unasked.txt');
+      expect(unasked.result.inputRequests.approval.params.message).toContain(touch('unasked.txt'));
       expect(existsSync(join(t.root, 'unasked.txt'))).toBe(false);
       const asked = await shell('echo harmless');
       const { requestState } = asked.result;
       expect(typeof requestState).toBe('string');
-      const replayed = await shell('touch replayed.txt', { inputResponses: accept, requestState });
+      const replayed = await shell(touch('replayed.txt'), { inputResponses: accept, requestState });
       expect(replayed.result.resultType).toBe('input_required');
       expect(existsSync(join(t.root, 'replayed.txt'))).toBe(false);
-      const forged = await shell('touch forged.txt', { inputResponses: accept, requestState: `${requestState}x` });
+      const forged = await shell(touch('forged.txt'), { inputResponses: accept, requestState: `${requestState}x` });
       // A state this server did not seal is refused by the SDK before the tool is reached.
       expect(forged.error?.code, JSON.stringify(forged)).toBe(-32602);
       expect(existsSync(join(t.root, 'forged.txt'))).toBe(false);
       // The positive control: the same call with its own state runs, once.
       const ran = await shell('echo harmless', { inputResponses: accept, requestState });
       expect(ran.result.isError, JSON.stringify(ran)).toBeFalsy();
-      expect(ran.result.structuredContent.stdout).toBe('harmless\n');
+      expect(ran.result.structuredContent.stdout).toBe(`harmless${EOL}`);
       const again = await shell('echo harmless', { inputResponses: accept, requestState });
       expect(again.result.resultType).toBe('input_required');
     } finally {
@@ -450,7 +470,9 @@ describe('corral mcp on the wire, 2026-07-28', () => {
 });
 
 describe('corral mcp with the MCP Inspector CLI', () => {
-  const INSPECTOR = fileURLToPath(new URL('../node_modules/.bin/mcp-inspector', import.meta.url));
+  // Its bin as its package.json names it (node_modules/.bin holds a link, or on Windows a shim).
+  const pkg = new URL('../node_modules/@modelcontextprotocol/inspector/', import.meta.url);
+  const INSPECTOR = fileURLToPath(new URL(JSON.parse(readFileSync(new URL('package.json', pkg), 'utf8')).bin['mcp-inspector'], pkg));
   const inspect = (era, root, ...args) =>
     spawnSync(process.execPath, [INSPECTOR, '--cli', '--protocol-era', era, '--format', 'json', process.execPath, BIN, 'mcp', '--root', root, ...args], { encoding: 'utf8', timeout: 60_000 });
   let t;
@@ -468,7 +490,7 @@ describe('corral mcp with the MCP Inspector CLI', () => {
       const read = inspect(era, t.root, '--method', 'tools/call', '--tool-name', 'read_file', '--tool-arg', 'path=a.txt');
       expect(read.status, read.stderr).toBe(0);
       expect(JSON.stringify(JSON.parse(read.stdout))).toContain(' 1\\thi');
-      const shell = inspect(era, t.root, '--method', 'tools/call', '--tool-name', 'shell', '--tool-arg', 'command=touch made.txt');
+      const shell = inspect(era, t.root, '--method', 'tools/call', '--tool-name', 'shell', '--tool-arg', `command=${touch('made.txt')}`);
       expect(shell.stdout).toContain('Not run: this command needs approval and this client cannot ask for it');
       expect(existsSync(join(t.root, 'made.txt'))).toBe(false);
     });

@@ -7,6 +7,8 @@ import { toOpenAIAgentsTools } from 'corral/openai-agents';
 import { tempTree } from './helpers.mjs';
 
 setTracingDisabled(true);
+// On Windows the shell is cmd.exe: `type` prints a file there.
+const CAT = process.platform === 'win32' ? 'type a.txt' : 'cat a.txt';
 const trees = [];
 afterAll(() => trees.forEach((t) => t.cleanup()));
 
@@ -36,8 +38,8 @@ describe('toOpenAIAgentsTools', () => {
     const t = tempTree({ 'a.txt': 'hello\n' });
     trees.push(t);
     const ws = new NodeWorkspace({ root: t.root });
-    const tools = toOpenAIAgentsTools([...createFsTools(ws), createShellTool(ws, { needsApproval: false, allow: ['cat a.txt'] })]);
-    const { model, requests } = scriptedModel([[['read_file', { path: 'a.txt' }], ['read_file', { path: '../x' }], ['shell', { command: 'cat a.txt' }]]]);
+    const tools = toOpenAIAgentsTools([...createFsTools(ws), createShellTool(ws, { needsApproval: false, allow: [CAT] })]);
+    const { model, requests } = scriptedModel([[['read_file', { path: 'a.txt' }], ['read_file', { path: '../x' }], ['shell', { command: CAT }]]]);
     const runner = new Runner({ modelProvider: { getModel: async () => model } });
     const result = await runner.run(new Agent({ name: 'coder', instructions: 'work', tools }), 'read it');
     expect(result.finalOutput).toBe('done');

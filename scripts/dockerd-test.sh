@@ -36,9 +36,9 @@ ping_ok() {
 }
 
 start() {
-    if ! command -v dockerd >/dev/null 2>&1 || [ ! -x /bin/busybox ] || ! command -v openssl >/dev/null 2>&1; then
+    if ! command -v dockerd >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
         apt-get update
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io busybox-static openssl
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker.io busybox-static
     fi
     certs
     if [ -f "$D/dockerd.pid" ] && kill -0 "$(cat "$D/dockerd.pid")" 2>/dev/null && ping_ok; then
@@ -103,33 +103,12 @@ start() {
 }
 
 # A test CA, the daemon's certificate for 127.0.0.1, a client certificate, and a CA that signed
-# neither (for the refusal test), in <dir>/tls. P-256 keys: quick to make.
+# neither (for the refusal test), in <dir>/tls, made with the tests' own PKI (P-256).
 certs() {
     T="$D/tls"
     mkdir -p "$T"
     [ -s "$T/key.pem" ] && return 0
-    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-    ca() {
-        key "$T/$1-key.pem"
-        openssl req -x509 -new -key "$T/$1-key.pem" -out "$T/$1.pem" -days 7 -subj "/CN=corral test $1" \
-            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-    }
-    ca ca
-    ca wrong-ca
-    leaf() { # name, subject, extensions
-        key "$T/$1-key.pem"
-        openssl req -new -key "$T/$1-key.pem" -subj "/CN=$2" -out "$T/$1.csr" 2>/dev/null
-        printf '%s\n' "$3" >"$T/$1.ext"
-        openssl x509 -req -in "$T/$1.csr" -CA "$T/ca.pem" -CAkey "$T/ca-key.pem" -CAcreateserial \
-            -days 7 -extfile "$T/$1.ext" -out "$T/$1-cert.pem" 2>/dev/null
-    }
-    leaf server 127.0.0.1 "subjectAltName=IP:127.0.0.1
-extendedKeyUsage=serverAuth
-basicConstraints=CA:FALSE"
-    leaf client corral-test-client "extendedKeyUsage=clientAuth
-basicConstraints=CA:FALSE"
-    mv "$T/client-cert.pem" "$T/cert.pem"
-    mv "$T/client-key.pem" "$T/key.pem"
+    node "$(dirname "$0")/docker-test-certs.mjs" "$T"
 }
 
 stop() {

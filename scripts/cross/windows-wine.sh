@@ -93,6 +93,15 @@ fi
 grep -E '^# (pass|fail)' "$WORK/smoke.log" | sed 's/^/   /'
 
 echo "== windows: vitest under Wine"
+# PostgreSQL for the store tests, started here on the Linux side (pg-test.sh cannot run under Wine)
+# and handed to them as CORRAL_TEST_PG_URL; without PostgreSQL installed they are skipped.
+PG_DIR="$(mktemp -d)"
+trap 'rm -f "$ADDON"; scripts/pg-test.sh stop "$PG_DIR" >/dev/null 2>&1 || true; rm -rf "$PG_DIR"' EXIT
+if PG_URL=$(scripts/pg-test.sh start "$PG_DIR" 2>"$WORK/pg.log"); then
+  export CORRAL_TEST_PG_URL="$PG_URL"
+else
+  echo "   (no PostgreSQL for the store tests: $(tail -1 "$WORK/pg.log"))"
+fi
 if [ $# -gt 0 ]; then files=("$@"); else mapfile -t files < <(grep -v '^\s*\(#\|$\)' __test__/windows/files.txt); fi
 rm -f "$WORK/vitest.json"
 wine "$NODE_EXE" node_modules/vitest/vitest.mjs run --reporter=json --outputFile.json="$WORK/vitest.json" "${files[@]}" \
