@@ -198,14 +198,36 @@ pub fn from_sandbox(root: &str, path: &str) -> Result<String> {
 /// workspace file.
 pub fn from_sandbox_or_host(root: &str, host_root: Option<&str>, path: &str) -> Result<String> {
     match from_sandbox(root, path) {
-        Err(e) if e.code == Code::OutsideWorkspace => {
-            match host_root.filter(|h| h.starts_with('/')).map(|h| from_sandbox(h, path)) {
-                Some(Ok(p)) => Ok(p),
-                _ => Err(e),
-            }
-        }
+        Err(e) if e.code == Code::OutsideWorkspace => host_root.and_then(|h| under_host(h, path)).ok_or(e),
         other => other,
     }
+}
+
+/// The workspace path of absolute `path` when it lies under `host` (the workspace's real
+/// directory as the host writes it), else `None`. A Windows directory (`C:\dir`, or its verbatim
+/// `\\?\C:\dir`) is compared name by name as Windows compares them, case folded, with either
+/// separator; the provider confines the result like any path.
+fn under_host(host: &str, path: &str) -> Option<String> {
+    if host.starts_with('/') {
+        return from_sandbox(host, path).ok();
+    }
+    let unify = |p: &str| {
+        let p = p.replace('\\', "/");
+        p.strip_prefix("//?/").map_or(p.clone(), str::to_string)
+    };
+    let (host, path) = (unify(host), unify(path));
+    let drive = |p: &str| p.len() >= 2 && p.as_bytes()[0].is_ascii_alphabetic() && p.as_bytes()[1] == b':';
+    if !drive(&host) || !drive(&path) || host.contains('\0') {
+        return None;
+    }
+    let names = |p: &str| p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect::<Vec<_>>();
+    let (host, path) = (names(&host), names(&path));
+    let same = |a: &String, b: &String| a.to_lowercase() == b.to_lowercase();
+    if path.len() < host.len() || !host.iter().zip(&path).all(|(a, b)| same(a, b)) {
+        return None;
+    }
+    let rest = path[host.len()..].join("/");
+    Some(if rest.is_empty() { ".".to_string() } else { rest })
 }
 
 /// The name as Windows compares it: trailing dots and spaces dropped, case folded.
@@ -311,10 +333,25 @@ mod tests {
             from_sandbox_or_host("/workspace", Some("/srv/ws"), "/srv/wsx").unwrap_err().code,
             Code::OutsideWorkspace
         );
-        assert_eq!(
-            from_sandbox_or_host("/workspace", Some("C:\\ws"), "C:\\ws\\a").unwrap_err().code,
-            Code::OutsideWorkspace
-        );
+        // A Windows directory, as Windows compares names: either separator, any case, verbatim.
+        for (host, path, want) in [
+            ("C:\\ws", "C:\\ws\\a", "a"),
+            ("C:\\ws", "c:/WS/sub/b.txt", "sub/b.txt"),
+            ("\\\\?\\C:\\Users\\r\\ws", "C:\\users\\R\\ws\\a", "a"),
+            ("C:\\ws\\", "C:\\ws", "."),
+            ("C:\\ws", "C:\\ws\\..\\x", "../x"),
+        ] {
+            assert_eq!(from_sandbox_or_host("/workspace", Some(host), path).unwrap(), want, "{host} {path}");
+        }
+        for (host, path) in
+            [("C:\\ws", "C:\\ws2\\a"), ("C:\\ws", "D:\\ws\\a"), ("C:\\ws", "C:\\w"), ("ws", "C:\\ws\\a")]
+        {
+            assert_eq!(
+                from_sandbox_or_host("/workspace", Some(host), path).unwrap_err().code,
+                Code::OutsideWorkspace,
+                "{host} {path}"
+            );
+        }
         for bad in ["workspace", "", "/a/../b", "C:\\w"] {
             assert_eq!(from_sandbox(bad, "a").unwrap_err().code, Code::Configuration, "{bad}");
         }
