@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createCredentialBroker, NodeWorkspace, ConfigurationError } from 'corral';
-import { tempTree } from './helpers.mjs';
+import { tempTree, underWine } from './helpers.mjs';
 import { certificateAuthority } from './pki.mjs';
 
 const UP = '127.0.0.2'; // rule host, in allowPrivate
@@ -719,7 +719,8 @@ describe('listen({ host, clients, allow })', () => {
 });
 
 describe('close()', () => {
-  it('leaves no listener: a new connection to either port is refused', async () => {
+  // Wine's sockets do not always refuse a connection to a listener just closed.
+  it.skipIf(underWine)('leaves no listener: a new connection to either port is refused', async () => {
     const b = await createCredentialBroker({ rules: { [UP]: { authorization: `Bearer ${SECRET}` } }, allowPrivate: [UP] });
     const extra = await b.listen({ host: '127.0.0.3', clients: '127.0.0.4/32' });
     const port = Number(new URL(b.url).port);

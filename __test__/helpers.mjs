@@ -36,6 +36,10 @@ export const linksWork = (() => {
 /** Whether files have POSIX permission bits (not on Windows): mode tests skip elsewhere. */
 export const posixModes = process.platform !== 'win32';
 
+/** Whether this is Windows under Wine (scripts/cross/windows-wine.sh), whose gaps some tests skip
+ * for, where a real Windows has what they need. */
+export const underWine = process.platform === 'win32' && Object.keys(process.env).some((k) => k.startsWith('WINE'));
+
 /** What `recordingAdapter` answers unless told otherwise. */
 export const OK = { stdout: 'ran\n', stderr: '', exitCode: 0, timedOut: false };
 
