@@ -364,33 +364,36 @@ impl Redactor {
     pub fn spans_lines(&self, text: &[u8]) -> bool {
         let begin =
             self.rules && memchr::memmem::find_iter(text, b"-----").any(|i| rules::pem_mark_at(text, i, b"begin"));
-        begin || self.literals().list.iter().any(|(v, _, _)| v.contains('\n'))
+        begin || self.has_multi_line_value()
     }
 
     /// `text`, a run of whole lines of a longer text, redacted as `redact` does; `None` when a
     /// secret in it could go on past it (a key block that begins in it and does not end there, or
     /// a multi-line value to look for): then only the longer text can be redacted.
     pub fn redact_lines<'a>(&self, text: &'a str, session: &str) -> Option<Cow<'a, str>> {
-        if self.literals().list.iter().any(|(v, _, _)| v.contains('\n')) {
+        if self.has_multi_line_value() {
             return None;
         }
         let (found, open) = self.find_open(text, session);
-        if open {
-            return None;
-        }
+        (!open).then(|| self.replaced(text, &found, session))
+    }
+
+    /// Whether a literal value to look for spans lines.
+    fn has_multi_line_value(&self) -> bool {
+        self.literals().list.iter().any(|(v, _, _)| v.contains('\n'))
+    }
+
+    /// `text` with the secrets `found` in it replaced by their markers; borrowed when there is none.
+    fn replaced<'a>(&self, text: &'a str, found: &[Found], session: &str) -> Cow<'a, str> {
         if found.is_empty() {
-            return Some(Cow::Borrowed(text));
+            return Cow::Borrowed(text);
         }
-        Some(Cow::Owned(self.replace(text, &found, 0, text.len(), session)))
+        Cow::Owned(self.replace(text, found, 0, text.len(), session))
     }
 
     /// `text` with each secret replaced by its marker in `session`; borrowed when there is none.
     pub fn redact<'a>(&self, text: &'a str, session: &str) -> Cow<'a, str> {
-        let found = self.find(text, session);
-        if found.is_empty() {
-            return Cow::Borrowed(text);
-        }
-        Cow::Owned(self.replace(text, &found, 0, text.len(), session))
+        self.replaced(text, &self.find(text, session), session)
     }
 
     /// The values this session was given markers for, as a matcher (made when first needed after
