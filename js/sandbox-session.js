@@ -10,11 +10,9 @@ const internal = require('./index.js')[Symbol.for('corral.internal')];
 
 // Every command of one runner belongs to this session (a runner serves one SDK session).
 const SESSION = 'sandbox';
-// What a process keeps of each stream between two reads: the SDKs read all of it, so a bound
-// reached means output came faster than it could be read (reported, never spliced).
-const KEEP_BYTES = 16 * 1024 * 1024;
-// How long one read waits for output before it asks again (also how soon an exit is seen).
-const READ_WAIT_MS = 1000;
+// How a spawned command's output is streamed, as the core bounds it: what a process keeps of each
+// stream between two reads, how long one read waits, and what a stream queues for its reader.
+const { keepBytes: KEEP_BYTES, readWaitMs: READ_WAIT_MS, queueBytes: STREAM_QUEUE_BYTES } = internal.sessionStreams;
 
 /**
  * `path` as the workspace path the provider is given: see docs/integrations.md, "The SDKs' own sandboxes".
@@ -174,9 +172,6 @@ function sandboxSurface({ description, read, write, stat, list, remove, commands
   };
 }
 
-// Output a reader has not taken stays queued up to this many bytes a stream; past it the rest is
-// dropped and a line says how much (the process never blocks on a reader).
-const STREAM_QUEUE_BYTES = 16 * 1024 * 1024;
 /** Reads `cmd`'s output until it ends, handing each chunk to `take(i, bytes)` (0: stdout, 1:
  * stderr). An abort of `abortSignal` kills it; output lost between reads (an error, never a gap
  * hidden), or a `take` that throws, kills it and rejects once it has ended. Resolves with the exit

@@ -183,6 +183,25 @@ pub fn sandbox_path(root: String, path: String, host_root: Option<String>) -> Re
     corral_core::path::from_sandbox_or_host(&root, host_root.as_deref(), &path).napi()
 }
 
+/// How the SDKs' sandbox sessions stream a command (the core's `session_streams`).
+#[napi(object)]
+pub struct SessionStreams {
+    pub keep_bytes: u32,
+    pub read_wait_ms: u32,
+    pub queue_bytes: u32,
+}
+
+/// The bounds of an SDK session's command streams, as the core sets them.
+#[napi(catch_unwind)]
+pub fn session_streams() -> SessionStreams {
+    use corral_core::shell::process::session_streams as s;
+    SessionStreams {
+        keep_bytes: s::KEEP_BYTES as u32,
+        read_wait_ms: s::READ_WAIT_MS,
+        queue_bytes: s::QUEUE_BYTES as u32,
+    }
+}
+
 /// An SDK session's `root` option, checked (`/workspace` when it names none).
 #[napi(catch_unwind)]
 pub fn sandbox_root(root: Option<String>) -> Result<String> {

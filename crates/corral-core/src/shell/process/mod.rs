@@ -35,6 +35,19 @@ const STOP_WAIT: Duration = Duration::from_secs(10);
 /// command is stopped and the call fails (their `spawn` streams output of any size).
 pub const RUN_OUTPUT_BYTES: usize = 32 * 1024 * 1024;
 
+/// How the SDKs' sandbox sessions (corral/ai-sdk, corral/openai-agents, the harness) stream a
+/// command started by their `spawn`: they read all of its output, as it comes.
+pub mod session_streams {
+    /// What a process keeps of each stream between two reads (its `keepBytes`): a bound reached
+    /// means output came faster than it could be read, which is reported, never spliced.
+    pub const KEEP_BYTES: usize = 16 * 1024 * 1024;
+    /// How long one read waits for output before it asks again (also how soon an exit is seen).
+    pub const READ_WAIT_MS: u32 = 1000;
+    /// Output the SDK's reader has not taken yet, queued a stream; past it the rest is dropped and
+    /// a line says how much (the process never blocks on a reader).
+    pub const QUEUE_BYTES: usize = 16 * 1024 * 1024;
+}
+
 /// One background process.
 struct Proc {
     id: String,
