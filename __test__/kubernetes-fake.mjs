@@ -3,13 +3,14 @@
 // (SandboxWarmPool, SandboxClaim with list, watch, merge patch and delete; Sandbox), pods, and
 // pods/exec as a WebSocket upgrade with the v5 and v4 channel subprotocols. Each exec runs its
 // argv for real in `podDir`, in a session of its own as a container runtime starts it, and —
-// as a kubelet does — closing the exec stream does not stop the command.
-import { spawn } from 'node:child_process';
+// as a kubelet does — closing the exec stream does not stop the command. A pod is Linux: under
+// Wine its commands run on the Linux side, through the pod runner (pod-runner.mjs).
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { WebSocketServer } from 'ws';
 import { certificates } from './helpers.mjs';
+import { podSpawn } from './pod-runner.mjs';
 
 const CLAIMS = '/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/';
 
@@ -192,10 +193,12 @@ export async function startFakeCluster(options) {
     wss.handleUpgrade(req, socket, head, (ws) => {
       const argv = url.searchParams.getAll('command');
       const withStdin = url.searchParams.get('stdin') === 'true';
-      const child = spawn(argv[0], argv.slice(1), { cwd: o.podDir, detached: true, env: { PATH: process.env.PATH, HOME: o.podDir, LANG: 'C.UTF-8' }, stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = podSpawn(argv, o.podDir);
       child.on('error', () => {});
       child.stdin.on('error', () => {});
-      const record = { pod: m[2], container: url.searchParams.get('container'), argv, protocol: ws.protocol, pid: child.pid, stdin: withStdin, done: false };
+      const record = { pod: m[2], container: url.searchParams.get('container'), argv, protocol: ws.protocol, stdin: withStdin, done: false };
+      // Through the pod runner, the pid is known once it has answered (before any output).
+      Object.defineProperty(record, 'pid', { enumerable: true, get: () => child.pid });
       execs.push(record);
       if (!withStdin) child.stdin.end();
       child.stdout.on('data', (d) => ws.readyState === ws.OPEN && ws.send(frame(1, d)));

@@ -4,15 +4,19 @@
 // fake is checked with @kubernetes/client-node, a client nobody here wrote. With KUBECONFIG and
 // CORRAL_K8S_WARM_POOL set, the last test runs against that real cluster; else it is skipped.
 import { describe, it, test, expect, beforeAll, afterAll } from 'vitest';
-import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
 import { KubernetesSandbox, SandboxShell, createFsTools, WorkspaceCheckpoints, ConfigurationError, WorkspaceError } from 'corral';
 import { runConformance } from 'corral/conformance';
 import { startFakeCluster } from './kubernetes-fake.mjs';
+import { podPath, podSpawn } from './pod-runner.mjs';
+
+/** Whether a pod's commands run on Linux: here, or through the pod runner under Wine. */
+const LINUX_POD = process.platform !== 'win32' || Boolean(process.env.CORRAL_TEST_POD_RUNNER);
 
 const dirs = [];
 const fakes = [];
@@ -36,9 +40,11 @@ async function cluster(options = {}) {
   const fake = await startFakeCluster({ podDir, ...options });
   fakes.push(fake);
   fake.podDir = podDir;
-  // The fake runs a pod's commands on this machine, in podDir. A pod is Linux: on Windows its
-  // workdir is a POSIX path still, which no command of this machine can stand in for.
-  fake.workdir = process.platform === 'win32' ? '/workspace' : join(podDir, 'workspace');
+  // The fake runs a pod's commands in podDir, on Linux: on this machine, or under Wine on its
+  // Linux side through the pod runner, whose name for the directory the workdir is. A Windows
+  // without the runner has no sh to stand in for a pod; its workdir is a POSIX path still.
+  fake.podRoot = LINUX_POD ? await podPath(podDir) : '/';
+  fake.workdir = LINUX_POD ? posix.join(fake.podRoot, 'workspace') : '/workspace';
   fake.config = fake.kubeconfig(join(dir, 'kubeconfig'));
   return fake;
 }
@@ -47,6 +53,19 @@ function sandbox(fake, options = {}) {
   const s = new KubernetesSandbox({ warmPool: 'python', kubeconfig: fake.config, workdir: fake.workdir, ...options });
   sandboxes.push(s);
   return s;
+}
+
+/** Runs `argv` in a pod of `fake` (in its workdir), as `kubectl exec` would; rejects unless it exits 0. */
+async function inPod(fake, argv) {
+  const child = podSpawn(argv, fake.podDir);
+  child.stdin.end();
+  let err = '';
+  child.stderr.on('data', (d) => (err += d));
+  const code = await new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', resolve);
+  });
+  if (code !== 0) throw new Error(`${argv.join(' ')} exited ${code}: ${err}`);
 }
 
 /** Whether a process runs (a zombie no reaper collected counts as gone). */
@@ -94,8 +113,9 @@ describe('the fake API server, driven by @kubernetes/client-node', () => {
     const chunks = { out: [], err: [] };
     const sink = (k) => new Writable({ write(c, _e, cb) { chunks[k].push(Buffer.from(c)); cb(); } });
     let st;
-    // Where there is no sh (Windows), node does the same: stdin to stdout, err to stderr, exit 3.
-    const argv = process.platform === 'win32'
+    // Where there is no sh (Windows without the pod runner), node does the same: stdin to stdout,
+    // err to stderr, exit 3.
+    const argv = !LINUX_POD
       ? [process.execPath, '-e', "process.stdin.pipe(process.stdout); process.stdin.on('end', () => { process.stderr.write('err\\n'); process.exitCode = 3; })"]
       : ['sh', '-c', 'cat; echo err >&2; exit 3'];
     const ws = await new k8s.Exec(kc).exec('agents', 'pod-x', 'main', argv, sink('out'), sink('err'), Readable.from([Buffer.from('hello')]), false, (s) => (st = s));
@@ -464,10 +484,11 @@ describe('KubernetesWorkspace: the file tools over exec', () => {
 
   it('refuses a link that leads outside the workdir, and .git', async () => {
     writeFileSync(join(fake.podDir, 'outside.txt'), 'secret\n');
-    symlinkSync(join(fake.podDir, 'outside.txt'), join(fake.workdir, 'leak'));
     mkdirSync(join(fake.workdir, '.git'));
     writeFileSync(join(fake.workdir, '.git', 'config'), '[core]\n');
-    symlinkSync('.git/config', join(fake.workdir, 'cfg'));
+    // The links are the pod's own, made in it.
+    await inPod(fake, ['ln', '-s', posix.join(fake.podRoot, 'outside.txt'), posix.join(fake.workdir, 'leak')]);
+    await inPod(fake, ['ln', '-s', '.git/config', posix.join(fake.workdir, 'cfg')]);
     await expect(ws.readFile('leak')).rejects.toMatchObject({ code: 'OutsideWorkspace' });
     await expect(ws.writeFile('leak', 'x')).rejects.toMatchObject({ code: 'OutsideWorkspace' });
     expect(readFileSync(join(fake.podDir, 'outside.txt'), 'utf8')).toBe('secret\n');
@@ -483,9 +504,9 @@ describe('KubernetesWorkspace: the file tools over exec', () => {
     chmodSync(join(fake.workdir, 'ro.txt'), 0o444);
     await expect(ws.writeFile('ro.txt', 'changed')).rejects.toMatchObject({ code: 'ReadOnly' });
     expect(readFileSync(join(fake.workdir, 'ro.txt'), 'utf8')).toBe('keep\n');
-    execFileSync('mkfifo', [join(fake.workdir, 'pipe')]);
+    await inPod(fake, ['mkfifo', posix.join(fake.workdir, 'pipe')]);
     await expect(ws.writeFile('pipe', 'x')).rejects.toMatchObject({ code: 'NotAFile' });
-    expect(lstatSync(join(fake.workdir, 'pipe')).isFIFO()).toBe(true);
+    await inPod(fake, ['test', '-p', posix.join(fake.workdir, 'pipe')]);
   });
 
   it('says what is missing, and what is a directory', async () => {
@@ -506,7 +527,7 @@ let providers = 0;
 runConformance({
   name: 'KubernetesWorkspace and SandboxShell over KubernetesSandbox',
   makeProvider: () => {
-    const workdir = join(shared.podDir, `conformance-${++providers}`);
+    const workdir = posix.join(shared.podRoot, `conformance-${++providers}`);
     mkdirSync(workdir);
     const s = sandbox(shared, { workdir });
     return { fs: s.workspace(), shell: new SandboxShell(s, { cwd: workdir }) };

@@ -96,12 +96,21 @@ echo "== windows: vitest under Wine"
 # PostgreSQL for the store tests, started here on the Linux side (pg-test.sh cannot run under Wine)
 # and handed to them as CORRAL_TEST_PG_URL; without PostgreSQL installed they are skipped.
 PG_DIR="$(mktemp -d)"
-trap 'rm -f "$ADDON"; scripts/pg-test.sh stop "$PG_DIR" >/dev/null 2>&1 || true; rm -rf "$PG_DIR"' EXIT
+POD_RUNNER=
+trap 'rm -f "$ADDON"; scripts/pg-test.sh stop "$PG_DIR" >/dev/null 2>&1 || true; rm -rf "$PG_DIR"; [ -z "$POD_RUNNER" ] || kill "$POD_RUNNER" 2>/dev/null || true' EXIT
 if PG_URL=$(scripts/pg-test.sh start "$PG_DIR" 2>"$WORK/pg.log"); then
   export CORRAL_TEST_PG_URL="$PG_URL"
 else
   echo "   (no PostgreSQL for the store tests: $(tail -1 "$WORK/pg.log"))"
 fi
+# The Kubernetes fake's pods are Linux: their commands run on the Linux side, through the pod
+# runner (__test__/pod-runner.mjs), as a kubelet runs them on a machine of its own.
+rm -f "$WORK/pod-runner.port"
+node __test__/pod-runner.mjs "$WORK/pod-runner.port" 2>"$WORK/pod-runner.log" &
+POD_RUNNER=$!
+for _ in $(seq 100); do [ -s "$WORK/pod-runner.port" ] && break; sleep 0.1; done
+[ -s "$WORK/pod-runner.port" ] || { cat "$WORK/pod-runner.log"; echo "the pod runner did not start"; exit 1; }
+export CORRAL_TEST_POD_RUNNER="$(cat "$WORK/pod-runner.port")"
 if [ $# -gt 0 ]; then files=("$@"); else mapfile -t files < <(grep -v '^\s*\(#\|$\)' __test__/windows/files.txt); fi
 rm -f "$WORK/vitest.json"
 wine "$NODE_EXE" node_modules/vitest/vitest.mjs run --reporter=json --outputFile.json="$WORK/vitest.json" "${files[@]}" \
