@@ -353,7 +353,7 @@ async function benchLinuxSandbox(dir, linux) {
   }
   const root = join(dir, 'sandbox');
   mkdirSync(root, { recursive: true });
-  const N = 30;
+  const N = 150;
   const plain = new NodeWorkspace({ root });
   const sandboxed = new SandboxShell(new LinuxSandbox(), { cwd: root });
   const once = async (s) => { const t0 = performance.now(); const r = await s.exec('true', { timeoutMs: 60_000 }); if (r.exitCode !== 0) throw new Error(JSON.stringify(r)); return performance.now() - t0; };
@@ -378,6 +378,20 @@ async function benchLinuxSandbox(dir, linux) {
     }
     row({ name: '  the kernel alone: the same namespaces', corral: ms(median(ns)), peer: `unshare without them ${ms(median(bare))}`, ratio: `+${ms(median(ns) - median(bare))}`, goal: 'report', met: undefined });
   }
+  // An agent's commands come seconds apart, not back to back: each then pays what the kernel
+  // caches between close calls (as root, a command's move into its own control group waits for
+  // an RCU grace period once the last move is that old). 200 ms between commands, each kind.
+  const spaced = async (f) => {
+    const t = [];
+    for (let i = 0; i < 15; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      t.push(await f());
+    }
+    return median(t);
+  };
+  const bareSpawn = () => new Promise((resolve) => { const t0 = performance.now(); spawn('true').on('close', () => resolve(performance.now() - t0)); });
+  const [sp, sn, sl] = [await spaced(bareSpawn), await spaced(() => once(plain)), await spaced(() => once(sandboxed))];
+  row({ name: '  the same, 200 ms apart: NodeWorkspace / LinuxSandbox', corral: `${ms(sn)} / ${ms(sl)}`, peer: `child_process.spawn ${ms(sp)}`, ratio: `+${ms(sn - sp)} / +${ms(sl - sp)}`, goal: 'report', met: undefined });
   if (linux) {
     const big = new SandboxShell(new LinuxSandbox(), { cwd: linux });
     const c = [];
@@ -445,7 +459,7 @@ async function benchHarness(dir) {
   const s = await createCorralHarnessSandbox({ root, ports: [4000] }).createSession({});
   try {
     const plain = new NodeWorkspace({ root: dir });
-    const N = 30;
+    const N = 150;
     const once = async (f) => { const t0 = performance.now(); await f(); return performance.now() - t0; };
     const inSession = () => s.run({ command: 'true' });
     const onHost = () => plain.exec('true', { timeoutMs: 60_000 });
