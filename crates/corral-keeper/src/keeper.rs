@@ -111,11 +111,16 @@ impl Keeper {
             let saying = poll_each(&self.commands, &mut fds, |c| c.status.as_ref().filter(|_| c.report.is_none()));
             // A prepared process that failed or died turns its report pipe readable, a change of
             // the mounts its view holds the mount table; one that waited its time is dropped.
+            // Until C2's pid came, the groups made ahead for it wait (`Prepared::join_ahead`).
+            let joining = self.prepared.as_ref().and_then(|p| p.joining_fd());
             let timeout = match &self.prepared {
                 Some(p) => {
                     let mounts = self.mounts.as_ref().map_or(-1, |m| m.as_raw_fd());
                     fds.push(libc::pollfd { fd: mounts, events: libc::POLLPRI, revents: 0 });
                     fds.push(libc::pollfd { fd: p.report_fd(), events: libc::POLLIN, revents: 0 });
+                    if let Some(fd) = joining {
+                        fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+                    }
                     p.left().as_millis().min(i32::MAX as u128) as i32
                 }
                 None => -1,
@@ -128,13 +133,15 @@ impl Keeper {
                 }
                 return;
             }
-            let prepared_fds = &fds[fds.len().saturating_sub(2)..];
-            if let Some(p) = self.prepared.take() {
+            let prepared_fds = &fds[fds.len().saturating_sub(2 + joining.is_some() as usize)..];
+            if let Some(mut p) = self.prepared.take() {
                 let mounts_changed = prepared_fds[0].revents != 0;
                 if mounts_changed {
                     self.mounts_seen();
                 }
-                match mounts_changed || prepared_fds[1].revents != 0 || p.left().is_zero() {
+                let failed = prepared_fds[1].revents != 0
+                    || (joining.is_some() && prepared_fds[2].revents != 0 && p.join_ahead().is_err());
+                match mounts_changed || failed || p.left().is_zero() {
                     true => p.discard(),
                     false => self.prepared = Some(p),
                 }

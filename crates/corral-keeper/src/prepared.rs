@@ -4,8 +4,12 @@
 //! plan: it makes the namespaces and the view, hardens itself (capabilities, Landlock, seccomp)
 //! and waits. When the next command comes with a plan that is the same byte for byte, its
 //! descriptors open on the same objects (the same directories, the same user namespace), the
-//! keeper moves the waiting init into the command's control groups and hands it the command's
-//! program, environment and streams, and it runs. Anything else, and the prepared process is dropped and the command started as
+//! keeper hands the waiting init the command's program, environment and streams, and it runs. The
+//! init is in the command's control groups by then: the library made them ahead and named them
+//! with the command before (`Run::ahead`), and the keeper moved the init into them as soon as it
+//! learnt its pid — a move the kernel may make wait for an RCU grace period, milliseconds, when
+//! the last move is not recent, as between an agent's commands. A command whose groups are not
+//! those gets a fresh process. Anything else, and the prepared process is dropped and the command started as
 //! before; so it is when the prepared process is not ready within `READY_WAIT_MS`.
 //!
 //! A prepared view is only as good as when it was made. Before one is used, the keeper looks
@@ -56,6 +60,10 @@ pub struct Prepared {
     /// The paths the view covers, with the directory each writable tree must be.
     covered: Vec<(CString, Option<(u64, u64)>)>,
     cwd: CString,
+    /// The next command's control groups (`Run::ahead`), which C2 joins once its pid is known.
+    ahead: Vec<CString>,
+    /// C2's process id, once C1 sent it.
+    c2: Option<libc::pid_t>,
 }
 
 /// Whether commands under `plan` can be prepared: not in a container, without a forwarder, an
@@ -148,7 +156,42 @@ impl Prepared {
             // SAFETY: ends the child without running this process's exit handlers.
             unsafe { libc::_exit(code) }
         }
-        Ok(Prepared { key, pid, go, ready, report, made: Instant::now(), covered, cwd: plan.cwd.clone() })
+        Ok(Prepared {
+            key,
+            pid,
+            go,
+            ready,
+            report,
+            made: Instant::now(),
+            covered,
+            cwd: plan.cwd.clone(),
+            ahead: run.ahead.clone(),
+            c2: None,
+        })
+    }
+
+    /// The descriptor that turns readable when C1 sends C2's pid, while the groups made ahead
+    /// wait for it.
+    pub fn joining_fd(&self) -> Option<RawFd> {
+        (self.c2.is_none() && !self.ahead.is_empty()).then(|| self.go.as_raw_fd())
+    }
+
+    /// Reads C2's pid (`joining_fd` is readable) and moves C2 into the groups made ahead. An
+    /// error: the process cannot serve.
+    pub fn join_ahead(&mut self) -> io::Result<()> {
+        let c2 = self.c2_pid()?;
+        self.c2 = Some(c2);
+        join(&self.ahead, c2)
+    }
+
+    /// C2's process id: read from C1 once.
+    fn c2_pid(&self) -> io::Result<libc::pid_t> {
+        if let Some(pid) = self.c2 {
+            return Ok(pid);
+        }
+        let mut pid = [0u8; 4];
+        read_within(self.go.as_raw_fd(), &mut pid)?;
+        Ok(i32::from_ne_bytes(pid))
     }
 
     pub fn key(&self) -> &[u8] {
@@ -201,9 +244,7 @@ impl Prepared {
         let mut byte = [0u8; 1];
         read_within(self.ready.as_raw_fd(), &mut byte)?;
         // C2's process id, which C1 sent as soon as it forked.
-        let mut pid = [0u8; 4];
-        read_within(self.go.as_raw_fd(), &mut pid)?;
-        let c2 = i32::from_ne_bytes(pid);
+        let c2 = self.c2_pid()?;
         self.holds(c2)?;
         // The priority a command gets, given back (`prepared_process`).
         // SAFETY: raw calls on this keeper's own descendants.
@@ -224,18 +265,12 @@ impl Prepared {
             }
             _ => return Err(io::Error::from_raw_os_error(libc::EBADF)),
         };
-        // The command's control groups, joined by the namespace's init before it runs (written by
-        // the keeper: its credentials are the ones the groups' files were opened with). C1 stays
-        // out: it only waits, and it outlives the command while its namespaces are torn down,
-        // which would keep the library from removing a group it was in.
-        for procs in &run.cgroups {
-            // SAFETY: a NUL-terminated path; the descriptor is owned at once.
-            let g = unsafe { owned(libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))? };
-            let who = c2.to_string();
-            // SAFETY: writing a live buffer.
-            if unsafe { libc::write(g.as_raw_fd(), who.as_ptr().cast(), who.len()) } < 0 {
-                return Err(io::Error::last_os_error());
-            }
+        // The command's control groups, joined by the namespace's init before it runs: ahead, or
+        // now where none were made ahead. In groups made ahead for another command, it cannot serve.
+        match self.c2 {
+            Some(_) if run.cgroups != self.ahead => return Err(io::Error::from_raw_os_error(libc::ESTALE)),
+            Some(_) => {}
+            None => join(&run.cgroups, c2)?,
         }
         frame::send(self.go.as_raw_fd(), &wire::go(&run.argv, &run.env), &streams)
     }
@@ -275,6 +310,23 @@ impl Prepared {
         }
         Ok(())
     }
+}
+
+/// Moves process `pid` (C2) into each control group of `groups` (`cgroup.procs` files). Written by
+/// the keeper: its credentials are the ones the groups' files were opened with. C1 stays out: it
+/// only waits, and it outlives the command while its namespaces are torn down, which would keep
+/// the library from removing a group it was in.
+fn join(groups: &[CString], pid: libc::pid_t) -> io::Result<()> {
+    for procs in groups {
+        // SAFETY: a NUL-terminated path; the descriptor is owned at once.
+        let g = unsafe { owned(libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))? };
+        let who = pid.to_string();
+        // SAFETY: writing a live buffer.
+        if unsafe { libc::write(g.as_raw_fd(), who.as_ptr().cast(), who.len()) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// A path as `/proc/<pid>/mountinfo` writes it (space, tab, newline and backslash as `\ooo`).

@@ -48,6 +48,10 @@ pub struct Run {
     pub env: Vec<CString>,
     /// Control groups' `cgroup.procs` files the command's first process joins.
     pub cgroups: Vec<CString>,
+    /// The groups made for the next command (`cgroup.procs` files): the process prepared for it
+    /// joins them while it waits, so that the move (slow where the kernel must wait for a grace
+    /// period) is not on that command's path. Empty: it joins the command's groups when it comes.
+    pub ahead: Vec<CString>,
     /// Whether a stdin descriptor is sent (else the command reads `/dev/null`).
     pub stdin: bool,
     /// Second copies of the plan's writable trees (indices, as `Plan::trees`): a detached tree
@@ -291,7 +295,13 @@ pub fn read_go(buf: &[u8]) -> io::Result<(Vec<CString>, Vec<CString>)> {
 impl Run {
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
-        e.u8(RUN).u64(self.id).cstrs(&self.argv).cstrs(&self.env).cstrs(&self.cgroups).u8(self.stdin as u8);
+        e.u8(RUN)
+            .u64(self.id)
+            .cstrs(&self.argv)
+            .cstrs(&self.env)
+            .cstrs(&self.cgroups)
+            .cstrs(&self.ahead)
+            .u8(self.stdin as u8);
         e.u32(self.spares.len() as u32);
         for s in &self.spares {
             e.i32(*s);
@@ -303,7 +313,7 @@ impl Run {
     /// Reads a `RUN` frame whose tag was already read.
     pub fn decode(d: &mut Dec) -> io::Result<Run> {
         let id = d.u64()?;
-        let (argv, env, cgroups) = (d.cstrs()?, d.cstrs()?, d.cstrs()?);
+        let (argv, env, cgroups, ahead) = (d.cstrs()?, d.cstrs()?, d.cstrs()?, d.cstrs()?);
         let stdin = d.bool()?;
         let spares = (0..d.count(4)?).map(|_| d.i32()).collect::<io::Result<_>>()?;
         let user_ns = d.bool()?;
@@ -399,7 +409,7 @@ impl Run {
             landlock,
             container,
         };
-        Ok(Run { id, argv, env, cgroups, stdin, spares, plan })
+        Ok(Run { id, argv, env, cgroups, ahead, stdin, spares, plan })
     }
 }
 
@@ -507,6 +517,7 @@ mod tests {
             argv: vec![CString::new("sh").unwrap()],
             env: Vec::new(),
             cgroups: Vec::new(),
+            ahead: run_cgroups(),
             stdin: true,
             spares: vec![6],
             plan,
@@ -534,6 +545,7 @@ mod tests {
         assert_eq!(back.plan.cwd.to_str().unwrap(), "/workspace");
         assert_eq!(back.plan.seccomp[0][0].k, 0x7fff_0000);
         assert_eq!(back.spares, vec![6]);
+        assert_eq!(back.ahead, run_cgroups());
         // A frame cut anywhere inside the container's part is refused, never read short.
         for cut in 1..40 {
             let mut d = Dec::new(&bytes[..bytes.len() - cut]);

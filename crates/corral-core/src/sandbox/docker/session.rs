@@ -348,6 +348,8 @@ async fn run_entered(
         launch: Some(Box::new(move |launch| {
             Box::pin(async move { keeper.spawn(launch, plan, None, Vec::new(), Vec::new(), &namespaces).await })
         })),
+        // A container's command has no prepared process to join a group ahead.
+        ahead: None,
         pids_max: None,
         pids_unlimited: None,
         pids_refused: None,

@@ -707,7 +707,9 @@ impl SandboxAdapter for LinuxSandbox {
         }
         .map_err(|e| Error::new(Code::Io, format!("LinuxSandbox: could not start its keeper process ({e}).")))?;
         let pids_refused = Arc::new(AtomicU64::new(0));
+        let ahead = Some(keeper.ahead());
         let isolation = Isolation {
+            ahead,
             launch: Some(Box::new(move |launch| {
                 Box::pin(async move { keeper.spawn(launch, plan, userns, trees, layer_fds, &[]).await })
             })),

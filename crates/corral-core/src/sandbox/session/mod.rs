@@ -46,6 +46,8 @@ struct Inner {
     pid: libc::pid_t,
     /// Commands started in a prepared process (`corral_keeper::prepared`).
     prepared: AtomicU64,
+    /// The control group made for the next command, which its prepared process joins ahead.
+    ahead: Arc<crate::shell::exec::cgroup::Ahead>,
 }
 
 /// A running keeper (cheap to clone).
@@ -125,6 +127,11 @@ impl Inner {
 }
 
 impl Keeper {
+    /// Where its commands take their control groups from, made ahead.
+    pub fn ahead(&self) -> Arc<crate::shell::exec::cgroup::Ahead> {
+        self.inner.ahead.clone()
+    }
+
     /// The keeper this process's LinuxSandboxes share, started on first use (again when the last
     /// one ended).
     pub fn shared() -> io::Result<Keeper> {
@@ -175,6 +182,7 @@ impl Keeper {
             alive: AtomicBool::new(true),
             pid,
             prepared: AtomicU64::new(0),
+            ahead: Arc::default(),
         });
         let reader = inner.clone();
         std::thread::Builder::new().name("corral-keeper".into()).spawn(move || reader.read_replies())?;
@@ -336,7 +344,16 @@ impl Keeper {
             })
             .collect();
         let id = inner.next.fetch_add(1, Ordering::Relaxed);
-        let run = Run { id, argv, env, cgroups: req.cgroups, stdin: stdin.is_some(), spares: spare_at, plan };
+        let run = Run {
+            id,
+            argv,
+            env,
+            cgroups: req.cgroups,
+            ahead: req.ahead,
+            stdin: stdin.is_some(),
+            spares: spare_at,
+            plan,
+        };
         let (started_tx, started_rx) = oneshot::channel();
         let (exited_tx, exited_rx) = oneshot::channel();
         inner

@@ -32,7 +32,13 @@ fn plan_for(sb: &LinuxSandbox, dir: &std::path::Path) -> (Plan, Option<OwnedFd>,
 
 fn request(argv: &[&str]) -> LaunchRequest {
     let env = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
-    LaunchRequest { argv: argv.iter().map(|s| s.to_string()).collect(), env, stdin: false, cgroups: Vec::new() }
+    LaunchRequest {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        env,
+        stdin: false,
+        cgroups: Vec::new(),
+        ahead: Vec::new(),
+    }
 }
 
 fn running(pid: u32) -> bool {
@@ -703,4 +709,70 @@ async fn a_prepared_commands_control_group_holds_its_init_and_is_removed_when_it
     }
     assert!(keeper.prepared_starts() >= 9, "{}", keeper.prepared_starts());
     keeper.close();
+}
+
+/// The pids group a command printed (`grep pids /proc/self/cgroup` first), as a directory.
+fn pids_group(stdout: &str) -> std::path::PathBuf {
+    let group = stdout.lines().next().and_then(|l| l.rsplit(':').next()).unwrap_or_default();
+    std::path::Path::new("/sys/fs/cgroup/pids").join(group.trim_start_matches('/'))
+}
+
+/// The process prepared for the next command joins that command's control group (made ahead by
+/// the library) while it waits, so the move, which can wait for an RCU grace period when moves
+/// are rare, is not on the command's path; the command then runs in that group, as its init.
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn the_process_prepared_for_the_next_command_waits_in_that_commands_control_group() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: control groups need root");
+        return;
+    }
+    let (_d, sb, cwd, keeper) = session().await;
+    sb.run(req(&cwd, "true"), None).await.unwrap();
+    for _ in 0..3 {
+        let ahead = keeper.ahead();
+        wait_until("the prepared process joined the group made ahead", || {
+            ahead.made().is_some_and(|(_, pids)| pids.len() == 1)
+        });
+        let (dir, _) = ahead.made().unwrap();
+        let r = sb.run(req(&cwd, "grep pids /proc/self/cgroup; echo $$"), None).await.unwrap();
+        assert_eq!(pids_group(&r.stdout), dir, "{r:?}");
+        assert_eq!(r.stdout.lines().nth(1), Some("1"), "{r:?}");
+        assert!(!dir.exists(), "{} is left after the command", dir.display());
+    }
+    assert_eq!(keeper.prepared_starts(), 3);
+    keeper.close();
+}
+
+/// A prepared process that joined groups made for another command than the one that comes is
+/// not used: that command gets a fresh process, in its own group alone.
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_process_prepared_in_groups_made_for_another_command_is_not_used() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: control groups need root");
+        return;
+    }
+    use crate::shell::exec::cgroup::Cgroup;
+    let (_d, sb, cwd) = fixture();
+    let k = Keeper::start(false).unwrap();
+    let (made, other) = (Cgroup::create().unwrap(), Cgroup::create().unwrap());
+    let mut first = request(&["true"]);
+    first.ahead = vec![made.procs_path()];
+    let (plan, userns, trees) = plan_for(&sb, &cwd);
+    k.spawn(first, plan, userns, trees, Vec::new(), &[]).await.unwrap().exit.await.unwrap();
+    let procs = |g: &Cgroup| g.get("cgroup.procs").unwrap_or_default().lines().count();
+    wait_until("the prepared process joined the group made ahead", || procs(&made) == 1);
+    let mut second = request(&["sh", "-c", "grep pids /proc/self/cgroup"]);
+    second.cgroups = vec![other.procs_path()];
+    let (plan, userns, trees) = plan_for(&sb, &cwd);
+    let l = k.spawn(second, plan, userns, trees, Vec::new(), &[]).await.unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut std::fs::File::from(l.stdout), &mut out).unwrap();
+    l.exit.await.unwrap();
+    assert_eq!(k.prepared_starts(), 0, "the process prepared in another command's group was used");
+    let other_dir = other.procs_path().to_str().unwrap().trim_end_matches("/cgroup.procs").to_string();
+    assert_eq!(pids_group(&out).to_str().unwrap(), other_dir, "{out}");
+    wait_until("the discarded process left the group made ahead", || procs(&made) == 0);
+    k.close();
 }

@@ -100,6 +100,45 @@ mod imp {
         }
     }
 
+    /// The groups made for a launcher's next command (LinuxSandbox's keeper), so that the process
+    /// it prepares for that command joins them while it waits: a move into a group can wait for
+    /// an RCU grace period (milliseconds) when the last move is not recent, as between an agent's
+    /// commands. One at a time, with the pids limit it was made with.
+    #[derive(Default)]
+    pub struct Ahead(std::sync::Mutex<Option<(Option<u64>, Cgroup)>>);
+
+    impl Ahead {
+        /// The group made ahead, for a command with this pids limit; `None` when there is none
+        /// for it (one made for another limit is dropped).
+        pub fn take(&self, pids_max: Option<u64>) -> Option<Cgroup> {
+            let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.take() {
+                Some((made_for, group)) if made_for == pids_max => Some(group),
+                _ => None,
+            }
+        }
+
+        /// Makes the next command's group, with its pids limit, and keeps it: its `cgroup.procs`.
+        pub fn make(&self, pids_max: Option<u64>) -> Option<CString> {
+            let group = Cgroup::create()?;
+            if let Some(n) = pids_max {
+                if !group.set("pids.max", &n.to_string()) {
+                    return None;
+                }
+            }
+            let procs = group.procs_path();
+            *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((pids_max, group));
+            Some(procs)
+        }
+
+        /// The group made ahead, if any: its directory and the processes in it.
+        #[cfg(test)]
+        pub fn made(&self) -> Option<(PathBuf, Vec<i32>)> {
+            let slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            slot.as_ref().map(|(_, g)| (g.dir.clone(), g.pids()))
+        }
+    }
+
     /// In the child, between fork and exec: moves the calling process into the group. Only
     /// async-signal-safe calls (open, write, close).
     pub fn join_in_child(procs: &CString) -> std::io::Result<()> {
@@ -120,4 +159,4 @@ mod imp {
 }
 
 #[cfg(target_os = "linux")]
-pub use imp::{join_in_child, Cgroup, HIERARCHIES};
+pub use imp::{join_in_child, Ahead, Cgroup, HIERARCHIES};

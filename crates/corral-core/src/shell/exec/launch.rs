@@ -17,6 +17,9 @@ pub struct LaunchRequest {
     pub stdin: bool,
     /// Control groups' `cgroup.procs` the command's first process joins before anything else.
     pub cgroups: Vec<CString>,
+    /// The groups made for the launcher's next command (`cgroup::Ahead`): a process prepared for
+    /// it joins them while it waits.
+    pub ahead: Vec<CString>,
 }
 
 /// What the launcher gives back once the command's exec succeeded.

@@ -317,10 +317,11 @@ async fn spawn_launched(
     env: &BTreeMap<String, String>,
     stdin: bool,
     cgroups: Vec<std::ffi::CString>,
+    ahead: Vec<std::ffi::CString>,
 ) -> Result<Started> {
     use tokio::net::unix::pipe;
     let argv = vec!["sh".to_string(), "-c".to_string(), command.to_string()];
-    let req = super::launch::LaunchRequest { argv, env: env.clone(), stdin, cgroups };
+    let req = super::launch::LaunchRequest { argv, env: env.clone(), stdin, cgroups, ahead };
     let l = launch(req).await.map_err(|e| Error::new(Code::Io, format!("Could not start the command: {e}")))?;
     let io = |e: std::io::Error| Error::new(Code::Io, format!("Could not start the command: {e}"));
     let stdin = match l.stdin {
@@ -378,6 +379,9 @@ pub struct Isolation {
     /// Another process starts the command (LinuxSandbox's keeper) instead of a fork of this one.
     #[cfg(unix)]
     pub launch: Option<super::launch::Launcher>,
+    /// Where the launcher's commands take their control group from, made ahead (`cgroup::Ahead`).
+    #[cfg(target_os = "linux")]
+    pub ahead: Option<Arc<super::cgroup::Ahead>>,
 }
 
 /// `run_shell_command` with a sandbox's set-up in the child.
@@ -407,7 +411,11 @@ pub async fn run_shell_command_with(
     // Its own control group where one can be made: a timeout or an abort then kills every process
     // it started, also those that left its process group.
     #[cfg(target_os = "linux")]
-    let cgroup = crate::shell::exec::cgroup::Cgroup::create();
+    let cgroup = isolation
+        .ahead
+        .as_ref()
+        .and_then(|a| a.take(isolation.pids_max))
+        .or_else(crate::shell::exec::cgroup::Cgroup::create);
     #[cfg(target_os = "linux")]
     if let Some(group) = &cgroup {
         if let Some(n) = isolation.pids_max {
@@ -431,9 +439,15 @@ pub async fn run_shell_command_with(
         Some(launch) => {
             #[cfg(target_os = "linux")]
             let cgroups: Vec<std::ffi::CString> = cgroup.iter().map(|g| g.procs_path()).collect();
+            // The next command's group, where this one has one.
+            #[cfg(target_os = "linux")]
+            let ahead: Vec<std::ffi::CString> = match (&cgroup, &isolation.ahead) {
+                (Some(_), Some(a)) => a.make(isolation.pids_max).into_iter().collect(),
+                _ => Vec::new(),
+            };
             #[cfg(not(target_os = "linux"))]
-            let cgroups = Vec::new();
-            spawn_launched(launch, command, env, stdin.is_some() || input.is_some(), cgroups).await?
+            let (cgroups, ahead) = (Vec::new(), Vec::new());
+            spawn_launched(launch, command, env, stdin.is_some() || input.is_some(), cgroups, ahead).await?
         }
         // A command that joins its group first starts without a fork of this process (`spawn.rs`).
         #[cfg(target_os = "linux")]
