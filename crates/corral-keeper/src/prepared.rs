@@ -4,13 +4,15 @@
 //! plan: it makes the namespaces and the view, hardens itself (capabilities, Landlock, seccomp)
 //! and waits. When the next command comes with a plan that is the same byte for byte, its
 //! descriptors open on the same objects (the same directories, the same user namespace), the
-//! keeper hands the waiting init the command's program, environment and streams, and it runs. The
-//! init is in the command's control groups by then: the library made them ahead and named them
-//! with the command before (`Run::ahead`), and the keeper moved the init into them as soon as it
-//! learnt its pid — a move the kernel may make wait for an RCU grace period, milliseconds, when
+//! keeper hands the waiting init the command's program, environment and streams, and it runs.
+//! Anything else, and the prepared process is dropped and the command started as before; so it is
+//! when the prepared process is not ready within `READY_WAIT_MS`.
+//!
+//! The init is in the command's control groups by then: the library made them ahead and named
+//! them with the command before (`Run::ahead`), and the keeper moved the init into them as soon as
+//! it learnt its pid — a move the kernel may make wait for an RCU grace period, milliseconds, when
 //! the last move is not recent, as between an agent's commands. A command whose groups are not
-//! those gets a fresh process. Anything else, and the prepared process is dropped and the command started as
-//! before; so it is when the prepared process is not ready within `READY_WAIT_MS`.
+//! those gets a fresh process.
 //!
 //! A prepared view is only as good as when it was made. Before one is used, the keeper looks
 //! into it (`/proc/<pid>/mountinfo` and `/proc/<pid>/root`): each path the view covers — the
