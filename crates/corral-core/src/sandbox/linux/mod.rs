@@ -260,11 +260,18 @@ impl LinuxSandbox {
                 missing.join(", ")
             )));
         }
-        let wants_cgroup = options.limits.pids.is_some() || options.limits.memory_bytes.is_some();
-        if wants_cgroup && !options.allow_weaker && !cgroup_writable() {
-            return Err(Error::config(
-                "LinuxSandbox: limits.pids and limits.memoryBytes need a writable control group (cgroup v1 pids/memory or v2); pass allowWeaker: true to fall back to per-process limits.",
-            ));
+        let mut unenforced = Vec::new();
+        if options.limits.pids.is_some() && !pids_group_writable() {
+            unenforced.push("limits.pids needs a control group with the pids controller (cgroup v1, or v2 where the controller is enabled)");
+        }
+        if options.limits.memory_bytes.is_some() && !memory_group_writable() {
+            unenforced.push("limits.memoryBytes needs a group of cgroup v1's memory controller");
+        }
+        if !unenforced.is_empty() && !options.allow_weaker {
+            return Err(Error::config(format!(
+                "LinuxSandbox: {}, which cannot be made here; pass allowWeaker: true to fall back to per-process limits.",
+                unenforced.join(", and ")
+            )));
         }
         let userns = if probe.root { root_namespace(&options)? } else { None };
         if options.overlay {
@@ -618,9 +625,15 @@ fn root_namespace(options: &LinuxSandboxOptions) -> Result<Option<OwnedFd>> {
     Ok(Some(ns))
 }
 
-/// Whether a control group can be made here (the one made is removed when dropped).
-fn cgroup_writable() -> bool {
-    Cgroup::create().is_some()
+/// Whether `limits.pids` can be enforced here: a control group with a `pids.max` can be made
+/// (the one made is removed when dropped).
+fn pids_group_writable() -> bool {
+    Cgroup::create().is_some_and(|g| g.get("pids.max").is_some())
+}
+
+/// Whether `limits.memoryBytes` can be: a group of cgroup v1's memory controller can be made.
+fn memory_group_writable() -> bool {
+    Cgroup::create_in("/sys/fs/cgroup/memory").is_some()
 }
 
 #[async_trait]

@@ -16,11 +16,39 @@ mod imp {
     use std::time::Duration;
 
     /// The hierarchies tried, in order: where the pids controller (v1) or the unified tree is
-    /// mounted on this machine.
-    const PARENTS: [&str; 2] = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"];
+    /// mounted on this machine — beside v1's (`unified`), or alone at the top where a host has
+    /// cgroup v2 only (there `/sys/fs/cgroup` itself is a cgroup, with a `cgroup.procs`).
+    const PARENTS: [&str; 3] = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", V2_ROOT];
     /// Every hierarchy a group of this process may be made in (`PARENTS`, and the memory
     /// controller LinuxSandbox's `memoryBytes` uses): the owner guard empties them all.
-    pub const HIERARCHIES: [&str; 3] = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory"];
+    pub const HIERARCHIES: [&str; 4] =
+        ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/sys/fs/cgroup/memory"];
+
+    const V2_ROOT: &str = "/sys/fs/cgroup";
+
+    /// Whether a group made at the top of a cgroup v2 tree takes a process (checked once, with a
+    /// child moved into one): a tree where a group can be made but not joined (a threaded
+    /// subtree, a namespace that hides the mover's own group) would fail every command's start,
+    /// so there no group is made and only the process group is killed, as without cgroups.
+    fn v2_root_takes_processes() -> bool {
+        static TAKES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *TAKES.get_or_init(|| {
+            let Some(group) = Cgroup::create_in(V2_ROOT) else { return false };
+            let Ok(mut child) = std::process::Command::new("sleep")
+                .arg("10")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+            else {
+                return false;
+            };
+            let moved = std::fs::write(group.dir.join("cgroup.procs"), child.id().to_string()).is_ok();
+            let _ = child.kill();
+            let _ = child.wait();
+            moved
+        })
+    }
 
     pub struct Cgroup {
         dir: PathBuf,
@@ -30,7 +58,7 @@ mod imp {
     impl Cgroup {
         /// A new, empty group for one command, or `None` where none can be made.
         pub fn create() -> Option<Cgroup> {
-            PARENTS.iter().find_map(|p| Cgroup::create_in(p))
+            PARENTS.iter().filter(|p| **p != V2_ROOT || v2_root_takes_processes()).find_map(|p| Cgroup::create_in(p))
         }
 
         /// A new group under `parent` (a cgroup directory), or `None`.

@@ -208,6 +208,52 @@ async fn a_timeout_kills_processes_that_left_the_group_where_a_control_group_can
     assert!(!shell.root().join("escaped2").exists(), "a setpgrp process survived the timeout");
 }
 
+/// A host with cgroup v2 alone (most distributions now): `/sys/fs/cgroup` is the unified tree,
+/// and there is no `pids` or `unified` below it. The test runs itself again where it is so: in a
+/// mount namespace of its own, the unified tree mounted over `/sys/fs/cgroup`.
+#[cfg(target_os = "linux")]
+#[test]
+#[ignore = "needs a writable control group: scripts/test.sh runs it as root"]
+fn a_timeout_kills_processes_that_left_the_group_on_a_host_with_cgroup_v2_alone() {
+    const INNER: &str = "CORRAL_CGROUP_V2_INNER";
+    if std::env::var_os(INNER).is_some() {
+        assert!(!std::path::Path::new("/sys/fs/cgroup/pids").exists(), "v1's pids hierarchy is still mounted");
+        let group = crate::shell::exec::cgroup::Cgroup::create().expect("a group in the v2 tree");
+        assert!(group.procs_path().to_str().unwrap().starts_with("/sys/fs/cgroup/corral-"), "{:?}", group.procs_path());
+        drop(group);
+        let (_d, shell) = root();
+        let mut o = opts();
+        o.timeout_ms = Some(300);
+        let r = tokio::runtime::Runtime::new().unwrap().block_on(shell.exec(LEAVERS, o)).unwrap();
+        assert!(r.timed_out && r.every_process_killed, "{r:?}");
+        std::thread::sleep(Duration::from_millis(2000));
+        assert!(!shell.root().join("escaped1").exists(), "a setsid process survived the timeout");
+        assert!(!shell.root().join("escaped2").exists(), "a setpgrp process survived the timeout");
+        return;
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting the cgroup tree needs root");
+        return;
+    }
+    let name = "shell::exec::tests::a_timeout_kills_processes_that_left_the_group_on_a_host_with_cgroup_v2_alone";
+    let out = std::process::Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mount -t cgroup2 none /sys/fs/cgroup && exec \"$0\" \"$@\"",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--ignored", "--test-threads=1"])
+        .env(INNER, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("1 passed"), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test]
 #[ignore = "needs a writable control group: scripts/test.sh runs it as root"]
