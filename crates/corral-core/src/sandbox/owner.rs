@@ -118,9 +118,10 @@ mod os {
         created(unsafe { GetCurrentProcess() })
     }
 
-    /// Whether process `pid`, created at `start`, still runs. Only a pid Windows says is no
-    /// process, or one created at another time or ended, is not running: a process this one may
-    /// not open (another user's) counts as running.
+    /// Whether process `pid`, created at `start`, may still run. Only a pid Windows says is no
+    /// process, or one it says was created at another time or has ended, is not running: a
+    /// process this one may not open (another user's), or whose times it cannot read, counts as
+    /// running.
     pub fn runs(pid: u32, start: u64) -> bool {
         // SAFETY: the handle is closed below; the calls only read.
         unsafe {
@@ -129,10 +130,10 @@ mod os {
                 return GetLastError() != ERROR_INVALID_PARAMETER;
             }
             let mut code = 0u32;
-            let running =
-                created(h) == Some(start) && GetExitCodeProcess(h, &mut code) != 0 && code == STILL_ACTIVE as u32;
+            let other = created(h).is_some_and(|t| t != start);
+            let ended = GetExitCodeProcess(h, &mut code) != 0 && code != STILL_ACTIVE as u32;
             CloseHandle(h);
-            running
+            !(other || ended)
         }
     }
 }
