@@ -15,39 +15,76 @@ mod imp {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
 
-    /// The hierarchies tried, in order: where the pids controller (v1) or the unified tree is
-    /// mounted on this machine — beside v1's (`unified`), or alone at the top where a host has
-    /// cgroup v2 only (there `/sys/fs/cgroup` itself is a cgroup, with a `cgroup.procs`).
-    const PARENTS: [&str; 3] = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", V2_ROOT];
-    /// Every hierarchy a group of this process may be made in (`PARENTS`, and the memory
+    /// v1's pids hierarchy, and a hybrid host's v2 tree beside it.
+    const V1_PIDS: &str = "/sys/fs/cgroup/pids";
+    const UNIFIED: &str = "/sys/fs/cgroup/unified";
+
+    /// The parents tried, in order: v1's pids hierarchy, a hybrid host's v2 tree, and on a host
+    /// with cgroup v2 alone this process's own group (`v2_parent`).
+    fn parents() -> impl Iterator<Item = &'static str> {
+        [V1_PIDS, UNIFIED].into_iter().chain(v2_parent())
+    }
+
+    /// Every hierarchy a group of this process may be made in (`parents`, and the memory
     /// controller LinuxSandbox's `memoryBytes` uses): the owner guard empties them all.
-    pub const HIERARCHIES: [&str; 4] =
-        ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/sys/fs/cgroup/memory"];
+    pub fn hierarchies() -> Vec<&'static str> {
+        parents().chain(["/sys/fs/cgroup/memory"]).collect()
+    }
 
-    const V2_ROOT: &str = "/sys/fs/cgroup";
+    /// On a host with cgroup v2 alone (`/sys/fs/cgroup` is the tree's top): this process's own
+    /// group (`0::<path>` in `/proc/self/cgroup`). Commands' groups are made below it, so they
+    /// stay within the limits and the accounting of the unit or container Node runs in. Checked
+    /// once to take a process (a child moved into a group made there): where a group can be made
+    /// but not joined (a threaded subtree, a namespace that hides the mover's own group), every
+    /// command's start would fail, so none is made and only the process group is killed, as
+    /// without cgroups. The check blocks for as long as one move takes, once per process.
+    fn v2_parent() -> Option<&'static str> {
+        static PARENT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        PARENT
+            .get_or_init(|| {
+                if !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+                    return None;
+                }
+                let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+                let own = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+                if !own.starts_with('/') || own.split('/').any(|c| c == "..") {
+                    return None;
+                }
+                let parent = format!("/sys/fs/cgroup{}", own.trim_end_matches('/'));
+                takes_processes(&parent).then_some(parent)
+            })
+            .as_deref()
+    }
 
-    /// Whether a group made at the top of a cgroup v2 tree takes a process (checked once, with a
-    /// child moved into one): a tree where a group can be made but not joined (a threaded
-    /// subtree, a namespace that hides the mover's own group) would fail every command's start,
-    /// so there no group is made and only the process group is killed, as without cgroups.
-    fn v2_root_takes_processes() -> bool {
-        static TAKES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *TAKES.get_or_init(|| {
-            let Some(group) = Cgroup::create_in(V2_ROOT) else { return false };
-            let Ok(mut child) = std::process::Command::new("sleep")
-                .arg("10")
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-            else {
-                return false;
-            };
-            let moved = std::fs::write(group.dir.join("cgroup.procs"), child.id().to_string()).is_ok();
-            let _ = child.kill();
-            let _ = child.wait();
-            moved
-        })
+    /// Whether a group made under `parent` takes a process: a child (`sh` waiting on its input)
+    /// is moved into one, then ended.
+    fn takes_processes(parent: &str) -> bool {
+        let Some(group) = Cgroup::create_in(parent) else { return false };
+        let Ok(mut child) = std::process::Command::new("/bin/sh")
+            .args(["-c", "read _"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        else {
+            return false;
+        };
+        let moved = std::fs::write(group.dir.join("cgroup.procs"), child.id().to_string()).is_ok();
+        let _ = child.kill();
+        let _ = child.wait();
+        moved
+    }
+
+    /// Groups whose removal failed while processes were still in them (a command's background
+    /// process, a prepared process): tried again whenever a group is made, so that one left
+    /// empty later is removed then. At most `LEFT_MAX`; past it the oldest are left to the
+    /// owner guard, which removes them when this process ends.
+    static LEFT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    const LEFT_MAX: usize = 256;
+
+    fn sweep_left() {
+        let mut left = LEFT.lock().unwrap_or_else(|p| p.into_inner());
+        left.retain(|dir| matches!(std::fs::remove_dir(dir), Err(e) if e.kind() != std::io::ErrorKind::NotFound));
     }
 
     pub struct Cgroup {
@@ -58,7 +95,7 @@ mod imp {
     impl Cgroup {
         /// A new, empty group for one command, or `None` where none can be made.
         pub fn create() -> Option<Cgroup> {
-            PARENTS.iter().filter(|p| **p != V2_ROOT || v2_root_takes_processes()).find_map(|p| Cgroup::create_in(p))
+            parents().find_map(Cgroup::create_in)
         }
 
         /// A new group under `parent` (a cgroup directory), or `None`.
@@ -69,6 +106,7 @@ mod imp {
             if !base.join("cgroup.procs").exists() {
                 return None;
             }
+            sweep_left();
             let dir = base.join(format!("corral-{}-{n}", std::process::id()));
             std::fs::create_dir(&dir).ok()?;
             let procs = dir.join("cgroup.procs");
@@ -123,8 +161,14 @@ mod imp {
     impl Drop for Cgroup {
         fn drop(&mut self) {
             // Fails while processes remain (a normal exit leaves background processes running,
-            // as Node does); the empty directory is then left for the system.
-            let _ = std::fs::remove_dir(&self.dir);
+            // as Node does): tried again later (`LEFT`).
+            if std::fs::remove_dir(&self.dir).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound) {
+                let mut left = LEFT.lock().unwrap_or_else(|p| p.into_inner());
+                if left.len() >= LEFT_MAX {
+                    left.remove(0);
+                }
+                left.push(std::mem::take(&mut self.dir));
+            }
         }
     }
 
@@ -187,4 +231,4 @@ mod imp {
 }
 
 #[cfg(target_os = "linux")]
-pub use imp::{join_in_child, Ahead, Cgroup, HIERARCHIES};
+pub use imp::{hierarchies, join_in_child, Ahead, Cgroup};

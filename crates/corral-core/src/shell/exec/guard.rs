@@ -76,7 +76,7 @@ rm -rf "$d"
                 let mut cmd = Command::new("/bin/sh");
                 cmd.arg("-c").arg(SCRIPT).arg("corral-guard").arg(std::process::id().to_string());
                 #[cfg(target_os = "linux")]
-                cmd.args(super::super::cgroup::HIERARCHIES);
+                cmd.args(super::super::cgroup::hierarchies());
                 // Its own group: a command that kills its group, or a terminal's ^C, leaves it be.
                 let mut child = cmd
                     .process_group(0)

@@ -209,7 +209,8 @@ async fn a_timeout_kills_processes_that_left_the_group_where_a_control_group_can
 }
 
 /// A host with cgroup v2 alone (most distributions now): `/sys/fs/cgroup` is the unified tree,
-/// and there is no `pids` or `unified` below it. The test runs itself again where it is so: in a
+/// and there is no `pids` or `unified` below it. A command's group is made below this process's
+/// own. The test runs itself again where it is so: in a
 /// mount namespace of its own, the unified tree mounted over `/sys/fs/cgroup`.
 #[cfg(target_os = "linux")]
 #[test]
@@ -218,8 +219,12 @@ fn a_timeout_kills_processes_that_left_the_group_on_a_host_with_cgroup_v2_alone(
     const INNER: &str = "CORRAL_CGROUP_V2_INNER";
     if std::env::var_os(INNER).is_some() {
         assert!(!std::path::Path::new("/sys/fs/cgroup/pids").exists(), "v1's pids hierarchy is still mounted");
+        // Below this process's own group, as /proc/self/cgroup names it.
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap().trim().trim_end_matches('/').to_string();
         let group = crate::shell::exec::cgroup::Cgroup::create().expect("a group in the v2 tree");
-        assert!(group.procs_path().to_str().unwrap().starts_with("/sys/fs/cgroup/corral-"), "{:?}", group.procs_path());
+        let at = group.procs_path().to_str().unwrap().to_string();
+        assert!(at.starts_with(&format!("/sys/fs/cgroup{own}/corral-")), "{at} is not below {own}");
         drop(group);
         let (_d, shell) = root();
         let mut o = opts();
