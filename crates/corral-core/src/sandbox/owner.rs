@@ -52,7 +52,7 @@ mod os {
     use windows_sys::Win32::System::Registry::{
         RegGetValueW, HKEY_LOCAL_MACHINE, RRF_RT_REG_SZ, RRF_SUBKEY_WOW6464KEY,
     };
-    use windows_sys::Win32::System::SystemInformation::{ComputerNameDnsHostname, GetComputerNameExW};
+    use windows_sys::Win32::System::SystemInformation::{ComputerNameDnsHostname, GetComputerNameExW, GetTickCount64};
     use windows_sys::Win32::System::Threading::{
         GetCurrentProcess, GetExitCodeProcess, GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
     };
@@ -67,8 +67,18 @@ mod os {
         (!s.is_empty()).then_some(s)
     }
 
-    /// The machine's GUID (`HKLM\SOFTWARE\Microsoft\Cryptography\MachineGuid`).
+    /// The machine's GUID (`HKLM\SOFTWARE\Microsoft\Cryptography\MachineGuid`) and when it
+    /// booted, in tens of seconds (machines cloned with one GUID and name boot apart). A boot time
+    /// read across a boundary, or after the clock was set, differs: then nothing is taken for
+    /// dead, never the reverse.
     pub fn boot_id() -> Option<String> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64;
+        // SAFETY: a raw call without arguments.
+        let up = unsafe { GetTickCount64() };
+        Some(format!("{}-{}", machine_guid()?, now.checked_sub(up)? / 10_000))
+    }
+
+    fn machine_guid() -> Option<String> {
         let (key, value) = (wide("SOFTWARE\\Microsoft\\Cryptography"), wide("MachineGuid"));
         let mut buf = [0u16; 128];
         let mut size = std::mem::size_of_val(&buf) as u32;
