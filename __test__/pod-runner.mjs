@@ -41,7 +41,14 @@ function reader(socket, onLine, onFrame) {
       lineRead = true;
       const line = buf.subarray(0, nl).toString();
       buf = buf.subarray(nl + 1);
-      onLine(JSON.parse(line));
+      let head;
+      try {
+        head = JSON.parse(line);
+      } catch {
+        socket.destroy();
+        return;
+      }
+      onLine(head);
     }
     while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
       const n = buf.readUInt32BE(1);
@@ -144,6 +151,9 @@ function linuxPath(windowsPath) {
   return dir;
 }
 
+/** The process groups of the commands this runner started (each a session of its own). */
+const groups = new Set();
+
 function serve(socket) {
   socket.on('error', () => {});
   let child;
@@ -162,25 +172,37 @@ function serve(socket) {
         if (child.pid === undefined) socket.end(`${JSON.stringify({ error: e.message })}\n`);
       });
       if (child.pid === undefined) return;
+      groups.add(child.pid);
       socket.write(`${JSON.stringify({ pid: child.pid })}\n`);
       child.stdout.on('data', (d) => send(1, d));
       child.stderr.on('data', (d) => send(2, d));
       child.on('close', (code, signal) => {
+        groups.delete(child.pid);
         send(3, JSON.stringify({ code, signal }));
         socket.end();
       });
     },
     (ch, data) => {
-      if (ch === 0) child?.stdin.write(data);
-      else if (ch === 255) child?.stdin.end();
+      if (ch === 0) child?.stdin?.write(data);
+      else if (ch === 255) child?.stdin?.end();
     },
   );
   socket.on('close', () => {
-    if (child && !child.stdin.writableEnded) child.stdin.end();
+    if (child?.stdin && !child.stdin.writableEnded) child.stdin.end();
   });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  // Stopped (windows-wine.sh's end): the pods' commands go with it, as a pod's go with the pod.
+  // (The fake's own close cannot reach them from Windows.)
+  process.on('SIGTERM', () => {
+    for (const g of groups) {
+      try {
+        process.kill(-g, 'SIGKILL');
+      } catch {}
+    }
+    process.exit(0);
+  });
   const server = net.createServer(serve);
   server.listen(0, '127.0.0.1', () => {
     writeFileSync(process.argv[2], String(server.address().port));
