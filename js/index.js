@@ -760,5 +760,5 @@ function shellOfNative(handle) {
 }
 
 Object.defineProperty(module.exports, Symbol.for('corral.internal'), {
-  value: Object.freeze({ native, optionData, functionsCallback, keep, shellOfNative, checkOptions, processRunner, fileOps, mcpPolicy: (shell, allow, deny, clientApproves) => new native.NativeMcpPolicy(nativeShell(shell), allow, deny, clientApproves), applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, sandboxRoot: native.sandboxRoot, sessionStreams: native.sessionStreams(), imageMediaType: native.imageMediaType, FS_METHODS, withSignal, asBuffer }),
+  value: Object.freeze({ native, optionData, functionsCallback, keep, shellOfNative, checkOptions, processRunner, fileOps, mcpPolicy: (shell, allow, deny, clientApproves) => new native.NativeMcpPolicy(nativeShell(shell), allow, deny, clientApproves), applyV4aDiff: native.applyV4aDiff, sandboxPath: native.sandboxPath, sandboxRoot: native.sandboxRoot, sessionStreams: native.sessionStreams, imageMediaType: native.imageMediaType, FS_METHODS, withSignal, asBuffer }),
 });

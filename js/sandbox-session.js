@@ -12,7 +12,7 @@ const internal = require('./index.js')[Symbol.for('corral.internal')];
 const SESSION = 'sandbox';
 // How a spawned command's output is streamed, as the core bounds it: what a process keeps of each
 // stream between two reads, how long one read waits, and what a stream queues for its reader.
-const { keepBytes: KEEP_BYTES, readWaitMs: READ_WAIT_MS, queueBytes: STREAM_QUEUE_BYTES } = internal.sessionStreams;
+const { keepBytes: KEEP_BYTES, readWaitMs: READ_WAIT_MS, queueBytes: STREAM_QUEUE_BYTES } = internal.sessionStreams();
 
 /**
  * `path` as the workspace path the provider is given: see docs/integrations.md, "The SDKs' own sandboxes".
