@@ -175,6 +175,31 @@ pub struct ProcessRead {
     pub aborted: bool,
 }
 
+impl ProcessRead {
+    /// What a read gives back: the bytes, what was cut, and the end (`None` while it runs).
+    fn new(
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        cut: u64,
+        ended: Option<corral_core::shell::ExecResult>,
+        note: Option<String>,
+    ) -> ProcessRead {
+        let running = ended.is_none();
+        let ended = ended.unwrap_or_default();
+        ProcessRead {
+            running,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            cut: cut as f64,
+            exit_code: ended.exit_code,
+            signal: ended.signal,
+            note,
+            timed_out: ended.timed_out,
+            aborted: ended.aborted,
+        }
+    }
+}
+
 #[napi]
 pub struct NativeShellTool {
     shell: Arc<dyn ShellProvider>,
@@ -277,17 +302,7 @@ impl NativeShellTool {
             let procs = procs.ok_or_else(|| corral_core::Error::config("runProcess needs background: true."))?;
             let id = process_tools::spawn(shell, &opts, &procs, &command, &request, &session).await?;
             let r = procs.run_to_end(&session, &id, cancel.as_ref()).await?;
-            Ok(ProcessRead {
-                running: false,
-                stdout: r.stdout.into(),
-                stderr: r.stderr.into(),
-                cut: 0.0,
-                exit_code: r.ended.exit_code,
-                signal: r.ended.signal,
-                note: r.note,
-                timed_out: r.ended.timed_out,
-                aborted: r.ended.aborted,
-            })
+            Ok(ProcessRead::new(r.stdout, r.stderr, 0, Some(r.ended), r.note))
         })
     }
 
@@ -309,19 +324,8 @@ impl NativeShellTool {
             let procs = procs.ok_or_else(|| corral_core::Error::config("readProcess needs background: true."))?;
             // Bytes for a stream: a cut is counted (`cut`), never text spliced into them.
             let r = procs.read(&session, &id, u64::from(wait_ms), cancel.as_ref(), false).await?;
-            let (note, running) = (r.note(), r.ended.is_none());
-            let ended = r.ended.unwrap_or_default();
-            Ok(ProcessRead {
-                running,
-                stdout: r.stdout.into(),
-                stderr: r.stderr.into(),
-                cut: r.cut as f64,
-                exit_code: ended.exit_code,
-                signal: ended.signal,
-                note,
-                timed_out: ended.timed_out,
-                aborted: ended.aborted,
-            })
+            let note = r.note();
+            Ok(ProcessRead::new(r.stdout, r.stderr, r.cut, r.ended, note))
         })
     }
 
