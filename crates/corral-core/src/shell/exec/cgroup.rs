@@ -172,34 +172,24 @@ mod imp {
         }
     }
 
-    /// The groups made for a launcher's next command (LinuxSandbox's keeper), so that the process
-    /// it prepares for that command joins them while it waits: a move into a group can wait for
-    /// an RCU grace period (milliseconds) when the last move is not recent, as between an agent's
-    /// commands. One at a time, with the pids limit it was made with.
+    /// The group made for a launcher's next command (LinuxSandbox's keeper), so that the process
+    /// it prepares for that command joins it while it waits: a move into a group can wait for an
+    /// RCU grace period (milliseconds) when the last move is not recent, as between an agent's
+    /// commands. One at a time; the command that takes it sets its limits, as on a fresh group.
     #[derive(Default)]
-    pub struct Ahead(std::sync::Mutex<Option<(Option<u64>, Cgroup)>>);
+    pub struct Ahead(std::sync::Mutex<Option<Cgroup>>);
 
     impl Ahead {
-        /// The group made ahead, for a command with this pids limit; `None` when there is none
-        /// for it (one made for another limit is dropped).
-        pub fn take(&self, pids_max: Option<u64>) -> Option<Cgroup> {
-            let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            match slot.take() {
-                Some((made_for, group)) if made_for == pids_max => Some(group),
-                _ => None,
-            }
+        /// The group made ahead, if any.
+        pub fn take(&self) -> Option<Cgroup> {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
         }
 
-        /// Makes the next command's group, with its pids limit, and keeps it: its `cgroup.procs`.
-        pub fn make(&self, pids_max: Option<u64>) -> Option<CString> {
+        /// Makes the next command's group and keeps it: its `cgroup.procs`.
+        pub fn make(&self) -> Option<CString> {
             let group = Cgroup::create()?;
-            if let Some(n) = pids_max {
-                if !group.set("pids.max", &n.to_string()) {
-                    return None;
-                }
-            }
             let procs = group.procs_path();
-            *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((pids_max, group));
+            *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(group);
             Some(procs)
         }
 
@@ -207,7 +197,7 @@ mod imp {
         #[cfg(test)]
         pub fn made(&self) -> Option<(PathBuf, Vec<i32>)> {
             let slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            slot.as_ref().map(|(_, g)| (g.dir.clone(), g.pids()))
+            slot.as_ref().map(|g| (g.dir.clone(), g.pids()))
         }
     }
 

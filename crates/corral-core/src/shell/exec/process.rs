@@ -408,14 +408,11 @@ pub async fn run_shell_command_with(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // Its own control group where one can be made: a timeout or an abort then kills every process
-    // it started, also those that left its process group.
+    // Its own control group where one can be made (made ahead where its launcher prepares
+    // commands): a timeout or an abort then kills every process it started, also those that left
+    // its process group.
     #[cfg(target_os = "linux")]
-    let cgroup = isolation
-        .ahead
-        .as_ref()
-        .and_then(|a| a.take(isolation.pids_max))
-        .or_else(crate::shell::exec::cgroup::Cgroup::create);
+    let cgroup = isolation.ahead.as_ref().and_then(|a| a.take()).or_else(crate::shell::exec::cgroup::Cgroup::create);
     #[cfg(target_os = "linux")]
     if let Some(group) = &cgroup {
         if let Some(n) = isolation.pids_max {
@@ -442,7 +439,7 @@ pub async fn run_shell_command_with(
             // The next command's group, where this one has one.
             #[cfg(target_os = "linux")]
             let ahead: Vec<std::ffi::CString> = match (&cgroup, &isolation.ahead) {
-                (Some(_), Some(a)) => a.make(isolation.pids_max).into_iter().collect(),
+                (Some(_), Some(a)) => a.make().into_iter().collect(),
                 _ => Vec::new(),
             };
             #[cfg(not(target_os = "linux"))]
