@@ -136,9 +136,61 @@ pub fn literals() -> Vec<&'static str> {
     out
 }
 
-/// The search for `literals()`: the packed (SIMD) searcher in its 16-bucket form where the CPU has
-/// it (AVX2), which tells these beginnings apart with far fewer false starts than the form the
-/// library picks for this many; the library's own choice elsewhere.
+/// `literals()` in the packed searcher's eight buckets: a place in the text is looked at closely
+/// (verified) when each of its first three bytes has, by nybbles, the byte of some pattern of one
+/// bucket, so patterns that share nybbles share a bucket. Chosen by counting, for each grouping,
+/// the places in Linux's C sources and in JavaScript packages that would be verified; a bucket of
+/// unrelated patterns made the search 1.5× slower. (The placement changes the speed only: any
+/// placement finds the same beginnings.)
+const BUCKETS: [&[&str]; 8] = [
+    &["-----", "A3T", "SG."],
+    &["AGE-SECRET-KEY-1", "ghu_", "pypi-", "ghp_"],
+    &["sk_live_", "rk_live_", "shp", "xapp-", "XAPP-"],
+    &["hooks.slack.com/", "dor_v1_", "dop_v1_", "doo_v1_", "hf_"],
+    &["github_pat_", "glp", "glrt-", "GR1348941"],
+    &["ACCA", "ASIA", "ABIA", "AKIA", "AIza"],
+    &["sk-", "xox"],
+    &["npm_", "gho_", "ghs_", "ghr_"],
+];
+
+/// The low nybbles of a pattern's first three bytes: the packed searcher puts patterns that have
+/// the same ones in one bucket.
+fn low_nybbles(p: &str) -> [u8; 3] {
+    let b = p.as_bytes();
+    [b[0] & 15, b[1] & 15, b[2] & 15]
+}
+
+/// `BUCKETS` as the list the packed searcher is given, in the order that puts each group in a
+/// bucket of its own. The searcher (aho-corasick's slim Teddy) puts pattern `id` in bucket
+/// `7 - id % 8`, or, when a pattern with the same low nybbles is placed already, in that one's
+/// bucket; a turn whose bucket has no pattern left takes a copy of one placed already (a copy
+/// only repeats a verification its original makes).
+pub fn placed() -> Vec<&'static str> {
+    let mut bucket_of: Vec<([u8; 3], usize)> = Vec::new();
+    let mut left: Vec<Vec<&'static str>> = BUCKETS.iter().map(|g| g.iter().rev().copied().collect()).collect();
+    let mut out: Vec<&'static str> = Vec::new();
+    while left.iter().any(|g| !g.is_empty()) {
+        // A pattern that shares nybbles with a placed one goes there whatever its turn.
+        let shared =
+            left.iter().position(|g| g.last().is_some_and(|p| bucket_of.iter().any(|b| b.0 == low_nybbles(p))));
+        if let Some(group) = shared {
+            out.extend(left[group].pop());
+            continue;
+        }
+        let turn = BUCKETS.len() - 1 - out.len() % BUCKETS.len();
+        match left[turn].pop() {
+            Some(p) => {
+                bucket_of.push((low_nybbles(p), turn));
+                out.push(p);
+            }
+            None => out.push(out[0]),
+        }
+    }
+    out
+}
+
+/// The search for `literals()`: the packed (SIMD) searcher in its 8-bucket form, given
+/// `placed()`; a plain automaton where the CPU has no vector instructions it can use.
 pub enum Literals {
     Packed(aho_corasick::packed::Searcher),
     Automaton(AhoCorasick),
@@ -150,10 +202,10 @@ impl Literals {
         let packed = Config::new()
             .match_kind(Kind::LeftmostFirst)
             .only_teddy(true)
-            .only_teddy_fat(Some(true))
+            .only_teddy_fat(Some(false))
             .heuristic_pattern_limits(false)
             .builder()
-            .extend(literals())
+            .extend(placed())
             .build();
         match packed {
             Some(s) => Literals::Packed(s),
@@ -266,6 +318,10 @@ pub fn tokens_and_open(text: &[u8]) -> (Vec<(usize, usize, &'static str)>, bool)
         let p = webhook_scheme(text, found, out.last().map_or(0, |t| t.1));
         // A run of dashes in a comment is no key block: only one that says BEGIN is tried.
         if text[p] == b'-' && !pem_mark_at(text, p, b"begin") {
+            // In a longer run of dashes, the next place a `-----BEGIN` may begin is five before
+            // its end (a separator line is one search, not one per dash).
+            let run = text[p..].iter().take_while(|&&b| b == b'-').count();
+            at = at.max((p + run).saturating_sub(5));
             continue;
         }
         let Some(hit) = c.start.find(&text[p..]) else {

@@ -301,6 +301,16 @@ fn the_search_looks_for_fewer_beginnings_and_each_prefix_begins_with_one() {
 }
 
 #[test]
+fn the_packed_search_is_given_every_beginning_and_nothing_else() {
+    let mut literals = super::rules::literals();
+    let mut placed = super::rules::placed();
+    literals.sort_unstable();
+    placed.sort_unstable();
+    placed.dedup();
+    assert_eq!(placed, literals);
+}
+
+#[test]
 fn a_run_of_lines_with_a_key_block_that_goes_on_past_it_is_not_redacted_alone() {
     let r = rules_only();
     let body: Vec<String> = (0..6).map(|i| fill(ALNUM, 64, i)).collect();
