@@ -29,6 +29,9 @@ function sandboxRoot(root) {
   return internal.sandboxRoot(root ?? null);
 }
 
+// One decoder for every command's output (a decode without `stream` keeps no state between calls).
+const UTF8 = new TextDecoder();
+
 /** A process's exit as the number the SDKs want: the code, or 128 + the signal like a shell. */
 function exitCodeOf(r) {
   if (typeof r.exitCode === 'number') return r.exitCode;
@@ -62,7 +65,7 @@ class Commands {
   async run(command, { cwd, env } = {}, abortSignal) {
     const r = await internal.withSignal(abortSignal, (token) => this.runner.runProcess(...processRequest(command, { cwd, env }), SESSION, token));
     if (abortSignal?.aborted) throw abortSignal.reason;
-    return { exitCode: exitCodeOf(r), stdout: new TextDecoder().decode(r.stdout), stderr: new TextDecoder().decode(r.stderr) };
+    return { exitCode: exitCodeOf(r), stdout: UTF8.decode(r.stdout), stderr: UTF8.decode(r.stderr) };
   }
 
   /** Stops every process (each with its whole process group or sandbox). */

@@ -489,12 +489,23 @@ impl Processes {
             }
             let note = r.note();
             if let Some(ended) = r.ended {
+                // Read to its end by its only reader: nothing of it is left to keep.
+                self.forget(session, id);
                 if let Some(e) = failure {
                     return Err(e);
                 }
                 let [stdout, stderr] = out;
                 return Ok(RunOutput { stdout, stderr, ended, note });
             }
+        }
+    }
+
+    /// Drops ended process `id` of `session` from the list.
+    fn forget(&self, session: &str, id: &str) {
+        let Some(n) = id.strip_prefix('p').and_then(|n| n.parse::<u64>().ok()) else { return };
+        let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
+        if procs.get(&n).is_some_and(|p| p.session == session && !p.running()) {
+            procs.remove(&n);
         }
     }
 

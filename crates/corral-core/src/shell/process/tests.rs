@@ -320,4 +320,6 @@ async fn run_to_end_keeps_both_streams_whole_and_stops_a_command_past_its_bound_
     let r = procs.run_to_end("s", &id, Some(&cancel)).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     assert_eq!(r.ended.exit_code, None);
+    // A command read to its end is not kept among the ended ones.
+    assert_eq!(procs.list("s"), serde_json::json!([]));
 }
