@@ -24,10 +24,11 @@ WORK=target/cross/windows
 mkdir -p "$CACHE" "$WORK"
 
 echo "== windows: tools (Wine, a Windows node.exe, its import library)"
-if ! command -v wine >/dev/null; then
+# Debian's wine64 holds the loader alone; wine holds the commands (wine, wineboot, wineserver).
+if ! command -v wine >/dev/null || ! command -v wineboot >/dev/null || ! command -v wineserver >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends wine64 >/dev/null
+  apt-get install -y -qq --no-install-recommends wine wine64 >/dev/null
 fi
 NODE_DIR="$CACHE/node-$NODE_VERSION"
 if [ ! -f "$NODE_DIR/node.exe" ]; then
