@@ -167,13 +167,13 @@ fn low_nybbles(p: &str) -> [u8; 3] {
 /// bucket; a turn whose bucket has no pattern left takes a copy of one placed already (a copy
 /// only repeats a verification its original makes).
 pub fn placed() -> Vec<&'static str> {
-    let mut bucket_of: Vec<([u8; 3], usize)> = Vec::new();
+    // The low nybbles of the patterns placed so far.
+    let mut placed: Vec<[u8; 3]> = Vec::new();
     let mut left: Vec<Vec<&'static str>> = BUCKETS.iter().map(|g| g.iter().rev().copied().collect()).collect();
     let mut out: Vec<&'static str> = Vec::new();
     while left.iter().any(|g| !g.is_empty()) {
         // A pattern that shares nybbles with a placed one goes there whatever its turn.
-        let shared =
-            left.iter().position(|g| g.last().is_some_and(|p| bucket_of.iter().any(|b| b.0 == low_nybbles(p))));
+        let shared = left.iter().position(|g| g.last().is_some_and(|p| placed.contains(&low_nybbles(p))));
         if let Some(group) = shared {
             out.extend(left[group].pop());
             continue;
@@ -181,7 +181,7 @@ pub fn placed() -> Vec<&'static str> {
         let turn = BUCKETS.len() - 1 - out.len() % BUCKETS.len();
         match left[turn].pop() {
             Some(p) => {
-                bucket_of.push((low_nybbles(p), turn));
+                placed.push(low_nybbles(p));
                 out.push(p);
             }
             None => out.push(out[0]),
