@@ -48,6 +48,11 @@ pub mod session_streams {
     pub const QUEUE_BYTES: usize = 16 * 1024 * 1024;
 }
 
+/// The number in a process id (`p<n>`, as `start` names them).
+fn number(id: &str) -> Option<u64> {
+    id.strip_prefix('p').and_then(|n| n.parse().ok())
+}
+
 /// One background process.
 struct Proc {
     id: String,
@@ -208,8 +213,7 @@ impl Processes {
 
     /// The process `id` names, in any session (ids are unique across a tool set).
     fn by_id(&self, id: &str) -> Option<Arc<Proc>> {
-        let n = id.strip_prefix('p').and_then(|n| n.parse::<u64>().ok())?;
-        self.procs.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned()
+        self.procs.lock().unwrap_or_else(|e| e.into_inner()).get(&number(id)?).cloned()
     }
 
     /// `process_input`'s `needsApproval`: text for a process whose start needed approval, or for
@@ -227,9 +231,7 @@ impl Processes {
     }
 
     fn find(&self, session: &str, id: &str) -> Result<Arc<Proc>> {
-        let n = id.strip_prefix('p').and_then(|n| n.parse::<u64>().ok());
-        let p = n.and_then(|n| self.procs.lock().unwrap_or_else(|e| e.into_inner()).get(&n).cloned());
-        match p {
+        match self.by_id(id) {
             Some(p) if p.session == session => Ok(p),
             _ => Err(Error::new(
                 Code::NotFound,
@@ -502,7 +504,7 @@ impl Processes {
 
     /// Drops ended process `id` of `session` from the list.
     fn forget(&self, session: &str, id: &str) {
-        let Some(n) = id.strip_prefix('p').and_then(|n| n.parse::<u64>().ok()) else { return };
+        let Some(n) = number(id) else { return };
         let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
         if procs.get(&n).is_some_and(|p| p.session == session && !p.running()) {
             procs.remove(&n);
