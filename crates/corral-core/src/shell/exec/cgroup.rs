@@ -83,8 +83,12 @@ mod imp {
     const LEFT_MAX: usize = 256;
 
     fn sweep_left() {
-        let mut left = LEFT.lock().unwrap_or_else(|p| p.into_inner());
-        left.retain(|dir| matches!(std::fs::remove_dir(dir), Err(e) if e.kind() != std::io::ErrorKind::NotFound));
+        LEFT.lock().unwrap_or_else(|p| p.into_inner()).retain(|dir| !removed(dir));
+    }
+
+    /// Removes group directory `dir`: whether it is gone (removed now, or before).
+    fn removed(dir: &std::path::Path) -> bool {
+        std::fs::remove_dir(dir).map_or_else(|e| e.kind() == std::io::ErrorKind::NotFound, |()| true)
     }
 
     pub struct Cgroup {
@@ -162,7 +166,7 @@ mod imp {
         fn drop(&mut self) {
             // Fails while processes remain (a normal exit leaves background processes running,
             // as Node does): tried again later (`LEFT`).
-            if std::fs::remove_dir(&self.dir).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound) {
+            if !removed(&self.dir) {
                 let mut left = LEFT.lock().unwrap_or_else(|p| p.into_inner());
                 if left.len() >= LEFT_MAX {
                     left.remove(0);
