@@ -15,10 +15,9 @@
 //! those gets a fresh process.
 //!
 //! A prepared view is only as good as when it was made. Before one is used, the keeper looks
-//! into it (`/proc/<pid>/mountinfo` and `/proc/<pid>/root`): each path the view covers — the
-//! writable trees, the protected, hidden and pinned paths — must still be a mount point there,
-//! each writable tree still the directory the plan names, and the working directory still where
-//! the plan says. A host that renamed a protected `.git` away and made another since gets a fresh
+//! into it (through `/proc/<pid>/root`): each path the view covers — the writable trees, the
+//! protected, hidden and pinned paths — must still be a mount point there, each writable tree
+//! still the directory the plan names, and the working directory still where the plan says. A host that renamed a protected `.git` away and made another since gets a fresh
 //! view, where the new one is read-only too. The view holds the host's mounts as they were when
 //! it was made: a change of the keeper's mount table drops it (`keeper.rs`), and so does
 //! `MAX_AGE`.
@@ -242,21 +241,27 @@ impl Prepared {
         if self.made.elapsed() > MAX_AGE {
             return Err(io::Error::from_raw_os_error(libc::ETIMEDOUT));
         }
+        // The priority a command gets, given back (`prepared_process`) before the wait below: a
+        // view still being made is now the command's own start, and at the lower priority it
+        // would finish last on a machine the library and the last command keep busy.
+        // SAFETY: raw calls on this keeper's own descendants.
+        let root = unsafe { libc::geteuid() } == 0;
+        let normal = |who: libc::pid_t| match unsafe { libc::setpriority(libc::PRIO_PROCESS, who as libc::id_t, 0) } {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        };
+        if root {
+            normal(self.pid)?;
+        }
+        // C2's process id, which C1 sent as soon as it forked.
+        let c2 = self.c2_pid()?;
+        if root {
+            normal(c2)?;
+        }
         // Ready: the view made, the process hardened.
         let mut byte = [0u8; 1];
         read_within(self.ready.as_raw_fd(), &mut byte)?;
-        // C2's process id, which C1 sent as soon as it forked.
-        let c2 = self.c2_pid()?;
         self.holds(c2)?;
-        // The priority a command gets, given back (`prepared_process`).
-        // SAFETY: raw calls on this keeper's own descendants.
-        if unsafe { libc::geteuid() } == 0 {
-            for who in [self.pid, c2] {
-                if unsafe { libc::setpriority(libc::PRIO_PROCESS, who as libc::id_t, 0) } < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-        }
         let null;
         let streams: [RawFd; 3] = match (run.stdin, stdio) {
             (true, [i, o, e, ..]) => [i.as_raw_fd(), o.as_raw_fd(), e.as_raw_fd()],
@@ -279,27 +284,38 @@ impl Prepared {
 
     /// Whether the view of C2 (`pid`, as this keeper sees it) still covers what the plan
     /// covers, and its working directory is the plan's.
+    ///
+    /// A covered path must still be a mount point in the view: the root of the mount its path
+    /// leads to, as `statx` says (Linux 5.8+). Where it cannot say (an older kernel, a path that
+    /// does not open), the view's `/proc/<pid>/mountinfo` decides, read once.
     fn holds(&self, pid: libc::pid_t) -> io::Result<()> {
         let stale = || io::Error::from_raw_os_error(libc::ESTALE);
-        // In one read where it fits (a view has a few dozen mounts).
-        let mut points = Vec::with_capacity(64 << 10);
-        std::io::Read::read_to_end(&mut std::fs::File::open(format!("/proc/{pid}/mountinfo"))?, &mut points)?;
-        let points: std::collections::HashSet<Vec<u8>> =
-            points.split(|b| *b == b'\n').filter_map(|l| l.split(|b| *b == b' ').nth(4)).map(unescape).collect();
         let root = CString::new(format!("/proc/{pid}/root")).map_err(|_| stale())?;
         // SAFETY: a NUL-terminated path; the descriptor is owned at once.
         let root = unsafe { owned(libc::open(root.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC))? };
-        let at = |p: &CString| -> io::Result<(u64, u64)> {
-            // SAFETY: a descriptor openat2 just made.
-            let fd = unsafe { OwnedFd::from_raw_fd(child::open_path_in(root.as_raw_fd(), p)?) };
-            child::identity(fd.as_raw_fd())
-        };
+        // SAFETY: a descriptor openat2 just made.
+        let at = |p: &CString| child::open_path_in(root.as_raw_fd(), p).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        let mut points: Option<std::collections::HashSet<Vec<u8>>> = None;
         for (path, id) in &self.covered {
-            if !points.contains(path.as_bytes()) {
+            let opened = at(path).ok();
+            let point = match opened.as_ref().and_then(|fd| mount_root(fd.as_raw_fd())) {
+                Some(point) => point,
+                None => {
+                    if points.is_none() {
+                        points = Some(mount_points(pid)?);
+                    }
+                    points.as_ref().is_some_and(|p| p.contains(path.as_bytes()))
+                }
+            };
+            if !point {
                 return Err(stale());
             }
             if let Some(id) = id {
-                if at(path)? != *id {
+                let fd = match opened {
+                    Some(fd) => fd,
+                    None => at(path)?,
+                };
+                if child::identity(fd.as_raw_fd())? != *id {
                     return Err(stale());
                 }
             }
@@ -307,11 +323,34 @@ impl Prepared {
         let cwd = CString::new(format!("/proc/{pid}/cwd")).map_err(|_| stale())?;
         // SAFETY: a NUL-terminated path; the descriptor is owned at once.
         let cwd_now = unsafe { owned(libc::open(cwd.as_ptr(), libc::O_PATH | libc::O_CLOEXEC))? };
-        if at(&self.cwd)? != child::identity(cwd_now.as_raw_fd())? {
+        if child::identity(at(&self.cwd)?.as_raw_fd())? != child::identity(cwd_now.as_raw_fd())? {
             return Err(stale());
         }
         Ok(())
     }
+}
+
+/// Whether what `fd` is open on is the root of its mount (`STATX_ATTR_MOUNT_ROOT`); `None` where
+/// the kernel does not say (before Linux 5.8).
+fn mount_root(fd: RawFd) -> Option<bool> {
+    const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
+    // `struct statx`: 256 bytes, `stx_attributes` at byte 8, `stx_attributes_mask` at byte 56
+    // (read by offset: musl's headers, and so the libc crate there, do not all declare it).
+    let mut buf = [0u64; 32];
+    // SAFETY: an empty NUL-terminated path, and a buffer of the struct's size.
+    let r = unsafe { libc::syscall(libc::SYS_statx, fd, c"".as_ptr(), libc::AT_EMPTY_PATH, 0u32, buf.as_mut_ptr()) };
+    if r < 0 || buf[7] & STATX_ATTR_MOUNT_ROOT == 0 {
+        return None;
+    }
+    Some(buf[1] & STATX_ATTR_MOUNT_ROOT != 0)
+}
+
+/// The mount points of process `pid`'s view, as its `/proc/<pid>/mountinfo` names them.
+fn mount_points(pid: libc::pid_t) -> io::Result<std::collections::HashSet<Vec<u8>>> {
+    // In one read where it fits (a view has a few dozen mounts).
+    let mut points = Vec::with_capacity(64 << 10);
+    std::io::Read::read_to_end(&mut std::fs::File::open(format!("/proc/{pid}/mountinfo"))?, &mut points)?;
+    Ok(points.split(|b| *b == b'\n').filter_map(|l| l.split(|b| *b == b' ').nth(4)).map(unescape).collect())
 }
 
 /// Moves process `pid` (C2) into each control group of `groups` (`cgroup.procs` files). Written by
@@ -501,5 +540,22 @@ mod tests {
         assert_eq!(unescape(br"/x\134y\011z"), b"/x\\y\tz");
         // Not an escape: kept as it is.
         assert_eq!(unescape(br"/a\9b\04"), br"/a\9b\04");
+    }
+
+    #[test]
+    fn statx_tells_a_mount_point_from_a_directory_below_one() {
+        let open = |p: &std::ffi::CStr| {
+            // SAFETY: a NUL-terminated path; the descriptor is owned at once.
+            unsafe { owned(libc::open(p.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)) }.unwrap()
+        };
+        // /proc is a mount point wherever this runs; /proc/self/fd lies below it.
+        let (point, below) = (open(c"/proc"), open(c"/proc/self/fd"));
+        match (mount_root(point.as_raw_fd()), mount_root(below.as_raw_fd())) {
+            (None, None) => eprintln!("skipped: this kernel's statx does not say what is a mount point (before 5.8)"),
+            said => assert_eq!(said, (Some(true), Some(false))),
+        }
+        // And /proc/<pid>/mountinfo, where statx cannot say, names it.
+        let points = mount_points(std::process::id() as libc::pid_t).unwrap();
+        assert!(points.contains(b"/proc".as_slice()), "{points:?}");
     }
 }
