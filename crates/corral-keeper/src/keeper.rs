@@ -215,14 +215,24 @@ impl Keeper {
                     Err(e) => self.reply(Reply::Failed { id, errno: e.raw_os_error().unwrap_or(libc::EIO) }),
                 }
             }
-            Ok(tag @ (wire::CONNECT | wire::LISTEN)) => {
+            Ok(tag @ (wire::CONNECT | wire::LISTEN | wire::SOCKETS)) => {
                 let (Ok(id), Ok(port)) = (d.u64(), d.u32()) else { return false };
                 let Ok(port) = u16::try_from(port) else { return false };
-                let made = if tag == wire::CONNECT { connect(port) } else { listen(port) };
+                let made = match tag {
+                    wire::CONNECT => connect(port).map(|(s, p)| (vec![s], p)),
+                    wire::LISTEN => listen(port).map(|(s, p)| (vec![s], p)),
+                    _ => {
+                        let n = usize::from(port).min(wire::MAX_FDS);
+                        (0..n)
+                            .map(|_| tcp_socket(libc::SOCK_NONBLOCK))
+                            .collect::<io::Result<Vec<_>>>()
+                            .map(|s| (s, n as u16))
+                    }
+                };
                 match made {
-                    Ok((sock, port)) => {
-                        frame::send(self.ctl, &Reply::Socket { id, port: port as i32 }.encode(), &[sock.as_raw_fd()])
-                            .is_ok()
+                    Ok((socks, port)) => {
+                        let fds: Vec<RawFd> = socks.iter().map(|s| s.as_raw_fd()).collect();
+                        frame::send(self.ctl, &Reply::Socket { id, port: port as i32 }.encode(), &fds).is_ok()
                     }
                     Err(e) => self.reply(Reply::Failed { id, errno: e.raw_os_error().unwrap_or(libc::EIO) }),
                 }

@@ -26,12 +26,16 @@ pub const SESSION: u8 = 6;
 pub const CONNECT: u8 = 7;
 /// The library asks for a listener on `127.0.0.1:port` (0: any) in the session's namespace.
 pub const LISTEN: u8 = 8;
-/// The keeper answers `CONNECT` or `LISTEN` with a socket (the frame's descriptor) and its port.
+/// The keeper answers `CONNECT` or `LISTEN` with a socket (the frame's descriptor) and its port,
+/// and `SOCKETS` with the sockets (the frame's descriptors) and their number.
 pub const SOCKET: u8 = 9;
 /// The keeper is a session's.
 pub const READY: u8 = 10;
 /// Reply: the command started in a prepared process (`prepared.rs`); otherwise as `STARTED`.
 pub const STARTED_PREPARED: u8 = 11;
+/// The library asks for up to `MAX_FDS` TCP sockets made in the session's namespace, not yet
+/// connected (a socket keeps the namespace it was made in: the library connects them itself).
+pub const SOCKETS: u8 = 12;
 
 /// The most descriptors one frame carries.
 pub const MAX_FDS: usize = 32;
@@ -442,7 +446,7 @@ pub fn session_root(d: &mut Dec) -> io::Result<(Vec<(CString, CString)>, Vec<CSt
     Ok((binds, cover))
 }
 
-/// `CONNECT` or `LISTEN` (`tag`) for `port`.
+/// `CONNECT` or `LISTEN` (`tag`) for `port`; `SOCKETS` for that many sockets.
 pub fn socket(tag: u8, id: u64, port: u16) -> Vec<u8> {
     let mut e = Enc::default();
     e.u8(tag).u64(id).u32(port as u32);

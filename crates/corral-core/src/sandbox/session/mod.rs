@@ -32,8 +32,9 @@ struct Waiter {
     exited: Option<oneshot::Sender<i32>>,
 }
 
-/// What a `SESSION`, `CONNECT` or `LISTEN` gets back: a socket and its port, or an errno.
-type Answer = std::result::Result<(Option<OwnedFd>, i32), i32>;
+/// What a `SESSION`, `CONNECT`, `LISTEN` or `SOCKETS` gets back: its sockets and a number (the
+/// socket's port, or how many sockets came), or an errno.
+type Answer = std::result::Result<(Vec<OwnedFd>, i32), i32>;
 
 struct Inner {
     ctl: OwnedFd,
@@ -54,6 +55,11 @@ struct Inner {
 #[derive(Clone)]
 pub struct Keeper {
     inner: Arc<Inner>,
+}
+
+/// The one socket a `CONNECT` or `LISTEN` answer carries.
+fn one(fds: Vec<OwnedFd>) -> io::Result<OwnedFd> {
+    fds.into_iter().next().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the keeper sent no socket"))
 }
 
 fn gone() -> io::Error {
@@ -77,11 +83,11 @@ impl Inner {
             };
             match reply {
                 Reply::Socket { id, port } => {
-                    answer(id, Ok((fds.into_iter().next(), port)));
+                    answer(id, Ok((fds, port)));
                     continue;
                 }
                 Reply::Ready { id } => {
-                    answer(id, Ok((None, 0)));
+                    answer(id, Ok((Vec::new(), 0)));
                     continue;
                 }
                 Reply::Failed { id, errno }
@@ -206,7 +212,7 @@ impl Keeper {
     }
 
     /// Sends a request the keeper answers once, and waits for the answer.
-    async fn call(&self, frame: impl FnOnce(u64) -> Vec<u8>) -> io::Result<(Option<OwnedFd>, i32)> {
+    async fn call(&self, frame: impl FnOnce(u64) -> Vec<u8>) -> io::Result<(Vec<OwnedFd>, i32)> {
         let inner = &self.inner;
         let id = inner.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -254,16 +260,19 @@ impl Keeper {
     /// A socket connected to `127.0.0.1:port` inside the session (non-blocking). The keeper
     /// starts the connect; it is finished here, within 10 seconds.
     pub async fn connect(&self, port: u16) -> io::Result<OwnedFd> {
-        let (fd, _) = self.call(|id| wire::socket(wire::CONNECT, id, port)).await?;
-        let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the keeper sent no socket"))?;
-        ports::finish_connect(fd).await
+        let (fds, _) = self.call(|id| wire::socket(wire::CONNECT, id, port)).await?;
+        ports::finish_connect(one(fds)?).await
+    }
+
+    /// Up to `n` (at most 32) TCP sockets made inside the session, not connected yet.
+    pub async fn sockets(&self, n: u16) -> io::Result<Vec<OwnedFd>> {
+        Ok(self.call(|id| wire::socket(wire::SOCKETS, id, n)).await?.0)
     }
 
     /// A non-blocking listener on `127.0.0.1:port` (0: any) inside the session, and its port.
     pub async fn listen(&self, port: u16) -> io::Result<(OwnedFd, u16)> {
-        let (fd, port) = self.call(|id| wire::socket(wire::LISTEN, id, port)).await?;
-        let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "the keeper sent no socket"))?;
-        Ok((fd, port as u16))
+        let (fds, port) = self.call(|id| wire::socket(wire::LISTEN, id, port)).await?;
+        Ok((one(fds)?, port as u16))
     }
 
     /// Starts one command under `plan`; `userns`, `trees` and `layers` (overlay mode: the

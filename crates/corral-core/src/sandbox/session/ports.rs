@@ -2,11 +2,16 @@
 //! every connection is relayed, byte for byte (so a WebSocket upgrade passes), to a socket
 //! connected to `127.0.0.1:<port>` inside the session's network namespace (made there by the
 //! session's keeper, or by a thread that entered a container's namespace: `Inside`).
+//!
+//! A socket keeps the network namespace it was made in. So a forwarder holds a few sockets made
+//! inside ahead (`Spares`, where the `Inside` makes them) and connects one itself for each
+//! connection: no request to the keeper on a connection's path.
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use tokio::net::{TcpListener, TcpStream};
@@ -19,6 +24,11 @@ pub trait Inside: Send + Sync {
     async fn connect(&self, port: u16) -> io::Result<OwnedFd>;
     /// A non-blocking listener on `127.0.0.1:port` (0: any) inside, and its port.
     async fn listen(&self, port: u16) -> io::Result<(OwnedFd, u16)>;
+    /// Up to `n` non-blocking TCP sockets made inside, not connected; none where this `Inside`
+    /// does not make them ahead (each connection then asks `connect`).
+    async fn sockets(&self, _n: u16) -> io::Result<Vec<OwnedFd>> {
+        Ok(Vec::new())
+    }
 }
 
 #[async_trait]
@@ -29,6 +39,67 @@ impl Inside for super::Keeper {
 
     async fn listen(&self, port: u16) -> io::Result<(OwnedFd, u16)> {
         super::Keeper::listen(self, port).await
+    }
+
+    async fn sockets(&self, n: u16) -> io::Result<Vec<OwnedFd>> {
+        super::Keeper::sockets(self, n).await
+    }
+}
+
+/// How many sockets a forwarder asks for at once; it asks again when half are taken.
+const SPARES: usize = 16;
+
+/// A forwarder's sockets made inside ahead of its connections.
+struct Spares {
+    inside: Arc<dyn Inside>,
+    fds: Mutex<Vec<OwnedFd>>,
+    /// A request for more is under way, or the `Inside` makes none: none is asked for.
+    asking: AtomicBool,
+}
+
+impl Spares {
+    fn new(inside: Arc<dyn Inside>) -> Arc<Spares> {
+        let spares = Arc::new(Spares { inside, fds: Mutex::new(Vec::new()), asking: AtomicBool::new(false) });
+        spares.refill();
+        spares
+    }
+
+    /// Asks for more in the background, unless a request is under way.
+    fn refill(self: &Arc<Self>) {
+        if self.asking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let spares = self.clone();
+        tokio::spawn(async move {
+            let made = spares.inside.sockets(SPARES as u16).await.unwrap_or_default();
+            let none = made.is_empty();
+            spares.fds.lock().unwrap_or_else(|p| p.into_inner()).extend(made);
+            // An `Inside` that made none is not asked again; connections ask `connect`.
+            if !none {
+                spares.asking.store(false, Ordering::Release);
+            }
+        });
+    }
+
+    /// A socket connected to `127.0.0.1:port` inside: a spare connected here, or, with none left,
+    /// one the `Inside` connects.
+    async fn connect(self: &Arc<Self>, port: u16) -> io::Result<OwnedFd> {
+        let (spare, left) = {
+            let mut fds = self.fds.lock().unwrap_or_else(|p| p.into_inner());
+            (fds.pop(), fds.len())
+        };
+        if left < SPARES / 2 {
+            self.refill();
+        }
+        let Some(fd) = spare else { return self.inside.connect(port).await };
+        let socket = socket2::Socket::from(fd);
+        let at: SocketAddr = (std::net::Ipv4Addr::LOCALHOST, port).into();
+        match socket.connect(&at.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        finish_connect(OwnedFd::from(socket)).await
     }
 }
 
@@ -62,6 +133,7 @@ impl Forwarder {
         let local = listener.local_addr()?;
         let stop = CancellationToken::new();
         let token = stop.clone();
+        let spares = Spares::new(inside);
         tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -69,11 +141,11 @@ impl Forwarder {
                     a = listener.accept() => a,
                 };
                 let Ok((client, _)) = accepted else { continue };
-                let (inside, token) = (inside.clone(), token.clone());
+                let (spares, token) = (spares.clone(), token.clone());
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = token.cancelled() => {}
-                        _ = relay(inside, port, client) => {}
+                        _ = relay(&spares, port, client) => {}
                     }
                 });
             }
@@ -103,8 +175,8 @@ impl Drop for Forwarder {
 }
 
 /// Relays one connection; a port nothing listens on inside closes the client's connection.
-async fn relay(inside: Arc<dyn Inside>, port: u16, mut client: TcpStream) {
-    let Ok(inner) = inside.connect(port).await else { return };
+async fn relay(spares: &Arc<Spares>, port: u16, mut client: TcpStream) {
+    let Ok(inner) = spares.connect(port).await else { return };
     let inner = std::net::TcpStream::from(inner);
     if inner.set_nonblocking(true).is_err() {
         return;

@@ -326,6 +326,62 @@ async fn a_session_port_is_reached_from_the_host_through_its_forwarder_and_only_
     drop(serve);
 }
 
+/// Sockets the keeper makes ahead are the session's: connected from this process, one reaches a
+/// listener inside, and none reaches a port on the host's own loopback.
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn sockets_made_ahead_reach_the_sessions_loopback_and_not_the_hosts() {
+    let (_d, _sb, _cwd, keeper) = session().await;
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    let (listener, inside_port) = keeper.listen(0).await.unwrap();
+    let listener = std::net::TcpListener::from(listener);
+    let spares = keeper.sockets(100).await.unwrap();
+    assert_eq!(spares.len(), 32, "one answer carries at most 32 sockets");
+    let connect = |fd: OwnedFd, port: u16| {
+        let s = socket2::Socket::from(fd);
+        s.set_nonblocking(false).unwrap();
+        s.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())
+    };
+    let mut spares = spares.into_iter();
+    let refused = connect(spares.next().unwrap(), host_port).expect_err("a socket made ahead reached the host");
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused, "{refused}");
+    connect(spares.next().unwrap(), inside_port).expect("a socket made ahead reaches the session's listener");
+    listener.set_nonblocking(false).unwrap();
+    let (_conn, peer) = listener.accept().unwrap();
+    assert!(peer.ip().is_loopback());
+    drop(host);
+    keeper.close();
+}
+
+/// A forwarder takes a socket made ahead for each connection and asks for more as they run out:
+/// many more connections than it holds sockets for are each relayed whole.
+#[tokio::test]
+#[ignore = "needs namespaces: scripts/test.sh runs it"]
+async fn a_forwarder_relays_many_more_connections_than_it_holds_sockets_for() {
+    let (_d, sb, cwd, keeper) = session().await;
+    let serve = background(&sb, &cwd, server(4003, "hello again"));
+    listening(&keeper, 4003).await;
+    let fwd = ports::Forwarder::start(std::sync::Arc::new(keeper.clone()), 4003).await.unwrap();
+    let local = fwd.local();
+    let texts = tokio::task::spawn_blocking(move || {
+        (0..100)
+            .map(|_| {
+                let mut c = std::net::TcpStream::connect(local).unwrap();
+                let mut s = String::new();
+                c.read_to_string(&mut s).unwrap();
+                s
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    assert!(texts.iter().all(|t| t == "hello again\n"), "{texts:?}");
+    drop(fwd);
+    keeper.close();
+    drop(serve);
+}
+
 #[tokio::test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
 async fn a_session_reaches_neither_the_hosts_loopback_nor_another_session() {
