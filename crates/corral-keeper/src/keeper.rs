@@ -289,8 +289,8 @@ impl Keeper {
                 n.0 = fd_at(n.0)?;
             }
         }
-        // The prepared process's own copies of the writable trees (a detached tree is attached
-        // once), sent with the command.
+        // Copies of the writable trees for the next prepared process (a detached tree is attached
+        // once), sent with a command the library expects to start here.
         let copies = match run.spares.len() == run.plan.trees.len() {
             true => run.spares.iter().map(|i| fd_at(*i)).collect::<io::Result<Vec<_>>>().ok(),
             false => None,
@@ -317,21 +317,27 @@ impl Keeper {
             }
             None => None,
         };
-        let command = match command {
-            Some((pid, report, status)) => Command {
-                id: run.id,
-                pid,
-                report: Some(report),
-                failed: false,
-                prepared: true,
-                status: Some(status),
-                ended: false,
-            },
-            None => self.fork_command(&run, &received[..fixed], keeper)?,
+        // A command started in a prepared process leaves its own trees unused: they are the next
+        // prepared process's. A command started here takes them, and the next prepared process
+        // gets the copies, if the library sent them.
+        let (command, next_trees) = match command {
+            Some((pid, report, status)) => (
+                Command {
+                    id: run.id,
+                    pid,
+                    report: Some(report),
+                    failed: false,
+                    prepared: true,
+                    status: Some(status),
+                    ended: false,
+                },
+                Some(run.plan.trees.clone()),
+            ),
+            None => (self.fork_command(&run, &received[..fixed], keeper)?, copies),
         };
         // The next command under this plan finds its process ready.
-        if let (Some(key), Some(copies)) = (key, copies) {
-            run.plan.trees = copies;
+        if let (Some(key), Some(trees)) = (key, next_trees) {
+            run.plan.trees = trees;
             self.prepared = Prepared::start(key, &run, keeper, exec).ok();
         }
         Ok(command)

@@ -61,6 +61,9 @@ pub struct Run {
     /// Second copies of the plan's writable trees (indices, as `Plan::trees`): a detached tree
     /// is attached once, and these are for the process prepared for the next command
     /// (`prepared.rs`), which the keeper could not copy itself from a session's mount namespace.
+    /// Needed only when the command starts in a fresh process: one that starts in a prepared
+    /// process leaves the plan's trees to the next one. The library sends them when the last
+    /// command did not start prepared (empty: none).
     pub spares: Vec<i32>,
     pub plan: Plan,
 }

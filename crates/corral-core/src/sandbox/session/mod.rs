@@ -47,6 +47,9 @@ struct Inner {
     pid: libc::pid_t,
     /// Commands started in a prepared process (`corral_keeper::prepared`).
     prepared: AtomicU64,
+    /// Whether the last command started in one: then the next most likely does too, and its own
+    /// trees go to the process prepared after it (`wire::Run::spares`).
+    last_prepared: AtomicBool,
     /// The control group made for the next command, which its prepared process joins ahead.
     ahead: Arc<crate::shell::exec::cgroup::Ahead>,
 }
@@ -104,6 +107,7 @@ impl Inner {
                     if prepared {
                         self.prepared.fetch_add(1, Ordering::Relaxed);
                     }
+                    self.last_prepared.store(prepared, Ordering::Relaxed);
                     let started = waiters.get_mut(&id).and_then(|w| w.started.take());
                     // Nobody waits for it any more (the caller was dropped): it must not run.
                     if started.is_none_or(|s| s.send(Ok(pid)).is_err()) {
@@ -188,6 +192,7 @@ impl Keeper {
             alive: AtomicBool::new(true),
             pid,
             prepared: AtomicU64::new(0),
+            last_prepared: AtomicBool::new(false),
             ahead: Arc::default(),
         });
         let reader = inner.clone();
@@ -337,9 +342,11 @@ impl Keeper {
             }
         }
         // Second copies of the trees, for the process prepared for the next command (where they
-        // fit in the frame), once the plan is complete.
+        // fit in the frame), once the plan is complete: unless this command most likely starts in
+        // a prepared process, which leaves its own trees to the next one.
         let room = fds.len() + trees.len() <= wire::MAX_FDS;
-        let spares = match room && corral_keeper::prepared::preparable(&plan) {
+        let fresh = !inner.last_prepared.load(Ordering::Relaxed);
+        let spares = match room && fresh && corral_keeper::prepared::preparable(&plan) {
             true => {
                 trees.iter().map(|t| corral_keeper::keeper::copy_tree(t.as_raw_fd())).collect::<io::Result<Vec<_>>>()?
             }
