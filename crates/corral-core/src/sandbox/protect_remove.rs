@@ -131,6 +131,71 @@ mod fd {
     }
 }
 
+/// What the watches say of the last sweep of a tree with the same names, skips and `before`.
+struct LastSweep {
+    /// The walks' key for these names and skips (`cache::walk_key`).
+    walk: u64,
+    /// The sweep's: that, and `before`.
+    key: u64,
+    /// The watches' generation now (`None`: no watches here).
+    generation: Option<u64>,
+    /// The root as it was opened: a kept sweep stands only for this very directory.
+    root_id: Option<(u64, u64)>,
+    /// Nothing that matters changed since such a sweep began and found nothing to remove or
+    /// report: this one would find the same.
+    found_nothing: bool,
+}
+
+#[cfg(unix)]
+fn last_sweep(
+    root: &Path,
+    root_fd: std::os::fd::BorrowedFd<'_>,
+    names: &[String],
+    skip: &[PathBuf],
+    before: &[(PathBuf, bool)],
+) -> LastSweep {
+    let name_strs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let walk = super::cache::walk_key(&name_strs, true, skip);
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (walk, before).hash(&mut h);
+        h.finish()
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let generation = super::watch::generation(&name_strs);
+        let root_id = generation.and_then(|_| super::watch::fd_id(root_fd));
+        let found_nothing = match (generation, root_id) {
+            (Some(g), Some(id)) => super::watch::kept(key, root, id, g).is_some(),
+            _ => false,
+        };
+        LastSweep { walk, key, generation, root_id, found_nothing }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (root, root_fd);
+        LastSweep { walk, key, generation: None, root_id: None, found_nothing: false }
+    }
+}
+
+/// Whether a sweep of `root` would find nothing, as the last one found (`sweep_tree`'s first
+/// step, without its walk): a few system calls, for a caller that would otherwise hand the sweep
+/// to another thread.
+#[cfg(unix)]
+pub fn finds_nothing(root: &Path, names: &[String], skip: &[PathBuf], before: &[(PathBuf, bool)]) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = fd::cstr(root.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a NUL-terminated path.
+    let Ok(root_fd) =
+        fd::owned(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })
+    else {
+        return false;
+    };
+    last_sweep(root, root_fd.as_fd(), names, skip, before).found_nothing
+}
+
 /// After a command: walks `root` through descriptors (no link followed, no path length limit, a
 /// directory the command made unreadable opened for the walk by giving its owner read and
 /// search back for that moment), and removes every entry named one of `names` (ASCII case
@@ -153,22 +218,6 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
         Restore { parent: Arc<OwnedFd>, name: CString, mode: libc::mode_t },
     }
     let mut notes = Vec::new();
-    let name_strs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let key = cache::walk_key(&name_strs, true, skip);
-    let sweep_key = {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (key, before).hash(&mut h);
-        h.finish()
-    };
-    let before: HashMap<&Path, bool> = before.iter().map(|(p, l)| (p.as_path(), *l)).collect();
-    let matches = |n: &[u8]| names.iter().any(|x| x.as_bytes().eq_ignore_ascii_case(n));
-    // Where nothing that matters changed since a sweep with the same `before` began and found
-    // nothing to remove or report, this one would find the same.
-    #[cfg(target_os = "linux")]
-    let generation = super::watch::generation(&name_strs);
-    #[cfg(not(target_os = "linux"))]
-    let generation: Option<u64> = None;
     let Ok(c) = fd::cstr(root.as_os_str().as_bytes()) else { return notes };
     // SAFETY: a NUL-terminated path.
     let root_fd =
@@ -179,17 +228,13 @@ pub fn sweep_tree(root: &Path, names: &[String], skip: &[PathBuf], before: &[(Pa
                 return notes;
             }
         };
-    // The root as it was opened: a kept sweep stands only for this very directory.
-    #[cfg(target_os = "linux")]
-    let root_id = generation.and_then(|_| super::watch::fd_id(root_fd.as_fd()));
-    #[cfg(not(target_os = "linux"))]
-    let root_id: Option<(u64, u64)> = None;
-    #[cfg(target_os = "linux")]
-    if let (Some(g), Some(id)) = (generation, root_id) {
-        if super::watch::kept(sweep_key, root, id, g).is_some() {
-            return notes;
-        }
+    let last = last_sweep(root, root_fd.as_fd(), names, skip, before);
+    if last.found_nothing {
+        return notes;
     }
+    let (key, sweep_key, generation, root_id) = (last.walk, last.key, last.generation, last.root_id);
+    let before: HashMap<&Path, bool> = before.iter().map(|(p, l)| (p.as_path(), *l)).collect();
+    let matches = |n: &[u8]| names.iter().any(|x| x.as_bytes().eq_ignore_ascii_case(n));
     #[allow(unused_mut)]
     let mut watching = generation.is_some() && root_id.is_some();
     let unreadable = |rel: &Path, e: &std::io::Error| {

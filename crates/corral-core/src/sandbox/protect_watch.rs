@@ -575,6 +575,28 @@ mod tests {
         assert!(!d.path().join("a/b/.git").exists());
     }
 
+    /// The sweep after a sandboxed command answers a tree the watches say is as the last sweep left
+    /// it on the caller's own thread (no hand-over to the blocking pool), and still removes a
+    /// `.git` made since.
+    #[test]
+    fn an_unchanged_trees_sweep_is_answered_on_the_callers_thread_and_a_git_made_since_still_goes() {
+        let Some(_turn) = watched() else { return };
+        let d = settled_tree();
+        let protect = [".git".to_string()];
+        let found = protected(d.path(), &protect, &[]).unwrap().names;
+        let w = Watch::new(d.path(), &protect, Vec::new(), found);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        // Kept once on this thread; then the async sweep's answer comes from it, here.
+        until_kept(1, "an unchanged tree's sweep", || assert!(sweep(std::slice::from_ref(&w)).is_empty()));
+        until_kept(1, "the async sweep of an unchanged tree, on this thread", || {
+            assert!(rt.block_on(super::super::sweep_blocking(vec![w.clone()])).is_empty())
+        });
+        std::fs::create_dir_all(d.path().join("a/b/.git/hooks")).unwrap();
+        let notes = rt.block_on(super::super::sweep_blocking(vec![w.clone()]));
+        assert_eq!(notes, vec!["removed a/b/.git: made by the command, and protected".to_string()]);
+        assert!(!d.path().join("a/b/.git").exists());
+    }
+
     /// Renames a plain file back and forth until the event queue is full (events that matter to
     /// no walk and make no inode).
     fn fill_queue(dir: &Path) {
