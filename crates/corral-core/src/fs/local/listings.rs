@@ -68,6 +68,14 @@ pub(super) fn list(
     Ok(Listed::Read(records))
 }
 
+/// The records kept of the directory whose stamp is `now`, where nothing changed since they were
+/// read (a walk that need not open the directory: `stamp::stamp_in`).
+pub(super) fn kept(now: Stamp) -> Option<Arc<Vec<u8>>> {
+    let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    let (s, records) = kept.by_inode.get(&now.dev_ino())?;
+    (*s == now).then(|| records.clone())
+}
+
 /// A directory's records: read now, or kept from a walk before.
 pub(super) enum Listed {
     Read(Vec<u8>),
@@ -92,6 +100,30 @@ mod tests {
         });
         out.sort();
         out
+    }
+
+    #[test]
+    fn a_directory_of_files_kept_and_then_swapped_for_a_link_is_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "x").unwrap();
+        let ws = d.path().join("ws");
+        std::fs::create_dir_all(ws.join("in")).unwrap();
+        std::fs::write(ws.join("in/x.txt"), "x").unwrap();
+        let fs = LocalFs::new(ws.to_str().unwrap()).unwrap();
+        let root = std::fs::File::open(&ws).unwrap();
+        if super::stamp(std::os::fd::AsFd::as_fd(&root), &mut Default::default()).is_none() {
+            eprintln!("skipped: the temporary directory's file system keeps no change times this kernel sets");
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(3100));
+        assert_eq!(files(&fs), ["in/x.txt"]);
+        let before = hits();
+        assert_eq!(files(&fs), ["in/x.txt"]);
+        assert_eq!(hits(), before + 2, "the root and `in`, its files known without opening it");
+        std::fs::rename(ws.join("in"), ws.join("in.old")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.join("in")).unwrap();
+        assert_eq!(files(&fs), ["in.old/x.txt"]);
     }
 
     #[test]

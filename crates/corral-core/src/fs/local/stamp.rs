@@ -121,6 +121,27 @@ pub fn stamp_at(path: &Path, devices: &mut Devices) -> Option<Stamp> {
     Some(Stamp::of(&st))
 }
 
+/// The stamp of the directory `name` in the open directory `dir` (not followed: a link is
+/// `None`), without opening it; `None` too where its file system is not trusted or is one this
+/// walk has not met yet (then opening it and `stamp` tell).
+#[cfg(target_os = "linux")]
+pub fn stamp_in(dir: std::os::fd::BorrowedFd<'_>, name: &std::ffi::CStr, devices: &Devices) -> Option<Stamp> {
+    use std::os::fd::AsRawFd;
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a zeroed plain-data buffer for the kernel to fill; a valid descriptor and a
+    // NUL-terminated name.
+    let r = unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    if r != 0 || st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let fs = (*devices.0.get(&(st.st_dev as u64))?)?;
+    if ENCRYPTING.contains(&fs) && encrypted(dir.as_raw_fd(), name) {
+        return None;
+    }
+    Some(Stamp::of(&st))
+}
+
 /// The stamp of the open directory `fd`, or `None` where its file system is not trusted.
 #[cfg(target_os = "linux")]
 pub fn stamp(fd: std::os::fd::BorrowedFd<'_>, devices: &mut Devices) -> Option<Stamp> {

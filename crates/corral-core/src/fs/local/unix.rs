@@ -398,6 +398,25 @@ impl LocalFs {
                         return (seen, unreadable);
                     }
                 } else if kind == libc::S_IFDIR && enter(&name, &path) {
+                    // A directory of files alone whose listing is kept and stands (its stamp, read
+                    // through its parent, is what it was): its files are known without opening it.
+                    #[cfg(target_os = "linux")]
+                    if let Some(records) =
+                        super::stamp::stamp_in(dir.as_fd(), cname, &devices).and_then(super::listings::kept)
+                    {
+                        let files = records_of(&records).filter(|(n, _)| *n != c"." && *n != c"..");
+                        if files.clone().all(|(_, t)| !matches!(t, libc::DT_DIR | libc::DT_UNKNOWN)) {
+                            #[cfg(test)]
+                            super::listings::HITS.with(|h| h.set(h.get() + 1));
+                            for (child, t) in files {
+                                seen += 1;
+                                if t == libc::DT_REG && !file(&format!("{path}/{}", child.to_string_lossy())) {
+                                    return (seen, unreadable);
+                                }
+                            }
+                            continue;
+                        }
+                    }
                     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
                     match openat(dir.as_fd(), cname, flags, 0) {
                         Ok(child) => stack.push((child, path)),
@@ -451,6 +470,26 @@ impl LocalFs {
             })
             .collect()
     }
+}
+
+/// Each name and `d_type` of `dirent64` records one after another.
+#[cfg(target_os = "linux")]
+fn records_of(buf: &[u8]) -> impl Iterator<Item = (&CStr, u8)> + Clone + '_ {
+    // A record: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), then the name and NUL.
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let rec = buf.get(at..)?;
+        if rec.len() < 19 {
+            return None;
+        }
+        let len = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
+        if len < 20 || len > rec.len() {
+            return None;
+        }
+        at += len;
+        let name = CStr::from_bytes_until_nul(&rec[19..len]).ok()?;
+        Some((name, rec[18]))
+    })
 }
 
 /// A directory's entries as the kernel lists them (`getdents64` on Linux, `readdir` elsewhere),
@@ -514,22 +553,7 @@ impl Entries {
     /// does not say).
     #[cfg(target_os = "linux")]
     fn iter(&self) -> impl Iterator<Item = (&CStr, u8)> + '_ {
-        // A record: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), then the name and NUL.
-        let buf: &[u8] = self.kept.as_deref().map_or(&self.buf, |k| k.as_slice());
-        let mut at = 0;
-        std::iter::from_fn(move || {
-            let rec = buf.get(at..)?;
-            if rec.len() < 19 {
-                return None;
-            }
-            let len = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
-            if len < 20 || len > rec.len() {
-                return None;
-            }
-            at += len;
-            let name = CStr::from_bytes_until_nul(&rec[19..len]).ok()?;
-            Some((name, rec[18]))
-        })
+        records_of(self.kept.as_deref().map_or(&self.buf, |k| k.as_slice()))
     }
 
     #[cfg(not(target_os = "linux"))]
