@@ -102,6 +102,38 @@ mod tests {
         out
     }
 
+    /// A walk stopped by a limit shows the same files whether the listings were read or kept: the
+    /// files of a directory known from its kept listing come in the same turn as when it is opened.
+    #[test]
+    fn a_walk_finds_its_files_in_the_same_order_from_kept_listings() {
+        let d = tempfile::tempdir().unwrap();
+        for i in 0..60 {
+            let p = d.path().join(format!("d{}/e{}/f{i}.txt", i % 4, i % 3));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x").unwrap();
+        }
+        let fs = LocalFs::new(d.path().to_str().unwrap()).unwrap();
+        let in_order = |fs: &LocalFs| {
+            let mut out = Vec::new();
+            fs.walk_confined(".", &mut |_, _| true, &mut |rel| {
+                out.push(rel.to_string());
+                true
+            });
+            out
+        };
+        let read = in_order(&fs);
+        std::thread::sleep(std::time::Duration::from_millis(3100));
+        let kept_now = in_order(&fs);
+        let before = hits();
+        let from_kept = in_order(&fs);
+        assert_eq!((read.len(), &kept_now), (60, &read));
+        assert_eq!(from_kept, read);
+        let root = std::fs::File::open(d.path()).unwrap();
+        if super::stamp(std::os::fd::AsFd::as_fd(&root), &mut Default::default()).is_some() {
+            assert!(hits() > before, "no listing was kept");
+        }
+    }
+
     #[test]
     fn a_directory_of_files_kept_and_then_swapped_for_a_link_is_not_followed() {
         let d = tempfile::tempdir().unwrap();

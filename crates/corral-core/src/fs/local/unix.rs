@@ -366,9 +366,24 @@ impl LocalFs {
         // (`listings`).
         #[cfg(target_os = "linux")]
         let mut devices = super::stamp::Devices::default();
-        let mut stack: Vec<(OwnedFd, String)> = vec![(start, String::new())];
+        let mut stack: Vec<(Pending, String)> = vec![(Pending::Dir(start), String::new())];
         let mut entries = Entries::default();
-        while let Some((dir, rel)) = stack.pop() {
+        while let Some((pending, rel)) = stack.pop() {
+            let dir = match pending {
+                Pending::Dir(dir) => dir,
+                #[cfg(target_os = "linux")]
+                Pending::Files(records) => {
+                    #[cfg(test)]
+                    super::listings::HITS.with(|h| h.set(h.get() + 1));
+                    for (child, t) in records_of(&records).filter(|(n, _)| *n != c"." && *n != c"..") {
+                        seen += 1;
+                        if t == libc::DT_REG && !file(&format!("{rel}/{}", child.to_string_lossy())) {
+                            return (seen, unreadable);
+                        }
+                    }
+                    continue;
+                }
+            };
             #[cfg(target_os = "linux")]
             let listed = entries.list(dir.as_fd(), &mut devices);
             #[cfg(not(target_os = "linux"))]
@@ -399,27 +414,22 @@ impl LocalFs {
                     }
                 } else if kind == libc::S_IFDIR && enter(&name, &path) {
                     // A directory of files alone whose listing is kept and stands (its stamp, read
-                    // through its parent, is what it was): its files are known without opening it.
+                    // through its parent, is what it was): its files are known without opening it,
+                    // and come in their turn, as if it had been opened.
                     #[cfg(target_os = "linux")]
                     if let Some(records) =
                         super::stamp::stamp_in(dir.as_fd(), cname, &devices).and_then(super::listings::kept)
                     {
-                        let files = records_of(&records).filter(|(n, _)| *n != c"." && *n != c"..");
-                        if files.clone().all(|(_, t)| !matches!(t, libc::DT_DIR | libc::DT_UNKNOWN)) {
-                            #[cfg(test)]
-                            super::listings::HITS.with(|h| h.set(h.get() + 1));
-                            for (child, t) in files {
-                                seen += 1;
-                                if t == libc::DT_REG && !file(&format!("{path}/{}", child.to_string_lossy())) {
-                                    return (seen, unreadable);
-                                }
-                            }
+                        let files_only = records_of(&records)
+                            .all(|(n, t)| n == c"." || n == c".." || !matches!(t, libc::DT_DIR | libc::DT_UNKNOWN));
+                        if files_only {
+                            stack.push((Pending::Files(records), path));
                             continue;
                         }
                     }
                     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
                     match openat(dir.as_fd(), cname, flags, 0) {
-                        Ok(child) => stack.push((child, path)),
+                        Ok(child) => stack.push((Pending::Dir(child), path)),
                         // Swapped for a link or a file since it was listed: not a directory now.
                         Err(e) if matches!(errno(&e), libc::ELOOP | libc::ENOTDIR | libc::ENOENT) => {}
                         Err(_) => unreadable += 1,
@@ -472,9 +482,17 @@ impl LocalFs {
     }
 }
 
+/// A directory a confined walk has still to look through: opened, or (a directory of files alone
+/// whose kept listing stands) its records.
+enum Pending {
+    Dir(OwnedFd),
+    #[cfg(target_os = "linux")]
+    Files(std::sync::Arc<Vec<u8>>),
+}
+
 /// Each name and `d_type` of `dirent64` records one after another.
 #[cfg(target_os = "linux")]
-fn records_of(buf: &[u8]) -> impl Iterator<Item = (&CStr, u8)> + Clone + '_ {
+fn records_of(buf: &[u8]) -> impl Iterator<Item = (&CStr, u8)> + '_ {
     // A record: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), then the name and NUL.
     let mut at = 0;
     std::iter::from_fn(move || {
