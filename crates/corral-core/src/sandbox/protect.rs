@@ -359,11 +359,14 @@ impl Watch {
 }
 
 /// [`sweep`] on the blocking pool, for an async caller; a sweep that did not finish is a note.
-/// Where the watches say every tree is as the last sweep left it, with nothing found, the answer
-/// is a few system calls: given here, with no hand-over to another thread.
+/// Where the watches have nothing queued and say every tree is as the last sweep left it, with
+/// nothing found, the answer is a few system calls: given here, with no hand-over to another
+/// thread.
 pub async fn sweep_blocking(watch: Vec<Watch>) -> Vec<String> {
-    #[cfg(unix)]
-    if watch.iter().all(|w| w.names.is_empty() || remove::finds_nothing(&w.root, &w.names, &w.skip, &w.before)) {
+    #[cfg(target_os = "linux")]
+    if watch::quiet()
+        && watch.iter().all(|w| w.names.is_empty() || remove::finds_nothing(&w.root, &w.names, &w.skip, &w.before))
+    {
         return Vec::new();
     }
     tokio::task::spawn_blocking(move || sweep(&watch))

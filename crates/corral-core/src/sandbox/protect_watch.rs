@@ -236,6 +236,21 @@ impl Watcher {
 
 /// The generation now, after reading every queued event, with `names` counted as names that
 /// matter from here on; `None` where there is no watcher.
+/// Whether the watches can be asked at once, with nothing queued to read: no other thread holds
+/// them, no inotify event waits, and the mount table did not change. A caller on an async
+/// runtime's thread asks this before `generation`, whose draining of a long queue (after an
+/// `rm -rf` of a watched tree) it must not do there.
+pub fn quiet() -> bool {
+    let Ok(guard) = WATCHER.try_lock() else { return false };
+    let Some(w) = guard.as_ref() else { return false };
+    let mut p = [
+        libc::pollfd { fd: w.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: w.mounts.as_raw_fd(), events: libc::POLLPRI, revents: 0 },
+    ];
+    // SAFETY: two valid pollfds; a zero timeout.
+    unsafe { libc::poll(p.as_mut_ptr(), 2, 0) == 0 }
+}
+
 pub fn generation(names: &[&str]) -> Option<u64> {
     let mut guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
     let w = guard.as_mut()?;
