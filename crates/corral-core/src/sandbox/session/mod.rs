@@ -47,9 +47,10 @@ struct Inner {
     pid: libc::pid_t,
     /// Commands started in a prepared process (`corral_keeper::prepared`).
     prepared: AtomicU64,
-    /// Whether the last command started in one: then the next most likely does too, and its own
-    /// trees go to the process prepared after it (`wire::Run::spares`).
-    last_prepared: AtomicBool,
+    /// When the last command started in one (`None`: it did not): a command soon after most
+    /// likely does too, and its own trees go to the process prepared after it
+    /// (`wire::Run::spares`). The keeper drops a process that waited `prepared::MAX_AGE`.
+    last_prepared: Mutex<Option<std::time::Instant>>,
     /// The control group made for the next command, which its prepared process joins ahead.
     ahead: Arc<crate::shell::exec::cgroup::Ahead>,
 }
@@ -107,7 +108,8 @@ impl Inner {
                     if prepared {
                         self.prepared.fetch_add(1, Ordering::Relaxed);
                     }
-                    self.last_prepared.store(prepared, Ordering::Relaxed);
+                    *self.last_prepared.lock().unwrap_or_else(|p| p.into_inner()) =
+                        prepared.then(std::time::Instant::now);
                     let started = waiters.get_mut(&id).and_then(|w| w.started.take());
                     // Nobody waits for it any more (the caller was dropped): it must not run.
                     if started.is_none_or(|s| s.send(Ok(pid)).is_err()) {
@@ -192,7 +194,7 @@ impl Keeper {
             alive: AtomicBool::new(true),
             pid,
             prepared: AtomicU64::new(0),
-            last_prepared: AtomicBool::new(false),
+            last_prepared: Mutex::new(None),
             ahead: Arc::default(),
         });
         let reader = inner.clone();
@@ -345,7 +347,9 @@ impl Keeper {
         // fit in the frame), once the plan is complete: unless this command most likely starts in
         // a prepared process, which leaves its own trees to the next one.
         let room = fds.len() + trees.len() <= wire::MAX_FDS;
-        let fresh = !inner.last_prepared.load(Ordering::Relaxed);
+        let waiting = corral_keeper::prepared::MAX_AGE / 2;
+        let fresh =
+            !inner.last_prepared.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| t.elapsed() < waiting);
         let spares = match room && fresh && corral_keeper::prepared::preparable(&plan) {
             true => {
                 trees.iter().map(|t| corral_keeper::keeper::copy_tree(t.as_raw_fd())).collect::<io::Result<Vec<_>>>()?

@@ -58,10 +58,9 @@ struct Spares {
 }
 
 impl Spares {
+    /// None yet: the first connection asks for them.
     fn new(inside: Arc<dyn Inside>) -> Arc<Spares> {
-        let spares = Arc::new(Spares { inside, fds: Mutex::new(Vec::new()), asking: AtomicBool::new(false) });
-        spares.refill();
-        spares
+        Arc::new(Spares { inside, fds: Mutex::new(Vec::new()), asking: AtomicBool::new(false) })
     }
 
     /// Asks for more in the background, unless a request is under way.
@@ -71,13 +70,14 @@ impl Spares {
         }
         let spares = self.clone();
         tokio::spawn(async move {
-            let made = spares.inside.sockets(SPARES as u16).await.unwrap_or_default();
-            let none = made.is_empty();
-            spares.fds.lock().unwrap_or_else(|p| p.into_inner()).extend(made);
-            // An `Inside` that made none is not asked again; connections ask `connect`.
-            if !none {
-                spares.asking.store(false, Ordering::Release);
+            match spares.inside.sockets(SPARES as u16).await {
+                // An `Inside` that makes none is not asked again; connections ask `connect`.
+                Ok(made) if made.is_empty() => return,
+                Ok(made) => spares.fds.lock().unwrap_or_else(|p| p.into_inner()).extend(made),
+                // Asked again by a later connection (the keeper out of descriptors a moment).
+                Err(_) => {}
             }
+            spares.asking.store(false, Ordering::Release);
         });
     }
 

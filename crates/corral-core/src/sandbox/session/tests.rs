@@ -681,9 +681,6 @@ async fn a_command_after_the_first_starts_in_a_prepared_process_with_its_own_str
     keeper.close();
 }
 
-/// The host renames a protected `.git` away and makes another after the next command's process
-/// was prepared (its view made with the old one read-only): the prepared view no longer covers
-/// the path, so the command gets a fresh one, where the new `.git` is read-only too.
 /// A command started in a prepared process leaves its own writable trees to the next prepared
 /// process (the library then sends no second copies): command after command starts prepared and
 /// writes the directory itself.
@@ -701,6 +698,9 @@ async fn commands_back_to_back_each_start_prepared_on_the_trees_the_last_one_lef
     keeper.close();
 }
 
+/// The host renames a protected `.git` away and makes another after the next command's process
+/// was prepared (its view made with the old one read-only): the prepared view no longer covers
+/// the path, so the command gets a fresh one, where the new `.git` is read-only too.
 #[tokio::test]
 #[ignore = "needs namespaces: scripts/test.sh runs it"]
 async fn a_protected_directory_the_host_replaced_after_the_next_command_was_prepared_stays_read_only() {
