@@ -241,6 +241,23 @@ fn open_nofollow_at(dir: libc::c_int, path: &CStr, flags: libc::c_int, resolve: 
     Ok(fd as libc::c_int)
 }
 
+/// Whether `path` from `dir` (an empty path: `dir` itself; a link is not followed) has the
+/// `statx` attribute `bit` (a `STATX_ATTR_*`); `None` where the call fails or the kernel does not
+/// say for that attribute.
+pub fn statx_attribute(dir: libc::c_int, path: &CStr, bit: u64) -> Option<bool> {
+    // `struct statx`: 256 bytes, `stx_attributes` at byte 8, `stx_attributes_mask` at byte 56
+    // (read by offset: musl's headers, and so the libc crate there, do not all declare it).
+    let mut buf = [0u64; 32];
+    let flags = libc::AT_SYMLINK_NOFOLLOW | if path.is_empty() { libc::AT_EMPTY_PATH } else { 0 };
+    // SAFETY: a NUL-terminated path and a 256-byte, 8-aligned buffer for the kernel to fill.
+    let r =
+        unsafe { libc::syscall(libc::SYS_statx, dir, path.as_ptr(), flags, libc::STATX_BASIC_STATS, buf.as_mut_ptr()) };
+    if r != 0 || buf[7] & bit == 0 {
+        return None;
+    }
+    Some(buf[1] & bit != 0)
+}
+
 /// The (device, inode) of what `fd` is open on.
 pub fn identity(fd: libc::c_int) -> io::Result<(u64, u64)> {
     // SAFETY: a zeroed stat filled by fstat on a descriptor of ours.

@@ -17,10 +17,10 @@
 //! A prepared view is only as good as when it was made. Before one is used, the keeper looks
 //! into it (through `/proc/<pid>/root`): each path the view covers — the writable trees, the
 //! protected, hidden and pinned paths — must still be a mount point there, each writable tree
-//! still the directory the plan names, and the working directory still where the plan says. A host that renamed a protected `.git` away and made another since gets a fresh
-//! view, where the new one is read-only too. The view holds the host's mounts as they were when
-//! it was made: a change of the keeper's mount table drops it (`keeper.rs`), and so does
-//! `MAX_AGE`.
+//! still the directory the plan names, and the working directory still where the plan says. A
+//! host that renamed a protected `.git` away and made another since gets a fresh view, where the
+//! new one is read-only too. The view holds the host's mounts as they were when it was made: a
+//! change of the keeper's mount table drops it (`keeper.rs`), and so does `MAX_AGE`.
 
 use std::ffi::CString;
 use std::io;
@@ -334,15 +334,7 @@ impl Prepared {
 /// the kernel does not say (before Linux 5.8).
 fn mount_root(fd: RawFd) -> Option<bool> {
     const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
-    // `struct statx`: 256 bytes, `stx_attributes` at byte 8, `stx_attributes_mask` at byte 56
-    // (read by offset: musl's headers, and so the libc crate there, do not all declare it).
-    let mut buf = [0u64; 32];
-    // SAFETY: an empty NUL-terminated path, and a buffer of the struct's size.
-    let r = unsafe { libc::syscall(libc::SYS_statx, fd, c"".as_ptr(), libc::AT_EMPTY_PATH, 0u32, buf.as_mut_ptr()) };
-    if r < 0 || buf[7] & STATX_ATTR_MOUNT_ROOT == 0 {
-        return None;
-    }
-    Some(buf[1] & STATX_ATTR_MOUNT_ROOT != 0)
+    child::statx_attribute(fd, c"", STATX_ATTR_MOUNT_ROOT)
 }
 
 /// The mount points of process `pid`'s view, as its `/proc/<pid>/mountinfo` names them.

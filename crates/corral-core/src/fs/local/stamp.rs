@@ -89,13 +89,7 @@ const ENCRYPTING: [i64; 2] = [0xEF53, 0xF2F52010];
 #[cfg(target_os = "linux")]
 fn encrypted(dir: libc::c_int, path: &std::ffi::CStr) -> bool {
     const STATX_ATTR_ENCRYPTED: u64 = 0x800;
-    // `struct statx`: 256 bytes, `stx_attributes` at byte 8, `stx_attributes_mask` at byte 56.
-    let mut buf = [0u64; 32];
-    let flags = libc::AT_SYMLINK_NOFOLLOW | if path.is_empty() { libc::AT_EMPTY_PATH } else { 0 };
-    // SAFETY: a NUL-terminated path and a 256-byte, 8-aligned buffer for the kernel to fill.
-    let r =
-        unsafe { libc::syscall(libc::SYS_statx, dir, path.as_ptr(), flags, libc::STATX_BASIC_STATS, buf.as_mut_ptr()) };
-    r != 0 || buf[7] & STATX_ATTR_ENCRYPTED == 0 || buf[1] & STATX_ATTR_ENCRYPTED != 0
+    corral_keeper::child::statx_attribute(dir, path, STATX_ATTR_ENCRYPTED) != Some(false)
 }
 
 /// The stamp of the directory at `path` (not followed: a link is `None`), or `None` where its
