@@ -234,8 +234,6 @@ impl Watcher {
     }
 }
 
-/// The generation now, after reading every queued event, with `names` counted as names that
-/// matter from here on; `None` where there is no watcher.
 /// Whether the watches can be asked at once, with nothing queued to read: no other thread holds
 /// them, no inotify event waits, and the mount table did not change. A caller on an async
 /// runtime's thread asks this before `generation`, whose draining of a long queue (after an
@@ -251,6 +249,8 @@ pub fn quiet() -> bool {
     unsafe { libc::poll(p.as_mut_ptr(), 2, 0) == 0 }
 }
 
+/// The generation now, after reading every queued event, with `names` counted as names that
+/// matter from here on; `None` where there is no watcher.
 pub fn generation(names: &[&str]) -> Option<u64> {
     let mut guard = WATCHER.lock().unwrap_or_else(|p| p.into_inner());
     let w = guard.as_mut()?;

@@ -43,12 +43,10 @@ pub(super) fn list(
 ) -> std::io::Result<Listed> {
     let read_at = clock();
     let Some(before) = stamp(fd, devices) else { return read().map(Listed::Read) };
-    if let Some((s, records)) = KEPT.lock().unwrap_or_else(|p| p.into_inner()).by_inode.get(&before.dev_ino()) {
-        if *s == before {
-            #[cfg(test)]
-            HITS.with(|h| h.set(h.get() + 1));
-            return Ok(Listed::Kept(records.clone()));
-        }
+    if let Some(records) = kept(before) {
+        #[cfg(test)]
+        HITS.with(|h| h.set(h.get() + 1));
+        return Ok(Listed::Kept(records));
     }
     let records = read()?;
     // A directory of a million names is read each time rather than crowd out every other.
